@@ -1,0 +1,167 @@
+package handoff
+
+import (
+	"context"
+	"errors"
+
+	"github.com/gnsh/gnsh/internal/legacy"
+)
+
+// Inhibitor is one entry of logind's ListInhibitors() a(ssssuu).
+type Inhibitor struct {
+	What, Who, Why, Mode string
+	UID, PID             uint32
+}
+
+// Caps is what the running logind offers, read from its introspection data
+// rather than guessed from a version number.
+type Caps struct {
+	Methods map[string]bool // org.freedesktop.login1.Manager methods
+}
+
+// Has reports whether logind exports the Manager method m.
+func (c Caps) Has(m string) bool { return c.Methods[m] }
+
+// Logind is the part of org.freedesktop.login1.Manager that gnsh uses.
+// Implementations return *BusError for D-Bus error replies and
+// *UnreachableError when the bus or logind cannot be reached at all.
+type Logind interface {
+	// Caps introspects /org/freedesktop/login1.
+	Caps(ctx context.Context) (Caps, error)
+	// SetWallMessage(in s wall_message, in b enable).
+	SetWallMessage(ctx context.Context, msg string, enable bool) error
+	// ShutdownWithFlags calls PowerOffWithFlags, RebootWithFlags or
+	// HaltWithFlags (in t flags); method is "PowerOff", "Reboot" or "Halt".
+	ShutdownWithFlags(ctx context.Context, method string, flags uint64) error
+	// Shutdown calls PowerOff, Reboot or Halt (in b interactive).
+	Shutdown(ctx context.Context, method string, interactive bool) error
+	// ScheduleShutdown(in s type, in t usec) with usec in CLOCK_REALTIME µs.
+	ScheduleShutdown(ctx context.Context, typ string, usec uint64) error
+	// CancelScheduledShutdown(out b cancelled).
+	CancelScheduledShutdown(ctx context.Context) (bool, error)
+	// ScheduledShutdown reads the property of that name, (st).
+	ScheduledShutdown(ctx context.Context) (typ string, usec uint64, err error)
+	// ListInhibitors(out a(ssssuu) inhibitors).
+	ListInhibitors(ctx context.Context) ([]Inhibitor, error)
+}
+
+// Systemd is the part of org.freedesktop.systemd1.Manager gnsh uses as a
+// fallback when logind cannot be used. It bypasses every inhibitor.
+type Systemd interface {
+	// StartUnit(in s name, in s mode, out o job).
+	StartUnit(ctx context.Context, name, mode string) error
+}
+
+// RebootCmd is a reboot(2) command.
+type RebootCmd int
+
+// The reboot(2) commands halt_now uses.
+const (
+	CmdEnableCAD RebootCmd = iota // LINUX_REBOOT_CMD_CAD_ON
+	CmdHalt                       // LINUX_REBOOT_CMD_HALT
+	CmdPowerOff                   // LINUX_REBOOT_CMD_POWER_OFF
+	CmdRestart                    // LINUX_REBOOT_CMD_RESTART
+	CmdRestart2                   // LINUX_REBOOT_CMD_RESTART2 with an argument
+)
+
+// String names the command as the kernel headers do.
+func (c RebootCmd) String() string {
+	return [...]string{"CAD_ON", "HALT", "POWER_OFF", "RESTART", "RESTART2"}[c]
+}
+
+// Kernel is the last resort: sync(2) and reboot(2).
+//
+// IMPORTANT: the real implementation really reboots the machine. Tests use
+// a recorder, or run the binary in a new PID namespace, where reboot(2) only
+// ends that namespace.
+type Kernel interface {
+	Sync()
+	Reboot(cmd RebootCmd, arg string) error
+}
+
+// Session is an entry of /run/systemd/sessions, as sd_get_sessions() and
+// sd_session_get_*() read them.
+type Session struct {
+	ID, Class, Type, TTY, Seat, Service string
+	UID                                 uint32
+}
+
+// Host is what the hand-off asks of the machine itself.
+type Host interface {
+	Euid() int
+	Uid() int
+	OnTTY() bool    // stdout and stderr are terminals
+	InChroot() bool // systemd's running_in_chroot() > 0
+	InContainer() bool
+	// RebootParam reads /run/systemd/reboot-param ("" if absent).
+	RebootParam() string
+	// WriteRebootParam and UnlinkRebootParam change /run/systemd/reboot-param
+	// as systemd's update_reboot_parameter_and_warn() does.
+	WriteRebootParam(param string) error
+	UnlinkRebootParam() error
+	Sessions() []Session
+	UserName(uid uint32) string
+	ProcessComm(pid uint32) string
+}
+
+// Preparer runs between "parsed" and "handed off": gnsh drains the node
+// there. A non-nil error aborts the shutdown with exit status 1 before
+// anything is handed off.
+type Preparer interface {
+	Prepare(ctx context.Context, req *legacy.Request) error
+}
+
+// BusError is a D-Bus error reply.
+type BusError struct {
+	Name    string // e.g. org.freedesktop.DBus.Error.AccessDenied
+	Message string
+}
+
+func (e *BusError) Error() string {
+	if e.Message != "" {
+		return e.Message
+	}
+	return e.Name
+}
+
+// UnreachableError means the bus, or the service on it, could not be reached.
+type UnreachableError struct {
+	Op  string // "connect to bus", "introspect logind", …
+	Err error
+}
+
+func (e *UnreachableError) Error() string { return e.Err.Error() }
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// D-Bus error names that change what gnsh does next.
+const (
+	ErrUnknownMethod       = "org.freedesktop.DBus.Error.UnknownMethod"
+	ErrInvalidArgs         = "org.freedesktop.DBus.Error.InvalidArgs"
+	ErrAccessDenied        = "org.freedesktop.DBus.Error.AccessDenied"
+	ErrAuthFailed          = "org.freedesktop.DBus.Error.AuthFailed"
+	ErrInteractiveAuth     = "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired"
+	ErrNotSupported        = "org.freedesktop.DBus.Error.NotSupported"
+	ErrOperationInProgress = "org.freedesktop.login1.OperationInProgress"
+	ErrBlockedByInhibitor  = "org.freedesktop.login1.BlockedByInhibitorLock"
+)
+
+// busErrorName returns the D-Bus error name of err, or "".
+func busErrorName(err error) string {
+	var be *BusError
+	if errors.As(err, &be) {
+		return be.Name
+	}
+	return ""
+}
+
+// final reports whether systemd stops at this error instead of falling back
+// to starting the target directly: EACCES, EOPNOTSUPP and EINPROGRESS
+// (halt_main in v251+).
+func final(err error) bool {
+	switch busErrorName(err) {
+	case ErrAccessDenied, ErrAuthFailed, ErrInteractiveAuth, ErrNotSupported, ErrOperationInProgress, ErrBlockedByInhibitor,
+		"org.freedesktop.login1.NotSupported", "org.freedesktop.login1.SleepVerbNotSupported":
+		return true
+	}
+	return false
+}

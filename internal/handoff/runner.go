@@ -1,0 +1,498 @@
+// Package handoff carries out a parsed legacy command the way systemd ≥ 251
+// does (halt_main in systemctl-compat-halt.c): through systemd-logind, so
+// that every delay and block inhibitor is honoured, on every systemd
+// version. Where logind cannot do it, it falls back to starting the target
+// on PID 1 and, for root, to sync(2) and reboot(2), and says in one line on
+// stderr that inhibitors were bypassed and why.
+//
+// The same Runner drives `gnsh plan`, with recorders in place of the bus and
+// the kernel, so the plan cannot disagree with what the command does.
+package handoff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/gnsh/gnsh/internal/legacy"
+)
+
+// Logind WithFlags flag bits (systemd's login-util.h).
+const (
+	FlagRootCheckInhibitors uint64 = 1 << 0
+	FlagRebootViaKexec      uint64 = 1 << 1
+)
+
+// DefaultCallTimeout bounds every D-Bus call, as sd-bus's default method
+// timeout does for systemctl.
+const DefaultCallTimeout = 25 * time.Second
+
+// Runner carries out legacy requests. Zero-value fields are not usable
+// except Preparer (no preparation) and CallTimeout (DefaultCallTimeout).
+type Runner struct {
+	Stdout, Stderr io.Writer
+	Host           Host
+	Kernel         Kernel
+	// DialLogind and DialSystemd connect lazily, so that --help, -f and
+	// chroot runs never touch the bus.
+	DialLogind  func(ctx context.Context) (Logind, error)
+	DialSystemd func(ctx context.Context) (Systemd, error)
+	Preparer    Preparer
+	Location    *time.Location // for printed times; nil = time.Local
+	CallTimeout time.Duration
+
+	logind     Logind
+	logindErr  error
+	caps       *Caps
+	capsErr    error
+	dialedOnce bool
+}
+
+// Run carries out req. It returns nil for exit status 0 and a
+// *legacy.ExitError otherwise (its Msg may be empty when everything was
+// already printed).
+func (r *Runner) Run(ctx context.Context, req *legacy.Request) error {
+	if req.Help != "" {
+		fmt.Fprint(r.Stdout, req.Help)
+		return nil
+	}
+	// systemd changes the reboot parameter while parsing, before the chroot
+	// check and before any permission check.
+	switch req.ParamOp {
+	case legacy.ParamWrite:
+		if err := r.Host.WriteRebootParam(req.Param); err != nil {
+			return legacy.Fail("Failed to write reboot parameter file: %s", Strerror(err))
+		}
+	case legacy.ParamUnlink:
+		if err := r.Host.UnlinkRebootParam(); err != nil {
+			return legacy.Fail("Failed to unlink reboot parameter file: %s", Strerror(err))
+		}
+	}
+	if r.Host.InChroot() {
+		r.info("Running in chroot, ignoring request.")
+		return nil
+	}
+	switch req.Action {
+	case legacy.Cancel:
+		return r.cancel(ctx, req)
+	case legacy.Show:
+		return r.show(ctx)
+	default:
+		return r.halt(ctx, req)
+	}
+}
+
+// halt is systemd's halt_main() for halt, poweroff, reboot, kexec and
+// scheduled shutdowns.
+func (r *Runner) halt(ctx context.Context, req *legacy.Request) error {
+	if req.Force == 0 {
+		var err error
+		if req.When > 0 {
+			if err := r.prepare(ctx, req); err != nil {
+				return err
+			}
+			err = r.schedule(ctx, req)
+		} else {
+			if err := r.checkInhibitors(ctx, req); err != nil {
+				return err
+			}
+			if err := r.prepare(ctx, req); err != nil {
+				return err
+			}
+			err = r.logindShutdown(ctx, req)
+		}
+		if err == nil {
+			return nil
+		}
+		if final(err) {
+			return &legacy.ExitError{Code: 1}
+		}
+		if !req.DryRun {
+			return r.startTarget(ctx, req, err)
+		}
+	}
+	if r.Host.Euid() != 0 {
+		return legacy.Fail("Need to be root.")
+	}
+	if req.DryRun {
+		return nil
+	}
+	if req.Force != 0 {
+		if err := r.prepare(ctx, req); err != nil {
+			return err
+		}
+	}
+	return r.haltNow(req)
+}
+
+func (r *Runner) prepare(ctx context.Context, req *legacy.Request) error {
+	if r.Preparer == nil || req.DryRun {
+		return nil
+	}
+	return r.Preparer.Prepare(ctx, req)
+}
+
+// dial connects to logind once and remembers the outcome.
+func (r *Runner) dial(ctx context.Context) (Logind, error) {
+	if !r.dialedOnce {
+		r.dialedOnce = true
+		if r.DialLogind == nil {
+			r.logindErr = &UnreachableError{Op: "connect to bus", Err: errors.New("no system bus configured")}
+		} else {
+			r.logind, r.logindErr = r.DialLogind(ctx)
+		}
+	}
+	return r.logind, r.logindErr
+}
+
+// capabilities introspects logind once.
+func (r *Runner) capabilities(ctx context.Context, l Logind) (Caps, error) {
+	if r.caps == nil && r.capsErr == nil {
+		c, err := withTimeout(ctx, r.timeout(), func(ctx context.Context) (Caps, error) { return l.Caps(ctx) })
+		if err != nil {
+			r.capsErr = &UnreachableError{Op: "introspect logind", Err: err}
+		} else {
+			r.caps = &c
+		}
+	}
+	if r.capsErr != nil {
+		return Caps{}, r.capsErr
+	}
+	return *r.caps, nil
+}
+
+func (r *Runner) timeout() time.Duration {
+	if r.CallTimeout > 0 {
+		return r.CallTimeout
+	}
+	return DefaultCallTimeout
+}
+
+func withTimeout[T any](ctx context.Context, d time.Duration, f func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return f(ctx)
+}
+
+func (r *Runner) call(ctx context.Context, f func(context.Context) error) error {
+	_, err := withTimeout(ctx, r.timeout(), func(ctx context.Context) (struct{}, error) { return struct{}{}, f(ctx) })
+	return err
+}
+
+// setWall is logind_set_wall_message(): failures are only a warning.
+func (r *Runner) setWall(ctx context.Context, l Logind, caps Caps, req *legacy.Request) {
+	if req.DryRun || !caps.Has("SetWallMessage") {
+		return
+	}
+	err := r.call(ctx, func(ctx context.Context) error { return l.SetWallMessage(ctx, req.WallMessage(), !req.NoWall) })
+	if err != nil {
+		r.warn("Failed to set wall message, ignoring: %s", err)
+	}
+}
+
+// missingMethod is returned when logind lacks every method for a step.
+type missingMethod struct{ what string }
+
+func (e *missingMethod) Error() string { return "logind offers no " + e.what + " method" }
+
+// logindShutdown is logind_reboot(): WithFlags(t 0) first, then the old
+// (b interactive=false) method when WithFlags is not there.
+func (r *Runner) logindShutdown(ctx context.Context, req *legacy.Request) error {
+	l, err := r.dial(ctx)
+	if err != nil {
+		return err
+	}
+	if req.DryRun {
+		return nil
+	}
+	caps, err := r.capabilities(ctx, l)
+	if err != nil {
+		return err
+	}
+	r.setWall(ctx, l, caps, req)
+	method := req.Action.Method()
+	if caps.Has(method + "WithFlags") {
+		var flags uint64
+		if req.Action == legacy.Kexec {
+			flags = FlagRebootViaKexec
+		}
+		err := r.call(ctx, func(ctx context.Context) error { return l.ShutdownWithFlags(ctx, method, flags) })
+		if err != nil && flags != 0 && busErrorName(err) == ErrInvalidArgs {
+			r.gnshWarn("logind cannot reboot via kexec (%s); rebooting normally through logind", err)
+			err = r.call(ctx, func(ctx context.Context) error { return l.ShutdownWithFlags(ctx, method, 0) })
+		}
+		if err == nil || busErrorName(err) != ErrUnknownMethod {
+			if err != nil {
+				r.errorf("Call to %s failed: %s", method, err)
+			}
+			return err
+		}
+	}
+	if caps.Has(method) {
+		err := r.call(ctx, func(ctx context.Context) error { return l.Shutdown(ctx, method, false) })
+		if err != nil {
+			r.errorf("Call to %s failed: %s", method, err)
+		}
+		return err
+	}
+	return &missingMethod{method + "WithFlags or " + method}
+}
+
+// schedule is logind_schedule_shutdown().
+func (r *Runner) schedule(ctx context.Context, req *legacy.Request) error {
+	l, err := r.dial(ctx)
+	if err != nil {
+		return err
+	}
+	caps, err := r.capabilities(ctx, l)
+	if err != nil {
+		return err
+	}
+	if !caps.Has("ScheduleShutdown") {
+		return &missingMethod{"ScheduleShutdown"}
+	}
+	typ := req.Action.String()
+	prefix := ""
+	if req.DryRun {
+		prefix = "dry-"
+	}
+	r.setWall(ctx, l, caps, req)
+	err = r.call(ctx, func(ctx context.Context) error { return l.ScheduleShutdown(ctx, prefix+typ, req.When) })
+	if err != nil && req.Action == legacy.Kexec && busErrorName(err) == ErrInvalidArgs {
+		r.gnshWarn("logind cannot schedule a kexec reboot (%s); scheduling a normal reboot", err)
+		err = r.call(ctx, func(ctx context.Context) error { return l.ScheduleShutdown(ctx, prefix+"reboot", req.When) })
+	}
+	if err != nil {
+		r.warn("Failed to schedule shutdown: %s", err)
+		return err
+	}
+	_ = r.showWith(ctx, l)
+	return nil
+}
+
+// cancel is logind_cancel_shutdown().
+func (r *Runner) cancel(ctx context.Context, req *legacy.Request) error {
+	l, err := r.dial(ctx)
+	if err != nil {
+		return legacy.Fail("Failed to connect to bus: %s", err)
+	}
+	caps, err := r.capabilities(ctx, l)
+	if err != nil {
+		return legacy.Fail("Failed to talk to logind, shutdown hasn't been cancelled: %s", err)
+	}
+	r.setWall(ctx, l, caps, req)
+	if !caps.Has("CancelScheduledShutdown") {
+		return legacy.Fail("Failed to talk to logind, shutdown hasn't been cancelled: %s", &missingMethod{"CancelScheduledShutdown"})
+	}
+	err = r.call(ctx, func(ctx context.Context) error { _, err := l.CancelScheduledShutdown(ctx); return err })
+	if err != nil {
+		return legacy.Fail("Failed to talk to logind, shutdown hasn't been cancelled: %s", err)
+	}
+	return nil
+}
+
+// show is logind_show_shutdown() for shutdown --show.
+func (r *Runner) show(ctx context.Context) error {
+	l, err := r.dial(ctx)
+	if err != nil {
+		return legacy.Fail("Failed to connect to bus: %s", err)
+	}
+	return r.showWith(ctx, l)
+}
+
+func (r *Runner) showWith(ctx context.Context, l Logind) error {
+	var typ string
+	var usec uint64
+	err := r.call(ctx, func(ctx context.Context) error {
+		var err error
+		typ, usec, err = l.ScheduledShutdown(ctx)
+		return err
+	})
+	if err != nil {
+		return legacy.Fail("Failed to query scheduled shutdown: %s", err)
+	}
+	if typ == "" {
+		return legacy.Fail("No scheduled shutdown.")
+	}
+	switch typ {
+	case "halt", "poweroff", "exit":
+		typ = "Shutdown"
+	case "kexec":
+		typ = "Reboot via kexec"
+	case "reboot":
+		typ = "Reboot"
+	}
+	r.info("%s scheduled for %s, use 'shutdown -c' to cancel.", typ, r.formatTimestamp(usec))
+	return nil
+}
+
+// formatTimestamp is systemd's FORMAT_TIMESTAMP_STYLE(usec, TIMESTAMP_PRETTY).
+func (r *Runner) formatTimestamp(usec uint64) string {
+	if usec == 0 || usec == ^uint64(0) {
+		return "n/a"
+	}
+	loc := r.Location
+	if loc == nil {
+		loc = time.Local
+	}
+	return legacy.FromUsec(usec).In(loc).Format("Mon 2006-01-02 15:04:05 MST")
+}
+
+// checkInhibitors is logind_check_inhibitors() for the legacy commands:
+// only a non-root caller whose stdout and stderr are terminals is checked.
+func (r *Runner) checkInhibitors(ctx context.Context, req *legacy.Request) error {
+	if r.Host.Euid() == 0 || !r.Host.OnTTY() {
+		return nil
+	}
+	l, err := r.dial(ctx)
+	if err != nil {
+		return legacy.Fail("Failed to connect to bus: %s", err)
+	}
+	var list []Inhibitor
+	err = r.call(ctx, func(ctx context.Context) error {
+		var err error
+		list, err = l.ListInhibitors(ctx)
+		return err
+	})
+	if err != nil {
+		return nil // if logind is not around, there are no inhibitors
+	}
+	c := 0
+	for _, in := range list {
+		if in.Mode != "block" || !containsWord(in.What, "shutdown") {
+			continue
+		}
+		r.warn("Operation inhibited by \"%s\" (PID %d \"%s\", user %s), reason is \"%s\".",
+			in.Who, in.PID, strna(r.Host.ProcessComm(in.PID)), strna(r.Host.UserName(in.UID)), in.Why)
+		c++
+	}
+	uid := uint32(r.Host.Uid())
+	for _, s := range r.Host.Sessions() {
+		if s.UID == uid || s.Class != "user" {
+			continue
+		}
+		switch s.Type {
+		case "x11", "wayland", "tty", "mir":
+		default:
+			continue
+		}
+		where := s.TTY
+		if where == "" {
+			where = s.Seat
+		}
+		if where == "" {
+			where = strna(s.Service)
+		}
+		r.warn("User %s is logged in on %s.", strna(r.Host.UserName(s.UID)), where)
+		c++
+	}
+	if c == 0 {
+		return nil
+	}
+	return legacy.Fail("Please retry operation after closing inhibitors and logging out other users.\n"+
+		"Alternatively, ignore inhibitors and users with 'systemctl %s -i'.", req.Action)
+}
+
+// startTarget is start_with_fallback(), reached when logind could not be
+// used: it bypasses every inhibitor, so it says so. For root, gnsh goes on
+// to sync(2) and reboot(2) if PID 1 cannot be reached either.
+func (r *Runner) startTarget(ctx context.Context, req *legacy.Request, why error) error {
+	target := req.Action.Target()
+	r.gnshWarn("%s; inhibitors bypassed, starting %s directly", describe(why), target)
+	var err error
+	if r.DialSystemd == nil {
+		err = errors.New("no connection to systemd configured")
+	} else {
+		var s Systemd
+		if s, err = r.DialSystemd(ctx); err == nil {
+			err = r.call(ctx, func(ctx context.Context) error { return s.StartUnit(ctx, target, "replace-irreversibly") })
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	if r.Host.Euid() != 0 {
+		return legacy.Fail("Failed to start %s: %s", target, err)
+	}
+	r.gnshWarn("cannot start %s (%s); syncing and calling reboot(2) directly", target, err)
+	return r.haltNow(req)
+}
+
+// describe turns the reason logind could not be used into the first half of
+// the bypass warning.
+func describe(err error) string {
+	var ue *UnreachableError
+	var mm *missingMethod
+	switch {
+	case errors.As(err, &ue):
+		return fmt.Sprintf("cannot reach systemd-logind (%s: %s)", ue.Op, ue.Err)
+	case errors.As(err, &mm):
+		return mm.Error()
+	default:
+		return fmt.Sprintf("systemd-logind refused (%s)", err)
+	}
+}
+
+// haltNow is systemd's halt_now(): sync, enable Ctrl-Alt-Del, reboot(2).
+func (r *Runner) haltNow(req *legacy.Request) error {
+	if !req.NoSync {
+		r.Kernel.Sync()
+	}
+	_ = r.Kernel.Reboot(CmdEnableCAD, "")
+	var err error
+	switch req.Action {
+	case legacy.Halt:
+		r.info("Halting.")
+		err = r.Kernel.Reboot(CmdHalt, "")
+	case legacy.PowerOff:
+		r.info("Powering off.")
+		err = r.Kernel.Reboot(CmdPowerOff, "")
+	default:
+		if !r.Host.InContainer() {
+			if p := r.Host.RebootParam(); p != "" {
+				r.info("Rebooting with argument '%s'.", p)
+				if err := r.Kernel.Reboot(CmdRestart2, p); err == nil {
+					return nil
+				} else {
+					r.warn("Failed to reboot with parameter, retrying without: %s", Strerror(err))
+				}
+			}
+		}
+		r.info("Rebooting.")
+		if err = r.Kernel.Reboot(CmdRestart, ""); err != nil {
+			r.errorf("Failed to reboot: %s", Strerror(err))
+		}
+	}
+	if err == nil {
+		return nil // only a recorder returns
+	}
+	return legacy.Fail("Failed to %s: %s", req.Action, Strerror(err))
+}
+
+func (r *Runner) info(format string, args ...any)   { fmt.Fprintf(r.Stderr, format+"\n", args...) }
+func (r *Runner) warn(format string, args ...any)   { fmt.Fprintf(r.Stderr, format+"\n", args...) }
+func (r *Runner) errorf(format string, args ...any) { fmt.Fprintf(r.Stderr, format+"\n", args...) }
+
+// gnshWarn prints one of gnsh's own warnings (systemd has no such line).
+func (r *Runner) gnshWarn(format string, args ...any) {
+	fmt.Fprintf(r.Stderr, "gnsh: warning: "+format+"\n", args...)
+}
+
+func strna(s string) string {
+	if s == "" {
+		return "n/a"
+	}
+	return s
+}
+
+func containsWord(colonList, w string) bool {
+	for _, x := range strings.Split(colonList, ":") {
+		if x == w {
+			return true
+		}
+	}
+	return false
+}

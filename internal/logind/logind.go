@@ -1,0 +1,331 @@
+// Package logind is a small client for org.freedesktop.login1.Manager and
+// org.freedesktop.systemd1.Manager on godbus. Unlike go-systemd's login1 it
+// returns every error, speaks the WithFlags and ScheduleShutdown methods,
+// bounds every step with a context, and needs no libc (EXTERNAL auth with a
+// numeric uid), so it works in a static binary and in an initramfs.
+package logind
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+	"github.com/godbus/dbus/v5/introspect"
+
+	"github.com/gnsh/gnsh/internal/handoff"
+)
+
+// D-Bus names.
+const (
+	Login1Service  = "org.freedesktop.login1"
+	Login1Path     = "/org/freedesktop/login1"
+	Login1Manager  = "org.freedesktop.login1.Manager"
+	SystemdService = "org.freedesktop.systemd1"
+	SystemdPath    = "/org/freedesktop/systemd1"
+	SystemdManager = "org.freedesktop.systemd1.Manager"
+
+	// DefaultSystemBus is where the system bus listens when
+	// $DBUS_SYSTEM_BUS_ADDRESS is unset.
+	DefaultSystemBus = "unix:path=/run/dbus/system_bus_socket"
+	// SystemdPrivate is PID 1's own peer-to-peer socket, which works without
+	// dbus-daemon (systemctl uses it as root).
+	SystemdPrivate = "unix:path=/run/systemd/private"
+)
+
+// SystemBusAddress returns $DBUS_SYSTEM_BUS_ADDRESS or the default.
+func SystemBusAddress(getenv func(string) string) string {
+	if a := getenv("DBUS_SYSTEM_BUS_ADDRESS"); a != "" {
+		return a
+	}
+	return DefaultSystemBus
+}
+
+// Conn is an authenticated D-Bus connection.
+type Conn struct {
+	conn *dbus.Conn
+}
+
+// Dial connects to a D-Bus address (only unix:path= and unix:abstract=
+// entries; the first that works wins), authenticates with EXTERNAL and, on a
+// bus (not a peer-to-peer socket), says Hello. The whole handshake is bounded
+// by ctx.
+func Dial(ctx context.Context, address string, peerToPeer bool) (*Conn, error) {
+	var errs []error
+	for _, entry := range strings.Split(address, ";") {
+		network, addr, err := parseUnixAddress(entry)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c, err := dialOne(ctx, network, addr, peerToPeer)
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		errs = append(errs, fmt.Errorf("empty D-Bus address"))
+	}
+	return nil, &handoff.UnreachableError{Op: "connect to " + address, Err: errors.Join(errs...)}
+}
+
+func parseUnixAddress(entry string) (network, addr string, err error) {
+	transport, params, ok := strings.Cut(entry, ":")
+	if !ok || transport != "unix" {
+		return "", "", fmt.Errorf("unsupported D-Bus address %q (only unix:path= and unix:abstract=)", entry)
+	}
+	for _, kv := range strings.Split(params, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		v = unescape(v)
+		switch k {
+		case "path":
+			return "unix", v, nil
+		case "abstract":
+			return "unix", "@" + v, nil
+		}
+	}
+	return "", "", fmt.Errorf("unsupported D-Bus address %q (only unix:path= and unix:abstract=)", entry)
+}
+
+// unescape decodes D-Bus address %xx escapes.
+func unescape(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func dialOne(ctx context.Context, network, addr string, peerToPeer bool) (*Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, unwrapNet(err)
+	}
+	uc := nc.(*net.UnixConn)
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(handoff.DefaultCallTimeout)
+	}
+	_ = uc.SetDeadline(deadline)
+	conn, err := dbus.DialUnix(uc)
+	if err != nil {
+		uc.Close()
+		return nil, err
+	}
+	if err := conn.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("authenticate: %w", err)
+	}
+	if !peerToPeer {
+		if err := conn.Hello(); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("hello: %w", err)
+		}
+	}
+	_ = uc.SetDeadline(time.Time{})
+	return &Conn{conn: conn}, nil
+}
+
+func unwrapNet(err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		var se *os.SyscallError
+		if errors.As(oe.Err, &se) {
+			return se.Err
+		}
+		return oe.Err
+	}
+	return err
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error { return c.conn.Close() }
+
+// Logind returns the login1 Manager on this connection.
+func (c *Conn) Logind() *Logind {
+	return &Logind{obj: c.conn.Object(Login1Service, Login1Path)}
+}
+
+// Systemd returns the systemd1 Manager on this connection.
+func (c *Conn) Systemd() *Systemd {
+	return &Systemd{obj: c.conn.Object(SystemdService, SystemdPath)}
+}
+
+// Logind implements handoff.Logind.
+type Logind struct{ obj dbus.BusObject }
+
+var _ handoff.Logind = (*Logind)(nil)
+
+// Caps introspects /org/freedesktop/login1 and lists the Manager's methods.
+func (l *Logind) Caps(ctx context.Context) (handoff.Caps, error) {
+	var data string
+	if err := l.call(ctx, "org.freedesktop.DBus.Introspectable.Introspect").Store(&data); err != nil {
+		return handoff.Caps{}, convert(err)
+	}
+	return ParseCaps(data)
+}
+
+// ParseCaps reads the Manager interface out of introspection XML.
+func ParseCaps(data string) (handoff.Caps, error) {
+	var node introspect.Node
+	if err := xml.Unmarshal([]byte(data), &node); err != nil {
+		return handoff.Caps{}, fmt.Errorf("parse logind introspection data: %w", err)
+	}
+	caps := handoff.Caps{Methods: map[string]bool{}}
+	found := false
+	for _, iface := range node.Interfaces {
+		if iface.Name != Login1Manager {
+			continue
+		}
+		found = true
+		for _, m := range iface.Methods {
+			caps.Methods[m.Name] = true
+		}
+	}
+	if !found {
+		return caps, fmt.Errorf("logind's introspection data has no %s interface", Login1Manager)
+	}
+	return caps, nil
+}
+
+func (l *Logind) call(ctx context.Context, method string, args ...any) *dbus.Call {
+	// Flags 0: no ALLOW_INTERACTIVE_AUTHORIZATION, as legacy commands.
+	return l.obj.CallWithContext(ctx, method, 0, args...)
+}
+
+// SetWallMessage calls SetWallMessage(s, b).
+func (l *Logind) SetWallMessage(ctx context.Context, msg string, enable bool) error {
+	return convert(l.call(ctx, Login1Manager+".SetWallMessage", msg, enable).Err)
+}
+
+// ShutdownWithFlags calls PowerOffWithFlags/RebootWithFlags/HaltWithFlags(t).
+func (l *Logind) ShutdownWithFlags(ctx context.Context, method string, flags uint64) error {
+	return convert(l.call(ctx, Login1Manager+"."+method+"WithFlags", flags).Err)
+}
+
+// Shutdown calls PowerOff/Reboot/Halt(b).
+func (l *Logind) Shutdown(ctx context.Context, method string, interactive bool) error {
+	return convert(l.call(ctx, Login1Manager+"."+method, interactive).Err)
+}
+
+// ScheduleShutdown calls ScheduleShutdown(s, t).
+func (l *Logind) ScheduleShutdown(ctx context.Context, typ string, usec uint64) error {
+	return convert(l.call(ctx, Login1Manager+".ScheduleShutdown", typ, usec).Err)
+}
+
+// CancelScheduledShutdown calls CancelScheduledShutdown() → b.
+func (l *Logind) CancelScheduledShutdown(ctx context.Context) (bool, error) {
+	var ok bool
+	err := l.call(ctx, Login1Manager+".CancelScheduledShutdown").Store(&ok)
+	return ok, convert(err)
+}
+
+// ScheduledShutdown reads the ScheduledShutdown (st) property.
+func (l *Logind) ScheduledShutdown(ctx context.Context) (string, uint64, error) {
+	var v dbus.Variant
+	if err := l.call(ctx, "org.freedesktop.DBus.Properties.Get", Login1Manager, "ScheduledShutdown").Store(&v); err != nil {
+		return "", 0, convert(err)
+	}
+	var s struct {
+		Type string
+		Usec uint64
+	}
+	if err := dbus.Store([]any{v.Value()}, &s); err != nil {
+		return "", 0, fmt.Errorf("ScheduledShutdown has signature %s, want (st)", v.Signature())
+	}
+	return s.Type, s.Usec, nil
+}
+
+// ListInhibitors calls ListInhibitors() → a(ssssuu).
+func (l *Logind) ListInhibitors(ctx context.Context) ([]handoff.Inhibitor, error) {
+	var raw []struct {
+		What, Who, Why, Mode string
+		UID, PID             uint32
+	}
+	if err := l.call(ctx, Login1Manager+".ListInhibitors").Store(&raw); err != nil {
+		return nil, convert(err)
+	}
+	out := make([]handoff.Inhibitor, len(raw))
+	for i, x := range raw {
+		out[i] = handoff.Inhibitor{What: x.What, Who: x.Who, Why: x.Why, Mode: x.Mode, UID: x.UID, PID: x.PID}
+	}
+	return out, nil
+}
+
+// Systemd implements handoff.Systemd.
+type Systemd struct{ obj dbus.BusObject }
+
+var _ handoff.Systemd = (*Systemd)(nil)
+
+// StartUnit calls StartUnit(s name, s mode) → o job.
+func (s *Systemd) StartUnit(ctx context.Context, name, mode string) error {
+	var job dbus.ObjectPath
+	return convert(s.obj.CallWithContext(ctx, SystemdManager+".StartUnit", 0, name, mode).Store(&job))
+}
+
+// unreachableNames are error replies meaning "nobody is there to ask".
+var unreachableNames = map[string]bool{
+	"org.freedesktop.DBus.Error.ServiceUnknown": true,
+	"org.freedesktop.DBus.Error.NameHasNoOwner": true,
+	"org.freedesktop.DBus.Error.NoReply":        true,
+	"org.freedesktop.DBus.Error.Timeout":        true,
+	"org.freedesktop.DBus.Error.TimedOut":       true,
+	"org.freedesktop.DBus.Error.Disconnected":   true,
+	"org.freedesktop.DBus.Error.NoServer":       true,
+	"org.freedesktop.DBus.Error.Spawn.Failed":   true,
+}
+
+// convert maps godbus errors onto handoff's error types.
+func convert(err error) error {
+	if err == nil {
+		return nil
+	}
+	name, msg, ok := dbusError(err)
+	switch {
+	case ok && (unreachableNames[name] || strings.HasPrefix(name, "org.freedesktop.DBus.Error.Spawn.")):
+		return &handoff.UnreachableError{Op: "call", Err: errors.New(msg)}
+	case ok:
+		return &handoff.BusError{Name: name, Message: msg}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &handoff.UnreachableError{Op: "call", Err: errors.New("timed out")}
+	default:
+		return &handoff.UnreachableError{Op: "call", Err: err}
+	}
+}
+
+func dbusError(err error) (name, msg string, ok bool) {
+	var v dbus.Error
+	var p *dbus.Error
+	switch {
+	case errors.As(err, &v):
+	case errors.As(err, &p):
+		v = *p
+	default:
+		return "", "", false
+	}
+	msg = v.Name
+	if len(v.Body) > 0 {
+		if s, isStr := v.Body[0].(string); isStr {
+			msg = s
+		}
+	}
+	return v.Name, msg, true
+}
