@@ -70,10 +70,12 @@ type Parser struct {
 // mirrors glibc's POSIXLY_CORRECT environment check: when true, option
 // processing stops at the first non-option argument.
 func New(argv []string, short string, long []Long, posixlyCorrect bool) *Parser {
-	p := &Parser{short: short, long: long, posix: posixlyCorrect, i: 1}
+	p := &Parser{short: short, long: long, posix: posixlyCorrect, i: 1, pos: []string{}}
 	if len(argv) > 0 {
 		p.prog = argv[0]
 		p.args = argv
+	} else {
+		p.i = 0
 	}
 	return p
 }
