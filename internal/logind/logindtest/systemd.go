@@ -1,0 +1,81 @@
+package logindtest
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+	"github.com/godbus/dbus/v5/introspect"
+)
+
+// Bus name, object path and interface of systemd's manager (PID 1).
+const (
+	SystemdName      = "org.freedesktop.systemd1"
+	SystemdPath      = dbus.ObjectPath("/org/freedesktop/systemd1")
+	SystemdInterface = "org.freedesktop.systemd1.Manager"
+)
+
+// SystemdOptions configures a fake systemd1 manager.
+type SystemdOptions struct {
+	// Version is reported by the Version property; zero means DefaultVersion.
+	Version int
+
+	// Errors maps a method name to the error to reply instead, e.g.
+	// {"StartUnit": dbus.NewError("org.freedesktop.systemd1.NoSuchUnit", …)}.
+	Errors map[string]*dbus.Error
+
+	// Now and OnCall are as in Options.
+	Now    func() time.Time
+	OnCall func(Call)
+}
+
+// Systemd is a fake org.freedesktop.systemd1 manager with
+// StartUnit(s name, s mode) → o job and the Version property.
+type Systemd struct {
+	svc  *service
+	jobs int // guarded by svc.mu
+}
+
+// NewSystemd connects to the bus at address and serves a fake systemd1
+// manager at /org/freedesktop/systemd1. Call Close to stop it.
+func NewSystemd(address string, o SystemdOptions) (*Systemd, error) {
+	version := o.Version
+	if version == 0 {
+		version = DefaultVersion
+	}
+	s := &Systemd{svc: newService(SystemdName, o.Now, o.OnCall, o.Errors)}
+	s.svc.objects[SystemdPath] = []*ifaceDef{{
+		name: SystemdInterface,
+		methods: []*methodDef{{
+			name: "StartUnit",
+			in:   []introspect.Arg{in("name", "s"), in("mode", "s")},
+			out:  []introspect.Arg{out("job", "o")},
+			fn: func([]any) ([]any, *dbus.Error) {
+				s.jobs++
+				return []any{dbus.ObjectPath(fmt.Sprintf("%s/job/%d", SystemdPath, s.jobs))}, nil
+			},
+		}},
+		props: []*propDef{{
+			name: "Version", sig: "s",
+			get: func() any { return strconv.Itoa(version) },
+		}},
+	}}
+	if err := s.svc.start(address); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close releases the name and disconnects.
+func (s *Systemd) Close() error { return s.svc.close() }
+
+// Calls returns the method calls received so far, in order, except
+// Introspect calls.
+func (s *Systemd) Calls() []Call { return s.svc.callsWithoutIntrospection() }
+
+// AllCalls returns every method call received so far, including Introspect.
+func (s *Systemd) AllCalls() []Call { return s.svc.allCalls() }
+
+// SetError makes member reply e from now on; a nil e removes the error.
+func (s *Systemd) SetError(member string, e *dbus.Error) { s.svc.setError(member, e) }
