@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/gnsh/gnsh/internal/handoff"
@@ -68,7 +69,7 @@ func (s systemdChain) StartUnit(ctx context.Context, name, mode string) error {
 	defer cancel()
 	p, err := logind.Dial(dctx, logind.SystemdPrivate, true)
 	if err != nil {
-		return errors.Join(errBus, err)
+		return fmt.Errorf("system bus: %v; %v", errBus, err)
 	}
 	s.b.conns = append(s.b.conns, p)
 	return p.Systemd().StartUnit(ctx, name, mode)

@@ -73,7 +73,19 @@ func Dial(ctx context.Context, address string, peerToPeer bool) (*Conn, error) {
 	if len(errs) == 0 {
 		errs = append(errs, fmt.Errorf("empty D-Bus address"))
 	}
-	return nil, &handoff.UnreachableError{Op: "connect to " + address, Err: errors.Join(errs...)}
+	return nil, &handoff.UnreachableError{Op: "connect to " + address, Err: joinErrors(errs)}
+}
+
+// joinErrors joins errors on one line: warnings must stay one line each.
+func joinErrors(errs []error) error {
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	s := make([]string, len(errs))
+	for i, e := range errs {
+		s[i] = e.Error()
+	}
+	return errors.New(strings.Join(s, "; "))
 }
 
 func parseUnixAddress(entry string) (network, addr string, err error) {
