@@ -12,22 +12,20 @@
 package integration
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/godbus/dbus/v5"
 
 	"github.com/gnsh/gnsh/internal/logind/logindtest"
+	"github.com/gnsh/gnsh/test/internal/rig"
 )
 
 var binDir string
@@ -57,88 +55,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// need skips (or, under GNSH_REQUIRE_RIGS=1, fails) without the rig.
-func need(t *testing.T) {
+func need(t *testing.T) { rig.Need(t, "dbus-daemon") }
+
+func run(t *testing.T, bus string, env []string, name string, args ...string) rig.Result {
 	t.Helper()
-	var missing []string
-	if os.Geteuid() != 0 {
-		missing = append(missing, "root")
-	}
-	for _, c := range []string{"unshare", "dbus-daemon", "mount"} {
-		if _, err := exec.LookPath(c); err != nil {
-			missing = append(missing, c)
-		}
-	}
-	if len(missing) == 0 {
-		return
-	}
-	if os.Getenv("GNSH_REQUIRE_RIGS") == "1" {
-		t.Fatalf("integration rig needs %s (GNSH_REQUIRE_RIGS=1)", strings.Join(missing, ", "))
-	}
-	t.Skipf("integration rig needs %s", strings.Join(missing, ", "))
-}
-
-type result struct {
-	code   int    // exit status; 129/130 when reboot(2) ended the namespace
-	kernel string // "restart" (SIGHUP) or "halt/poweroff" (SIGINT) if reboot(2) was called
-	stdout string
-	stderr string
-	param  string // /run/systemd/reboot-param afterwards, "<none>" if absent
-}
-
-// nsScript runs "$@" as a child of a PID-1 shell in fresh namespaces with
-// a private /run, then copies the reboot parameter file out.
-const nsScript = `[ $$ = 1 ] || exit 99
-mount -t tmpfs tmpfs /run && mkdir -p /run/systemd || exit 98
-[ -n "$GNSH_TEST_PARAM" ] && printf '%s\n' "$GNSH_TEST_PARAM" > /run/systemd/reboot-param
-"$@"
-rc=$?
-if [ -e /run/systemd/reboot-param ]; then cat /run/systemd/reboot-param > "$GNSH_TEST_OUT"; else echo '<none>' > "$GNSH_TEST_OUT"; fi
-exit $rc`
-
-func run(t *testing.T, bus string, env []string, name string, args ...string) result {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "param")
-	argv := append([]string{"--mount", "--pid", "--fork", "--mount-proc", "--kill-child", "sh", "-c", nsScript, "sh",
-		filepath.Join(binDir, name)}, args...)
-	cmd := exec.Command("unshare", argv...)
-	cmd.Env = append([]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "DBUS_SYSTEM_BUS_ADDRESS=" + bus, "GNSH_TEST_OUT=" + out, "TZ=UTC"}, env...)
-	var so, se bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &so, &se
-	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { done <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("%s %q did not finish in 60 s", name, args)
-	}
-	r := result{stdout: so.String(), stderr: se.String()}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		r.code = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			r.code = 128 + int(ws.Signal())
-		}
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	switch r.code {
-	case 99, 98:
-		t.Fatalf("namespace setup failed (%d): %s", r.code, r.stderr)
-	case 128 + int(syscall.SIGHUP):
-		r.kernel = "restart"
-	case 128 + int(syscall.SIGINT):
-		r.kernel = "halt/poweroff"
-	}
-	if b, err := os.ReadFile(out); err == nil {
-		r.param = strings.TrimSuffix(string(b), "\n")
-	}
-	return r
+	return rig.Run(t, rig.Spec{Env: append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus}, env...),
+		Argv: append([]string{filepath.Join(binDir, name)}, args...)})
 }
 
 // wire renders calls as Member(sig:args) for comparison.
@@ -192,8 +114,8 @@ func TestImmediateByVersion(t *testing.T) {
 			ld := bus.StartLogind(t, logindtest.Options{Version: tt.version})
 			sd := bus.StartSystemd(t, logindtest.SystemdOptions{})
 			r := run(t, bus.Address(), nil, tt.cmd[0], tt.cmd[1:]...)
-			if r.code != 0 {
-				t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+			if r.Code != 0 {
+				t.Fatalf("exit %d, stderr:\n%s", r.Code, r.Stderr)
 			}
 			if got := wire(ld.Calls()); !reflect.DeepEqual(got, tt.wire) {
 				t.Errorf("logind got %q\nwant %q", got, tt.wire)
@@ -202,14 +124,14 @@ func TestImmediateByVersion(t *testing.T) {
 				t.Errorf("systemd got %q, want %q", got, tt.systemd)
 			}
 			noInteractive(t, ld.Calls())
-			if tt.warn == "" && r.stderr != "" {
-				t.Errorf("unexpected stderr %q", r.stderr)
+			if tt.warn == "" && r.Stderr != "" {
+				t.Errorf("unexpected stderr %q", r.Stderr)
 			}
-			if tt.warn != "" && !strings.Contains(r.stderr, tt.warn+"\n") {
-				t.Errorf("stderr lacks %q:\n%s", tt.warn, r.stderr)
+			if tt.warn != "" && !strings.Contains(r.Stderr, tt.warn+"\n") {
+				t.Errorf("stderr lacks %q:\n%s", tt.warn, r.Stderr)
 			}
-			if tt.param != "" && r.param != tt.param {
-				t.Errorf("reboot-param %q, want %q", r.param, tt.param)
+			if tt.param != "" && r.Param != tt.param {
+				t.Errorf("reboot-param %q, want %q", r.Param, tt.param)
 			}
 			if tt.systemd == nil && !ld.State().PreparingForShutdown {
 				t.Errorf("logind did not start a shutdown")
@@ -227,8 +149,8 @@ func TestScheduleCancelShow(t *testing.T) {
 	before := uint64(time.Now().UnixMicro())
 	r := run(t, bus.Address(), nil, "shutdown", "-r", "+5", "kernel", "update")
 	after := uint64(time.Now().UnixMicro())
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}
 	calls := ld.Calls()
 	if len(calls) != 3 || calls[0].Member != "SetWallMessage" || calls[1].Member != "ScheduleShutdown" || calls[2].Member != "Get" {
@@ -242,21 +164,21 @@ func TestScheduleCancelShow(t *testing.T) {
 		t.Fatalf("scheduled for %d, want now+5min (%d..%d)", usec, before+300_000_000, after+300_000_000)
 	}
 	when := time.UnixMicro(int64(usec)).UTC().Format("Mon 2006-01-02 15:04:05 MST")
-	if want := "Reboot scheduled for " + when + ", use 'shutdown -c' to cancel.\n"; r.stderr != want {
-		t.Fatalf("stderr %q, want %q", r.stderr, want)
+	if want := "Reboot scheduled for " + when + ", use 'shutdown -c' to cancel.\n"; r.Stderr != want {
+		t.Fatalf("stderr %q, want %q", r.Stderr, want)
 	}
 	if st := ld.State(); st.ScheduledType != "reboot" || st.WallMessage != "kernel update" || !st.EnableWallMessages {
 		t.Fatalf("logind state %+v", st)
 	}
 
 	r = run(t, bus.Address(), nil, "shutdown", "--show")
-	if r.code != 0 || !strings.HasPrefix(r.stderr, "Reboot scheduled for "+when) {
-		t.Fatalf("--show: %d %q", r.code, r.stderr)
+	if r.Code != 0 || !strings.HasPrefix(r.Stderr, "Reboot scheduled for "+when) {
+		t.Fatalf("--show: %d %q", r.Code, r.Stderr)
 	}
 
 	r = run(t, bus.Address(), nil, "shutdown", "-c", "--no-wall", "never", "mind")
-	if r.code != 0 || r.stderr != "" {
-		t.Fatalf("-c: %d %q", r.code, r.stderr)
+	if r.Code != 0 || r.Stderr != "" {
+		t.Fatalf("-c: %d %q", r.Code, r.Stderr)
 	}
 	got := wire(ld.Calls()[4:])
 	if want := []string{`SetWallMessage(sb:"never mind",false)`, `CancelScheduledShutdown(:)`}; !reflect.DeepEqual(got, want) {
@@ -266,14 +188,14 @@ func TestScheduleCancelShow(t *testing.T) {
 		t.Fatalf("still scheduled: %q", typ)
 	}
 	r = run(t, bus.Address(), nil, "shutdown", "--show")
-	if r.code != 1 || r.stderr != "No scheduled shutdown.\n" {
-		t.Fatalf("--show after -c: %d %q", r.code, r.stderr)
+	if r.Code != 1 || r.Stderr != "No scheduled shutdown.\n" {
+		t.Fatalf("--show after -c: %d %q", r.Code, r.Stderr)
 	}
 
 	// -k: a dry-run schedule, and no wall message is sent.
 	r = run(t, bus.Address(), nil, "shutdown", "-k", "+2", "ignored", "words")
-	if r.code != 0 || !strings.HasPrefix(r.stderr, "Shutdown scheduled for ") {
-		t.Fatalf("-k: %d %q", r.code, r.stderr)
+	if r.Code != 0 || !strings.HasPrefix(r.Stderr, "Shutdown scheduled for ") {
+		t.Fatalf("-k: %d %q", r.Code, r.Stderr)
 	}
 	last := ld.Calls()[len(ld.Calls())-2]
 	if last.Member != "ScheduleShutdown" || last.Args[0] != "dry-poweroff" || !ld.State().DryRun {
@@ -281,8 +203,8 @@ func TestScheduleCancelShow(t *testing.T) {
 	}
 	// -k now: nothing at all.
 	n := len(ld.Calls())
-	if r = run(t, bus.Address(), nil, "shutdown", "-k", "now"); r.code != 0 || len(ld.Calls()) != n {
-		t.Fatalf("-k now: %d, calls %q", r.code, wire(ld.Calls()[n:]))
+	if r = run(t, bus.Address(), nil, "shutdown", "-k", "now"); r.Code != 0 || len(ld.Calls()) != n {
+		t.Fatalf("-k now: %d, calls %q", r.Code, wire(ld.Calls()[n:]))
 	}
 }
 
@@ -292,8 +214,8 @@ func TestKexecScheduleOnOldLogind(t *testing.T) {
 	ld := bus.StartLogind(t, logindtest.Options{Version: 247})
 	// shutdown -K +5: v247 rejects "kexec"; gnsh schedules a reboot.
 	r := run(t, bus.Address(), nil, "shutdown", "-K", "+5")
-	if r.code != 0 || !strings.Contains(r.stderr, "logind cannot schedule a kexec reboot") {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stderr, "logind cannot schedule a kexec reboot") {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}
 	if typ, _ := ld.Scheduled(); typ != "reboot" {
 		t.Fatalf("scheduled %q", typ)
@@ -306,31 +228,31 @@ func TestFallbacks(t *testing.T) {
 		bus := logindtest.StartBus(t)
 		sd := bus.StartSystemd(t, logindtest.SystemdOptions{})
 		r := run(t, bus.Address(), nil, "reboot")
-		if r.code != 0 {
-			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		if r.Code != 0 {
+			t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 		}
 		if got := wire(sd.Calls()); !reflect.DeepEqual(got, []string{`StartUnit(ss:"reboot.target","replace-irreversibly")`}) {
 			t.Fatalf("systemd got %q", got)
 		}
-		if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); len(lines) != 1 ||
+		if lines := strings.Split(strings.TrimSpace(r.Stderr), "\n"); len(lines) != 1 ||
 			!strings.HasPrefix(lines[0], "gnsh: warning: cannot reach systemd-logind (") ||
 			!strings.HasSuffix(lines[0], "inhibitors bypassed, starting reboot.target directly") {
-			t.Fatalf("want one bypass line, got %q", r.stderr)
+			t.Fatalf("want one bypass line, got %q", r.Stderr)
 		}
 	})
 	t.Run("no bus at all: reboot(2) for root", func(t *testing.T) {
 		r := run(t, "unix:path=/nonexistent/bus", nil, "reboot")
-		if r.kernel != "restart" {
-			t.Fatalf("want reboot(2) RESTART, got exit %d: %s", r.code, r.stderr)
+		if r.Kernel != "restart" {
+			t.Fatalf("want reboot(2) RESTART, got exit %d: %s", r.Code, r.Stderr)
 		}
-		if !strings.Contains(r.stderr, "syncing and calling reboot(2) directly") {
-			t.Fatalf("stderr %q", r.stderr)
+		if !strings.Contains(r.Stderr, "syncing and calling reboot(2) directly") {
+			t.Fatalf("stderr %q", r.Stderr)
 		}
 	})
 	t.Run("no bus: scheduled shutdown becomes immediate", func(t *testing.T) {
 		r := run(t, "unix:path=/nonexistent/bus", nil, "shutdown", "-h", "+5")
-		if r.kernel != "halt/poweroff" {
-			t.Fatalf("want reboot(2) POWER_OFF, got exit %d: %s", r.code, r.stderr)
+		if r.Kernel != "halt/poweroff" {
+			t.Fatalf("want reboot(2) POWER_OFF, got exit %d: %s", r.Code, r.Stderr)
 		}
 	})
 	t.Run("access denied is final", func(t *testing.T) {
@@ -339,8 +261,8 @@ func TestFallbacks(t *testing.T) {
 			"RebootWithFlags": dbus.NewError("org.freedesktop.DBus.Error.AccessDenied", []any{"Access denied"})}})
 		sd := bus.StartSystemd(t, logindtest.SystemdOptions{})
 		r := run(t, bus.Address(), nil, "reboot")
-		if r.code != 1 || r.stderr != "Call to Reboot failed: Access denied\n" || len(sd.Calls()) != 0 {
-			t.Fatalf("exit %d %q, systemd %q", r.code, r.stderr, wire(sd.Calls()))
+		if r.Code != 1 || r.Stderr != "Call to Reboot failed: Access denied\n" || len(sd.Calls()) != 0 {
+			t.Fatalf("exit %d %q, systemd %q", r.Code, r.Stderr, wire(sd.Calls()))
 		}
 		if got := ld.Calls(); len(got) != 2 {
 			t.Fatalf("calls %q", wire(got))
@@ -349,22 +271,23 @@ func TestFallbacks(t *testing.T) {
 	t.Run("-f never talks to the bus", func(t *testing.T) {
 		bus := logindtest.StartBus(t)
 		ld := bus.StartLogind(t, logindtest.Options{})
-		r := run(t, bus.Address(), []string{"GNSH_TEST_PARAM=fw"}, "reboot", "-f")
-		if r.kernel != "restart" || len(ld.AllCalls()) != 0 {
-			t.Fatalf("exit %d %q, calls %q", r.code, r.stderr, wire(ld.AllCalls()))
+		r := rig.Run(t, rig.Spec{Env: []string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address()}, Param: "fw",
+			Argv: []string{filepath.Join(binDir, "reboot"), "-f"}})
+		if r.Kernel != "restart" || len(ld.AllCalls()) != 0 {
+			t.Fatalf("exit %d %q, calls %q", r.Code, r.Stderr, wire(ld.AllCalls()))
 		}
 		// plain reboot -f unlinks the parameter at parse time, so there is
 		// none to pass to the kernel.
-		if r.stderr != "Rebooting.\n" {
-			t.Fatalf("stderr %q", r.stderr)
+		if r.Stderr != "Rebooting.\n" {
+			t.Fatalf("stderr %q", r.Stderr)
 		}
 		r = run(t, bus.Address(), nil, "reboot", "-f", "fw")
-		if r.kernel != "restart" || !strings.Contains(r.stderr, "Rebooting with argument 'fw'.") {
-			t.Fatalf("reboot -f fw: exit %d %q", r.code, r.stderr)
+		if r.Kernel != "restart" || !strings.Contains(r.Stderr, "Rebooting with argument 'fw'.") {
+			t.Fatalf("reboot -f fw: exit %d %q", r.Code, r.Stderr)
 		}
 		r = run(t, bus.Address(), nil, "halt", "-f", "-n")
-		if r.kernel != "halt/poweroff" || r.stderr != "Halting.\n" {
-			t.Fatalf("halt -f -n: exit %d %q", r.code, r.stderr)
+		if r.Kernel != "halt/poweroff" || r.Stderr != "Halting.\n" {
+			t.Fatalf("halt -f -n: exit %d %q", r.Code, r.Stderr)
 		}
 	})
 }
@@ -394,8 +317,8 @@ func TestPlanMatchesWire(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := run(t, bus.Address(), nil, cmd[0], cmd[1:]...)
-			if r.code != 0 {
-				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			if r.Code != 0 {
+				t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 			}
 			var want []string
 			for _, c := range plan.Calls {

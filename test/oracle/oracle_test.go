@@ -1,0 +1,163 @@
+// Package oracle compares gnsh with systemd 252 itself. For every command
+// line of the spec's tables it runs Debian bookworm's real systemctl (as
+// shutdown, poweroff, reboot and halt, chrooted into the cached rootfs) and
+// then gnsh, each against a fresh fake logind and systemd1 on a private
+// bus, and requires the same exit status, stdout, stderr, calls on the wire
+// (names, signatures, values) and reboot parameter file. Commands with -f
+// must end the (private) PID namespace the same way.
+//
+// The rootfs comes from test/e2e/rootfs.sh (cached outside the repo). The
+// test skips without root, unshare, dbus-daemon or the rootfs unless
+// GNSH_REQUIRE_RIGS=1.
+package oracle
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gnsh/gnsh/internal/logind/logindtest"
+	"github.com/gnsh/gnsh/test/internal/rig"
+)
+
+var cases = [][]string{
+	// shutdown: options and their order rules
+	{"shutdown"}, {"shutdown", "now"}, {"shutdown", "-H", "now"}, {"shutdown", "--halt", "now"},
+	{"shutdown", "-P", "now"}, {"shutdown", "--poweroff", "now"}, {"shutdown", "-r", "now"},
+	{"shutdown", "--reboot", "now"}, {"shutdown", "-K", "now"}, {"shutdown", "--kexec", "now"},
+	{"shutdown", "-h", "now"}, {"shutdown", "-r", "-h", "now"}, {"shutdown", "-h", "-r", "now"},
+	{"shutdown", "-H", "-h", "now"}, {"shutdown", "now", "-r"}, {"shutdown", "-rh", "now"},
+	{"shutdown", "--no-wall", "now"}, {"shutdown", "--no-w", "now"}, {"shutdown", "--rebo", "now"},
+	{"shutdown", "-a", "-f", "-F", "-t", "5", "now"}, {"shutdown", "-t5", "now"},
+	{"shutdown", "now", "going", "down", "now"}, {"shutdown", "--", "now", "-r"},
+	// TIME
+	{"shutdown", "+5"}, {"shutdown", "-r", "+5", "kernel", "update"}, {"shutdown", "5"}, {"shutdown", "+0"},
+	{"shutdown", "0"}, {"shutdown", "-H", "+1"}, {"shutdown", "0x10"}, {"shutdown", "010"}, {"shutdown", "0b11"},
+	{"shutdown", "0o7"}, {"shutdown", "-0"}, {"shutdown", " 3"}, {"shutdown", "23:59"}, {"shutdown", "0:00"},
+	{"shutdown", "-r", "0:00", "msg"}, {"shutdown", "11:"},
+	{"shutdown", "08"}, {"shutdown", "-1"}, {"shutdown", "+5m"}, {"shutdown", "tomorrow"}, {"shutdown", "24:00"},
+	{"shutdown", "12:60"}, {"shutdown", "1:2:3"}, {"shutdown", "x:30"}, {"shutdown", "NOW"}, {"shutdown", ""},
+	{"shutdown", "18446744073709551616"},
+	// -k, -c, --show
+	{"shutdown", "-k"}, {"shutdown", "-k", "+3", "test", "only"}, {"shutdown", "-k", "now"}, {"shutdown", "-k", "-r", "now"},
+	{"shutdown", "-c"}, {"shutdown", "-c", "now", "never", "mind"}, {"shutdown", "-c", "--no-wall"}, {"shutdown", "--show"},
+	// errors and help
+	{"shutdown", "-n"}, {"shutdown", "-i"}, {"shutdown", "-x", "now"}, {"shutdown", "--foo"}, {"shutdown", "--foo=bar"},
+	{"shutdown", "-t"}, {"shutdown", "--reboot=yes"}, {"shutdown", "--h"}, {"shutdown", "--help"},
+	{"shutdown", "-r", "--help", "-x"}, {"shutdown", "-x", "--help"},
+	// halt, poweroff, reboot
+	{"reboot"}, {"poweroff"}, {"halt"}, {"reboot", "recovery"}, {"reboot", ""}, {"reboot", "a", "b"},
+	{"halt", "now"}, {"poweroff", "x"}, {"halt", "-p"}, {"halt", "--poweroff"}, {"reboot", "-p"},
+	{"halt", "--reboot"}, {"halt", "--reboot", "arg"}, {"halt", "--reboot", "-p"}, {"halt", "--halt", "-p"},
+	{"poweroff", "--halt"}, {"poweroff", "--reboot", "x"}, {"reboot", "--halt"}, {"reboot", "--no-wall"},
+	{"reboot", "-w"}, {"halt", "-w"}, {"halt", "--wtmp-only"}, {"halt", "-d"}, {"poweroff", "--no-wtmp"},
+	{"halt", "-i", "-h"}, {"reboot", "-k"}, {"halt", "-r"}, {"halt", "--no-w"}, {"halt", "--no-wa"},
+	{"halt", "--forc=1"}, {"halt", "--show"}, {"reboot", strings.Repeat("x", 256)}, {"reboot", strings.Repeat("y", 255)},
+	{"reboot", "caf\u00e9"}, {"reboot", "--", "-f"}, {"reboot", "--help"}, {"poweroff", "--help"}, {"halt", "--help"},
+	{"reboot", "--help", "-x"},
+	// -f: sync and reboot(2), no bus
+	{"reboot", "-f"}, {"reboot", "-f", "fw"}, {"poweroff", "-f"}, {"poweroff", "-f", "-n"}, {"halt", "-ff"},
+	{"reboot", "--force", "--no-sync"},
+}
+
+// timeRE matches systemd's pretty timestamps, which depend on when a run
+// happened.
+var timeRE = regexp.MustCompile(`[A-Z][a-z]{2} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC`)
+
+type outcome struct {
+	Code           int
+	Kernel         string
+	Stdout, Stderr string
+	Param          string
+	Logind         []string
+	Systemd        []string
+}
+
+func rootfs(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("GNSH_BOOKWORM_ROOTFS"); p != "" {
+		return p
+	}
+	out, err := exec.Command("sh", "../e2e/rootfs.sh", "bookworm").Output()
+	if err != nil {
+		if os.Getenv("GNSH_REQUIRE_RIGS") == "1" {
+			t.Fatalf("rootfs.sh bookworm: %v", err)
+		}
+		t.Skipf("no bookworm rootfs: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1]
+}
+
+func TestAgainstSystemd252(t *testing.T) {
+	rig.Need(t, "dbus-daemon", "chroot")
+	root := rootfs(t)
+	localBin := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(localBin, "gnsh"), "github.com/gnsh/gnsh/cmd/gnsh")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	for _, n := range []string{"shutdown", "poweroff", "reboot", "halt"} {
+		if err := os.Symlink("gnsh", filepath.Join(localBin, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, argv := range cases {
+		t.Run(strings.Join(argv, " "), func(t *testing.T) {
+			t0 := time.Now()
+			want := runOne(t, root, "", argv, t0)
+			got := runOne(t, root, localBin, argv, t0)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("gnsh differs from systemd 252\n gnsh:    %+v\n systemd: %+v", got, want)
+			}
+		})
+	}
+}
+
+// runOne runs argv in the bookworm chroot against a fresh fake logind;
+// localBin = "" runs systemd's own commands.
+func runOne(t *testing.T, root, localBin string, argv []string, t0 time.Time) outcome {
+	bus := logindtest.StartBus(t)
+	ld := bus.StartLogind(t, logindtest.Options{Version: 252})
+	sd := bus.StartSystemd(t, logindtest.SystemdOptions{})
+	sock := strings.TrimPrefix(bus.Address(), "unix:path=")
+	sock, _, _ = strings.Cut(sock, ",")
+	r := rig.Run(t, rig.Spec{
+		Root: root, BusDir: filepath.Dir(sock), LocalBin: localBin, Param: "old",
+		Env:  []string{"DBUS_SYSTEM_BUS_ADDRESS=unix:path=/run/gnsh-bus/" + filepath.Base(sock), "SYSTEMD_IGNORE_CHROOT=1"},
+		Argv: argv,
+	})
+	o := outcome{Code: r.Code, Kernel: r.Kernel, Stdout: r.Stdout, Stderr: timeRE.ReplaceAllString(r.Stderr, "<time>"), Param: r.Param}
+	for _, c := range ld.Calls() {
+		o.Logind = append(o.Logind, render(c, t0))
+	}
+	for _, c := range sd.Calls() {
+		o.Systemd = append(o.Systemd, render(c, t0))
+	}
+	return o
+}
+
+// render prints a call; ScheduleShutdown's time becomes minutes from t0, or
+// the absolute time for hh:mm, which does not depend on t0.
+func render(c logindtest.Call, t0 time.Time) string {
+	args := make([]string, len(c.Args))
+	for i, a := range c.Args {
+		args[i] = fmt.Sprintf("%#v", a)
+		if u, ok := a.(uint64); ok && c.Member == "ScheduleShutdown" {
+			if u%60_000_000 == 0 { // hh:mm: a whole minute, independent of t0
+				args[i] = time.UnixMicro(int64(u)).UTC().Format(time.RFC3339)
+			} else { // now + m minutes, with now's microseconds
+				args[i] = fmt.Sprintf("now+%dmin", time.UnixMicro(int64(u)).Sub(t0).Round(time.Minute)/time.Minute)
+			}
+		}
+	}
+	return fmt.Sprintf("%s(%s:%s)", c.Member, c.Signature, strings.Join(args, ","))
+}
+
