@@ -160,4 +160,3 @@ func render(c logindtest.Call, t0 time.Time) string {
 	}
 	return fmt.Sprintf("%s(%s:%s)", c.Member, c.Signature, strings.Join(args, ","))
 }
-
