@@ -1,0 +1,50 @@
+# gnsh — see README.md. Targets keep one-line bodies; scripts live in test/.
+GO      ?= go
+PREFIX  ?= /usr/local
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/gnsh/gnsh/internal/version.Version=$(VERSION)
+FUZZTIME ?= 10s
+
+.PHONY: build deps test test-unit test-integration test-e2e lint fuzz demo install clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/gnsh ./cmd/gnsh
+
+# Host packages the tests and the demo need (Debian/Ubuntu, as root).
+deps:
+	sh test/deps.sh
+
+# The whole suite: lint, unit + integration + oracle tests (race detector),
+# short fuzz runs, then real systemd in nspawn containers.
+test: deps lint build
+	GNSH_REQUIRE_RIGS=1 $(GO) test -race -count=1 ./...
+	$(MAKE) fuzz
+	$(MAKE) test-e2e
+
+test-unit:
+	$(GO) test -race -count=1 ./internal/... ./wrappers/...
+
+test-integration:
+	GNSH_REQUIRE_RIGS=1 $(GO) test -count=1 -v ./test/integration/ ./test/oracle/
+
+test-e2e: build
+	GNSH_BIN=$(CURDIR)/bin/gnsh $(GO) test -tags e2e -count=1 -timeout 20m -v ./test/e2e/
+
+lint:
+	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+	$(GO) vet -tags e2e ./test/e2e/
+
+fuzz:
+	sh test/fuzz.sh $(FUZZTIME)
+
+# A throwaway Debian bullseye container: stock reboot vs gnsh's reboot with a
+# kubelet-style delay inhibitor held.
+demo: deps build
+	sh test/e2e/demo.sh
+
+install: build
+	install -D -m 0755 bin/gnsh $(DESTDIR)$(PREFIX)/sbin/gnsh
+
+clean:
+	rm -rf bin
