@@ -25,10 +25,13 @@ func Run(ctx context.Context, argv []string, env *dispatch.Env) int {
 		Description: "Installed as shutdown, poweroff, reboot and halt, gnsh parses exactly what systemd parses\n" +
 			"and hands the request to systemd-logind over D-Bus, so every inhibitor (such as\n" +
 			"kubelet's graceful node shutdown lock) is honoured, even on systemd older than 251.",
-		Writer:          env.Stdout,
-		ErrWriter:       env.Stderr,
-		HideHelpCommand: true,
-		ExitErrHandler:  func(*cli.Context, error) {},
+		Writer:         env.Stdout,
+		ErrWriter:      env.Stderr,
+		ExitErrHandler: func(*cli.Context, error) {},
+		CommandNotFound: func(c *cli.Context, name string) {
+			fmt.Fprintf(env.Stderr, "gnsh: unknown command %q; see 'gnsh --help'\n", name)
+			code = 1
+		},
 		Commands: []*cli.Command{
 			legacyCommand("shutdown", "[OPTIONS...] [TIME] [WALL...]", &code, env),
 			legacyCommand("poweroff", "[OPTIONS...]", &code, env),
@@ -78,6 +81,9 @@ func planCommand(code *int, env *dispatch.Env) *cli.Command {
 			"messages, that the command itself would give. Nothing is changed.",
 		SkipFlagParsing: true,
 		Action: func(c *cli.Context) error {
+			if first := c.Args().First(); first == "--help" || first == "-h" {
+				return cli.ShowCommandHelp(c.Lineage()[1], "plan")
+			}
 			if c.NArg() == 0 || !dispatch.IsLegacy(c.Args().First()) {
 				return fmt.Errorf("plan needs a command: shutdown, poweroff, reboot or halt (e.g. gnsh plan shutdown -r +5)")
 			}

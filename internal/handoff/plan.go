@@ -129,20 +129,31 @@ func (rec *Recorder) Reboot(cmd RebootCmd, arg string) error {
 }
 
 // planHost reads from the real host but records changes instead of making
-// them.
+// them, and answers later reads as if it had made them.
 type planHost struct {
 	Host
-	rec *Recorder
+	rec     *Recorder
+	param   string
+	changed bool
 }
 
-func (h planHost) WriteRebootParam(p string) error {
+func (h *planHost) WriteRebootParam(p string) error {
 	h.rec.add("file", "", "write", "", rebootParam, p)
+	h.param, h.changed = p, true
 	return nil
 }
 
-func (h planHost) UnlinkRebootParam() error {
+func (h *planHost) UnlinkRebootParam() error {
 	h.rec.add("file", "", "unlink", "", rebootParam)
+	h.param, h.changed = "", true
 	return nil
+}
+
+func (h *planHost) RebootParam() string {
+	if h.changed {
+		return h.param
+	}
+	return h.Host.RebootParam()
 }
 
 // Plan is what `gnsh plan` prints: what a command line would do, with
@@ -211,7 +222,7 @@ func MakePlan(ctx context.Context, req *legacy.Request, host Host, loc *time.Loc
 		rec := &Recorder{Unreachable: unreachable}
 		var out, errb bytes.Buffer
 		r := &Runner{
-			Stdout: &out, Stderr: &errb, Host: planHost{host, rec}, Kernel: rec, Location: loc,
+			Stdout: &out, Stderr: &errb, Host: &planHost{Host: host, rec: rec}, Kernel: rec, Location: loc,
 			DialLogind: func(context.Context) (Logind, error) {
 				if unreachable {
 					return nil, &UnreachableError{Op: "connect to bus", Err: errRecorderUnreachable}
