@@ -194,18 +194,54 @@ func noWall(r *legacy.Request)               { r.NoWall = true }
 
 var bypass = "gnsh: warning: "
 
+// handoffCase is one run of the Runner against the fakes and what it must
+// have done.
+type handoffCase struct {
+	name       string
+	req        *legacy.Request
+	setup      func(*env)
+	code       int
+	logind     []string
+	systemd    []string
+	kernel     []string
+	stderrHas  []string
+	stderrNone bool
+}
+
+func (tt handoffCase) check(t *testing.T) {
+	e := newEnv()
+	if tt.setup != nil {
+		tt.setup(e)
+	}
+	code, _, stderr := e.run(tt.req)
+	if code != tt.code {
+		t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr)
+	}
+	var lc []string
+	if e.logind != nil {
+		lc = e.logind.calls
+	}
+	if !reflect.DeepEqual(lc, tt.logind) {
+		t.Errorf("logind calls %q, want %q", lc, tt.logind)
+	}
+	if !reflect.DeepEqual(e.systemd.calls, tt.systemd) {
+		t.Errorf("systemd calls %q, want %q", e.systemd.calls, tt.systemd)
+	}
+	if !reflect.DeepEqual(e.kernel.calls, tt.kernel) {
+		t.Errorf("kernel calls %q, want %q", e.kernel.calls, tt.kernel)
+	}
+	for _, s := range tt.stderrHas {
+		if !strings.Contains(stderr, s) {
+			t.Errorf("stderr lacks %q:\n%s", s, stderr)
+		}
+	}
+	if tt.stderrNone && stderr != "" {
+		t.Errorf("stderr = %q, want nothing", stderr)
+	}
+}
+
 func TestImmediate(t *testing.T) {
-	for _, tt := range []struct {
-		name       string
-		req        *legacy.Request
-		setup      func(*env)
-		code       int
-		logind     []string
-		systemd    []string
-		kernel     []string
-		stderrHas  []string
-		stderrNone bool
-	}{
+	for _, tt := range []handoffCase{
 		{name: "reboot", req: req(legacy.Reboot),
 			logind: []string{"Introspect()", `SetWallMessage("",true)`, "RebootWithFlags(0)"}, stderrNone: true},
 		{name: "poweroff --no-wall", req: req(legacy.PowerOff, noWall),
@@ -299,114 +335,54 @@ func TestImmediate(t *testing.T) {
 		{name: "chroot: nothing", req: req(legacy.Reboot, force), setup: func(e *env) { e.host.chroot = true },
 			stderrHas: []string{"Running in chroot, ignoring request."}},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv()
-			if tt.setup != nil {
-				tt.setup(e)
-			}
-			code, _, stderr := e.run(tt.req)
-			if code != tt.code {
-				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr)
-			}
-			var lc []string
-			if e.logind != nil {
-				lc = e.logind.calls
-			}
-			if !reflect.DeepEqual(lc, tt.logind) {
-				t.Errorf("logind calls %q, want %q", lc, tt.logind)
-			}
-			if !reflect.DeepEqual(e.systemd.calls, tt.systemd) {
-				t.Errorf("systemd calls %q, want %q", e.systemd.calls, tt.systemd)
-			}
-			if !reflect.DeepEqual(e.kernel.calls, tt.kernel) {
-				t.Errorf("kernel calls %q, want %q", e.kernel.calls, tt.kernel)
-			}
-			for _, s := range tt.stderrHas {
-				if !strings.Contains(stderr, s) {
-					t.Errorf("stderr lacks %q:\n%s", s, stderr)
-				}
-			}
-			if tt.stderrNone && stderr != "" {
-				t.Errorf("stderr = %q, want nothing", stderr)
-			}
-		})
+		t.Run(tt.name, tt.check)
 	}
 }
 
 func TestScheduled(t *testing.T) {
 	when := legacy.Usec(t0.Add(5 * time.Minute))
-	for _, tt := range []struct {
-		name      string
-		req       *legacy.Request
-		setup     func(*env)
-		code      int
-		logind    []string
-		systemd   []string
-		stderrHas string
-	}{
+	for _, tt := range []handoffCase{
 		{name: "shutdown -r +5 msg", req: req(legacy.Reboot, at(5), wall("kernel", "update")),
 			logind:    []string{"Introspect()", `SetWallMessage("kernel update",true)`, fmt.Sprintf("ScheduleShutdown(reboot,%d)", when), "GetScheduledShutdown()"},
-			stderrHas: "Reboot scheduled for Sat 2026-11-21 10:05:00 UTC, use 'shutdown -c' to cancel.\n"},
+			stderrHas: []string{"Reboot scheduled for Sat 2026-11-21 10:05:00 UTC, use 'shutdown -c' to cancel.\n"}},
 		{name: "shutdown -H +5", req: req(legacy.Halt, at(5)),
 			logind:    []string{"Introspect()", `SetWallMessage("",true)`, fmt.Sprintf("ScheduleShutdown(halt,%d)", when), "GetScheduledShutdown()"},
-			stderrHas: "Shutdown scheduled for Sat 2026-11-21 10:05:00 UTC"},
+			stderrHas: []string{"Shutdown scheduled for Sat 2026-11-21 10:05:00 UTC"}},
 		{name: "shutdown -k +5: dry type, no wall message", req: req(legacy.PowerOff, at(5), dry, wall("x")),
 			logind:    []string{"Introspect()", fmt.Sprintf("ScheduleShutdown(dry-poweroff,%d)", when), "GetScheduledShutdown()"},
-			stderrHas: "Shutdown scheduled for"},
+			stderrHas: []string{"Shutdown scheduled for"}},
 		{name: "kexec schedule", req: req(legacy.Kexec, at(5)),
 			logind:    []string{"Introspect()", `SetWallMessage("",true)`, fmt.Sprintf("ScheduleShutdown(kexec,%d)", when), "GetScheduledShutdown()"},
-			stderrHas: "Reboot via kexec scheduled for"},
+			stderrHas: []string{"Reboot via kexec scheduled for"}},
 		{name: "kexec refused by older logind: reboot", req: req(legacy.Kexec, at(5)),
 			setup: func(e *env) {
 				e.logind.errs = map[string]error{"ScheduleShutdown/kexec": &BusError{Name: ErrInvalidArgs, Message: "Unsupported shutdown type"}}
 			},
 			logind: []string{"Introspect()", `SetWallMessage("",true)`, fmt.Sprintf("ScheduleShutdown(kexec,%d)", when),
 				fmt.Sprintf("ScheduleShutdown(reboot,%d)", when), "GetScheduledShutdown()"},
-			stderrHas: "logind cannot schedule a kexec reboot (Unsupported shutdown type); scheduling a normal reboot"},
+			stderrHas: []string{"logind cannot schedule a kexec reboot (Unsupported shutdown type); scheduling a normal reboot"}},
 		{name: "no ScheduleShutdown (v219): immediate StartUnit, said so", req: req(legacy.Reboot, at(5)),
 			setup:     func(e *env) { e.logind.methods = []string{"PowerOff", "Reboot"} },
 			logind:    []string{"Introspect()"},
 			systemd:   []string{"StartUnit(reboot.target,replace-irreversibly)"},
-			stderrHas: bypass + "logind offers no ScheduleShutdown method; inhibitors bypassed, starting reboot.target directly"},
+			stderrHas: []string{bypass + "logind offers no ScheduleShutdown method; inhibitors bypassed, starting reboot.target directly"}},
 		{name: "schedule refused: warning then fallback", req: req(legacy.PowerOff, at(5)),
 			setup: func(e *env) {
 				e.logind.errs = map[string]error{"ScheduleShutdown": &BusError{Name: ErrInvalidArgs, Message: "Unsupported shutdown type"}}
 			},
 			logind:    []string{"Introspect()", `SetWallMessage("",true)`, fmt.Sprintf("ScheduleShutdown(poweroff,%d)", when)},
 			systemd:   []string{"StartUnit(poweroff.target,replace-irreversibly)"},
-			stderrHas: "Failed to schedule shutdown: Unsupported shutdown type\n"},
+			stderrHas: []string{"Failed to schedule shutdown: Unsupported shutdown type\n"}},
 		{name: "schedule access denied: exit 1", req: req(legacy.PowerOff, at(5)), code: 1,
 			setup: func(e *env) {
 				e.logind.errs = map[string]error{"ScheduleShutdown": &BusError{Name: ErrAccessDenied, Message: "Access denied"}}
 			},
 			logind:    []string{"Introspect()", `SetWallMessage("",true)`, fmt.Sprintf("ScheduleShutdown(poweroff,%d)", when)},
-			stderrHas: "Failed to schedule shutdown: Access denied\n"},
+			stderrHas: []string{"Failed to schedule shutdown: Access denied\n"}},
 		{name: "-k +5 without logind as root: exit 0", req: req(legacy.PowerOff, at(5), dry),
 			setup: func(e *env) { e.logind = nil }},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv()
-			if tt.setup != nil {
-				tt.setup(e)
-			}
-			code, _, stderr := e.run(tt.req)
-			if code != tt.code {
-				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr)
-			}
-			var lc []string
-			if e.logind != nil {
-				lc = e.logind.calls
-			}
-			if !reflect.DeepEqual(lc, tt.logind) {
-				t.Errorf("logind calls %q, want %q", lc, tt.logind)
-			}
-			if !reflect.DeepEqual(e.systemd.calls, tt.systemd) {
-				t.Errorf("systemd calls %q, want %q", e.systemd.calls, tt.systemd)
-			}
-			if !strings.Contains(stderr, tt.stderrHas) {
-				t.Errorf("stderr lacks %q:\n%s", tt.stderrHas, stderr)
-			}
-		})
+		t.Run(tt.name, tt.check)
 	}
 }
 
