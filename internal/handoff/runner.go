@@ -269,7 +269,11 @@ func (r *Runner) schedule(ctx context.Context, req *legacy.Request) error {
 		r.warn("Failed to schedule shutdown: %s", err)
 		return err
 	}
-	_ = r.showWith(ctx, l)
+	// Like systemd, report what logind now has scheduled; a failure to read
+	// it back is printed but does not fail the command.
+	if err := r.showWith(ctx, l); err != nil {
+		r.errorf("%s", err)
+	}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"syscall"
@@ -383,6 +384,25 @@ func TestScheduled(t *testing.T) {
 			setup: func(e *env) { e.logind = nil }},
 	} {
 		t.Run(tt.name, tt.check)
+	}
+}
+
+// A dry run at +0 has already expired and been reset when systemd reads
+// the schedule back: it prints "No scheduled shutdown." and still exits 0.
+type expiringLogind struct{ *fakeLogind }
+
+func (f expiringLogind) ScheduledShutdown(ctx context.Context) (string, uint64, error) {
+	f.scheduled = ""
+	return f.fakeLogind.ScheduledShutdown(ctx)
+}
+
+func TestScheduleReadBackEmpty(t *testing.T) {
+	var errb bytes.Buffer
+	fl := &fakeLogind{methods: v252()}
+	r := &Runner{Stdout: io.Discard, Stderr: &errb, Host: &fakeHost{}, Kernel: &fakeKernel{},
+		DialLogind: func(context.Context) (Logind, error) { return expiringLogind{fl}, nil }}
+	if err := r.Run(context.Background(), req(legacy.PowerOff, at(0), dry)); err != nil || errb.String() != "No scheduled shutdown.\n" {
+		t.Fatalf("err %v, stderr %q", err, errb.String())
 	}
 }
 
