@@ -12,12 +12,15 @@
 package oracle
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -117,8 +120,76 @@ func TestAgainstSystemd252(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("gnsh differs from systemd 252\n gnsh:    %+v\n systemd: %+v", got, want)
 			}
+			plan := planOne(t, filepath.Join(localBin, "gnsh"), argv, t0)
+			want.Systemd = nil // the plan's calls list logind's answer path only
+			if !reflect.DeepEqual(plan, want) {
+				t.Errorf("gnsh plan differs from systemd 252\n plan:    %+v\n systemd: %+v", plan, want)
+			}
 		})
 	}
+}
+
+// planOne runs gnsh plan on the host and turns its JSON into the outcome
+// the command itself would have in the oracle's chroot.
+func planOne(t *testing.T, gnsh string, argv []string, t0 time.Time) outcome {
+	cmd := exec.Command(gnsh, append([]string{"plan"}, argv...)...)
+	cmd.Env = []string{"TZ=UTC", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("gnsh plan: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	dec.UseNumber()
+	var p struct {
+		Calls []struct {
+			Service, Interface, Method, Signature string
+			Args                                  []any
+		}
+		RebootParam *struct{ Op, Value string } `json:"reboot_param"`
+		ExitCode    int                         `json:"exit_code"`
+		Stdout      string
+		Stderr      string
+	}
+	if err := dec.Decode(&p); err != nil {
+		t.Fatalf("gnsh plan output: %v\n%s", err, out)
+	}
+	if cmd.ProcessState.ExitCode() != p.ExitCode || stderr.String() != p.Stderr {
+		t.Fatalf("gnsh plan exited %d with stderr %q; its JSON says %d, %q", cmd.ProcessState.ExitCode(), stderr.String(), p.ExitCode, p.Stderr)
+	}
+	o := outcome{Code: p.ExitCode, Stdout: p.Stdout, Stderr: timeRE.ReplaceAllString(p.Stderr, "<time>"), Param: "old"}
+	if p.RebootParam != nil {
+		o.Param = map[string]string{"write": p.RebootParam.Value, "unlink": "<none>"}[p.RebootParam.Op]
+	}
+	for _, c := range p.Calls {
+		switch {
+		case c.Service == "org.freedesktop.login1" && c.Method != "Introspect":
+			args := make([]any, len(c.Args))
+			for i, a := range c.Args {
+				args[i] = a
+				if n, ok := a.(json.Number); ok {
+					u, err := strconv.ParseUint(n.String(), 10, 64)
+					if err != nil {
+						t.Fatal(err)
+					}
+					args[i] = u
+				}
+			}
+			o.Logind = append(o.Logind, render(logindtest.Call{Member: c.Method, Signature: c.Signature, Args: args}, t0))
+		case c.Service == "kernel" && c.Method == "reboot" && len(c.Args) > 0:
+			// The recorder returns from reboot(2); the real command ends the
+			// namespace with SIGHUP (restart) or SIGINT (halt, power-off).
+			switch c.Args[0] {
+			case "RESTART", "RESTART2":
+				o.Kernel, o.Code, o.Param = "restart", 129, ""
+			case "POWER_OFF", "HALT":
+				o.Kernel, o.Code, o.Param = "halt/poweroff", 130, ""
+			}
+		}
+	}
+	return o
 }
 
 // runOne runs argv in the bookworm chroot against a fresh fake logind;
