@@ -89,7 +89,7 @@ type Session struct {
 // Host is what the hand-off asks of the machine itself.
 type Host interface {
 	Euid() int
-	Uid() int
+	UID() int       // real user ID
 	OnTTY() bool    // stdout and stderr are terminals
 	InChroot() bool // systemd's running_in_chroot() > 0
 	InContainer() bool

@@ -373,7 +373,7 @@ func (r *Runner) checkInhibitors(ctx context.Context, req *legacy.Request) error
 			in.Who, in.PID, strna(r.Host.ProcessComm(in.PID)), strna(r.Host.UserName(in.UID)), in.Why)
 		c++
 	}
-	uid := uint32(r.Host.Uid())
+	uid := uint32(r.Host.UID())
 	for _, s := range r.Host.Sessions() {
 		if s.UID == uid || s.Class != "user" {
 			continue

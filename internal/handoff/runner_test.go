@@ -27,7 +27,7 @@ type fakeHost struct {
 }
 
 func (h *fakeHost) Euid() int                     { return h.euid }
-func (h *fakeHost) Uid() int                      { return h.uid }
+func (h *fakeHost) UID() int                      { return h.uid }
 func (h *fakeHost) OnTTY() bool                   { return h.tty }
 func (h *fakeHost) InChroot() bool                { return h.chroot }
 func (h *fakeHost) InContainer() bool             { return h.container }

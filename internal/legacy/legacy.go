@@ -97,11 +97,6 @@ type Request struct {
 
 	// Help is the usage text when --help was given; nothing else applies.
 	Help string
-
-	// Drain options (gnsh's own long options; systemd has none of them).
-	NoDrain      bool
-	ForceDrain   bool
-	DrainTimeout time.Duration
 }
 
 // WallMessage is the text sent to logind's SetWallMessage.

@@ -49,8 +49,8 @@ func (h *Host) getenv(k string) string {
 // Euid returns the effective user ID.
 func (h *Host) Euid() int { return os.Geteuid() }
 
-// Uid returns the real user ID.
-func (h *Host) Uid() int { return os.Getuid() }
+// UID returns the real user ID.
+func (h *Host) UID() int { return os.Getuid() }
 
 // OnTTY is systemd's on_tty(): stdout and stderr are both terminals.
 func (h *Host) OnTTY() bool { return isTerminal(1) && isTerminal(2) }
