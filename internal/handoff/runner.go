@@ -72,7 +72,7 @@ func (r *Runner) Run(ctx context.Context, req *legacy.Request) error {
 		}
 	}
 	if r.Host.InChroot() {
-		r.info("Running in chroot, ignoring request.")
+		r.say("Running in chroot, ignoring request.")
 		return nil
 	}
 	switch req.Action {
@@ -189,7 +189,7 @@ func (r *Runner) setWall(ctx context.Context, l Logind, caps Caps, req *legacy.R
 	}
 	err := r.call(ctx, func(ctx context.Context) error { return l.SetWallMessage(ctx, req.WallMessage(), !req.NoWall) })
 	if err != nil {
-		r.warn("Failed to set wall message, ignoring: %s", err)
+		r.say("Failed to set wall message, ignoring: %s", err)
 	}
 }
 
@@ -226,7 +226,7 @@ func (r *Runner) logindShutdown(ctx context.Context, req *legacy.Request) error 
 		}
 		if err == nil || busErrorName(err) != ErrUnknownMethod {
 			if err != nil {
-				r.errorf("Call to %s failed: %s", method, err)
+				r.say("Call to %s failed: %s", method, err)
 			}
 			return err
 		}
@@ -234,7 +234,7 @@ func (r *Runner) logindShutdown(ctx context.Context, req *legacy.Request) error 
 	if caps.Has(method) {
 		err := r.call(ctx, func(ctx context.Context) error { return l.Shutdown(ctx, method, false) })
 		if err != nil {
-			r.errorf("Call to %s failed: %s", method, err)
+			r.say("Call to %s failed: %s", method, err)
 		}
 		return err
 	}
@@ -266,13 +266,13 @@ func (r *Runner) schedule(ctx context.Context, req *legacy.Request) error {
 		err = r.call(ctx, func(ctx context.Context) error { return l.ScheduleShutdown(ctx, prefix+"reboot", req.When) })
 	}
 	if err != nil {
-		r.warn("Failed to schedule shutdown: %s", err)
+		r.say("Failed to schedule shutdown: %s", err)
 		return err
 	}
 	// Like systemd, report what logind now has scheduled; a failure to read
 	// it back is printed but does not fail the command.
 	if err := r.showWith(ctx, l); err != nil {
-		r.errorf("%s", err)
+		r.say("%s", err)
 	}
 	return nil
 }
@@ -329,7 +329,7 @@ func (r *Runner) showWith(ctx context.Context, l Logind) error {
 	case "reboot":
 		typ = "Reboot"
 	}
-	r.info("%s scheduled for %s, use 'shutdown -c' to cancel.", typ, r.formatTimestamp(usec))
+	r.say("%s scheduled for %s, use 'shutdown -c' to cancel.", typ, r.formatTimestamp(usec))
 	return nil
 }
 
@@ -369,7 +369,7 @@ func (r *Runner) checkInhibitors(ctx context.Context, req *legacy.Request) error
 		if in.Mode != "block" || !containsWord(in.What, "shutdown") {
 			continue
 		}
-		r.warn("Operation inhibited by \"%s\" (PID %d \"%s\", user %s), reason is \"%s\".",
+		r.say("Operation inhibited by \"%s\" (PID %d \"%s\", user %s), reason is \"%s\".",
 			in.Who, in.PID, strna(r.Host.ProcessComm(in.PID)), strna(r.Host.UserName(in.UID)), in.Why)
 		c++
 	}
@@ -390,7 +390,7 @@ func (r *Runner) checkInhibitors(ctx context.Context, req *legacy.Request) error
 		if where == "" {
 			where = strna(s.Service)
 		}
-		r.warn("User %s is logged in on %s.", strna(r.Host.UserName(s.UID)), where)
+		r.say("User %s is logged in on %s.", strna(r.Host.UserName(s.UID)), where)
 		c++
 	}
 	if c == 0 {
@@ -449,25 +449,25 @@ func (r *Runner) haltNow(req *legacy.Request) error {
 	var err error
 	switch req.Action {
 	case legacy.Halt:
-		r.info("Halting.")
+		r.say("Halting.")
 		err = r.Kernel.Reboot(CmdHalt, "")
 	case legacy.PowerOff:
-		r.info("Powering off.")
+		r.say("Powering off.")
 		err = r.Kernel.Reboot(CmdPowerOff, "")
 	default:
 		if !r.Host.InContainer() {
 			if p := r.Host.RebootParam(); p != "" {
-				r.info("Rebooting with argument '%s'.", p)
+				r.say("Rebooting with argument '%s'.", p)
 				if err := r.Kernel.Reboot(CmdRestart2, p); err == nil {
 					return nil
 				} else {
-					r.warn("Failed to reboot with parameter, retrying without: %s", Strerror(err))
+					r.say("Failed to reboot with parameter, retrying without: %s", Strerror(err))
 				}
 			}
 		}
-		r.info("Rebooting.")
+		r.say("Rebooting.")
 		if err = r.Kernel.Reboot(CmdRestart, ""); err != nil {
-			r.errorf("Failed to reboot: %s", Strerror(err))
+			r.say("Failed to reboot: %s", Strerror(err))
 		}
 	}
 	if err == nil {
@@ -476,9 +476,9 @@ func (r *Runner) haltNow(req *legacy.Request) error {
 	return legacy.Fail("Failed to %s: %s", req.Action, Strerror(err))
 }
 
-func (r *Runner) info(format string, args ...any)   { fmt.Fprintf(r.Stderr, format+"\n", args...) }
-func (r *Runner) warn(format string, args ...any)   { fmt.Fprintf(r.Stderr, format+"\n", args...) }
-func (r *Runner) errorf(format string, args ...any) { fmt.Fprintf(r.Stderr, format+"\n", args...) }
+// say prints one of systemd's own messages. systemctl sends info, warning
+// and error lines alike to stderr, without a prefix.
+func (r *Runner) say(format string, args ...any) { fmt.Fprintf(r.Stderr, format+"\n", args...) }
 
 // gnshWarn prints one of gnsh's own warnings (systemd has no such line).
 func (r *Runner) gnshWarn(format string, args ...any) {
