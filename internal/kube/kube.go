@@ -1,0 +1,195 @@
+// Package kube finds the cluster a node belongs to and the node's own name,
+// using only what a node already has: a kubeconfig (gnsh's own, or the
+// kubelet's) and, failing an explicit name, the kubelet client
+// certificate's CN or the host name.
+package kube
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Kubeconfig locations after --kubeconfig and $KUBECONFIG, in order.
+var (
+	GnshKubeconfig    = "/etc/gnsh/kubeconfig"
+	KubeletKubeconfig = "/etc/kubernetes/kubelet.conf"
+)
+
+// Drain-sized client rate limits. client-go's default (QPS 5, burst 10)
+// makes a 200-pod drain take three minutes; a drain sends about one
+// request per pod, so these let 1,000 pods go in seconds while the API
+// server's own priority and fairness still protects it.
+const (
+	DefaultQPS   = 100
+	DefaultBurst = 200
+)
+
+// DefaultConnectTimeout bounds each request, so that a node stays
+// rebootable while the control plane is down.
+const DefaultConnectTimeout = 5 * time.Second
+
+// ErrNoKubeconfig means no kubeconfig was found: this is not a Kubernetes
+// node (or gnsh was not told how to reach the cluster).
+var ErrNoKubeconfig = errors.New("no kubeconfig found")
+
+// Locator finds the kubeconfig and the node name.
+type Locator struct {
+	Kubeconfig string // --kubeconfig; must exist if given
+	NodeName   string // --node or the config file
+	Getenv     func(string) string
+	Root       string // prefix for the well-known paths ("" = /); for tests
+	Hostname   func() (string, error)
+	Timeout    time.Duration // per request; DefaultConnectTimeout if zero
+}
+
+func (l *Locator) path(p string) string {
+	if l.Root == "" {
+		return p
+	}
+	return filepath.Join(l.Root, p)
+}
+
+// FindKubeconfig returns the first kubeconfig in order: --kubeconfig (an
+// error if missing), the first existing file of $KUBECONFIG (a colon
+// list), /etc/gnsh/kubeconfig, /etc/kubernetes/kubelet.conf. It returns
+// ErrNoKubeconfig when there is none.
+func (l *Locator) FindKubeconfig() (string, error) {
+	if l.Kubeconfig != "" {
+		if _, err := os.Stat(l.Kubeconfig); err != nil {
+			return "", fmt.Errorf("--kubeconfig: %w", err)
+		}
+		return l.Kubeconfig, nil
+	}
+	var candidates []string
+	if l.Getenv != nil {
+		for _, p := range filepath.SplitList(l.Getenv("KUBECONFIG")) {
+			if p != "" {
+				candidates = append(candidates, p)
+			}
+		}
+	}
+	candidates = append(candidates, l.path(GnshKubeconfig), l.path(KubeletKubeconfig))
+	for _, p := range candidates {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, nil
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("kubeconfig %s: %w", p, err)
+		}
+	}
+	return "", ErrNoKubeconfig
+}
+
+// RESTConfig loads a kubeconfig with drain-sized rate limits and a bounded
+// request timeout. Relative paths inside it resolve against its directory,
+// as kubectl does.
+func (l *Locator) RESTConfig(path string) (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig %s: %w", path, err)
+	}
+	cfg.QPS, cfg.Burst = DefaultQPS, DefaultBurst
+	cfg.Timeout = l.Timeout
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultConnectTimeout
+	}
+	cfg.UserAgent = "gnsh"
+	return cfg, nil
+}
+
+// NodeIdentity returns NAME when the client certificate's subject is
+// system:node:NAME (the kubelet's own credentials), else "".
+func NodeIdentity(cfg *rest.Config) string {
+	data := cfg.TLSClientConfig.CertData
+	if len(data) == 0 && cfg.TLSClientConfig.CertFile != "" {
+		b, err := os.ReadFile(cfg.TLSClientConfig.CertFile)
+		if err != nil {
+			return ""
+		}
+		data = b
+	}
+	for len(data) > 0 {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return ""
+		}
+		if name, ok := strings.CutPrefix(cert.Subject.CommonName, "system:node:"); ok && name != "" {
+			return name
+		}
+		return ""
+	}
+	return ""
+}
+
+// ResolveNodeName returns the node's name: the configured one, else the
+// CN system:node:NAME of the client certificate, else the host name
+// matched against the Nodes' names and addresses (short names match the
+// first label of a Node name).
+func (l *Locator) ResolveNodeName(ctx context.Context, cfg *rest.Config, c kubernetes.Interface) (string, error) {
+	if l.NodeName != "" {
+		return l.NodeName, nil
+	}
+	if n := NodeIdentity(cfg); n != "" {
+		return n, nil
+	}
+	hostname := l.Hostname
+	if hostname == nil {
+		hostname = os.Hostname
+	}
+	h, err := hostname()
+	if err != nil {
+		return "", fmt.Errorf("node name: %w", err)
+	}
+	h = strings.ToLower(h)
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", fmt.Errorf("node name: list nodes to match host name %q: %w", h, err)
+	}
+	if n := matchNode(nodes.Items, h); n != "" {
+		return n, nil
+	}
+	return "", fmt.Errorf("node name: no Node matches host name %q; set node in /etc/gnsh/config.yaml or pass --node", h)
+}
+
+func matchNode(nodes []corev1.Node, h string) string {
+	short, _, _ := strings.Cut(h, ".")
+	for _, n := range nodes {
+		if n.Name == h {
+			return n.Name
+		}
+	}
+	for _, n := range nodes {
+		for _, a := range n.Status.Addresses {
+			if (a.Type == corev1.NodeHostName || a.Type == corev1.NodeInternalDNS) && strings.ToLower(a.Address) == h {
+				return n.Name
+			}
+		}
+	}
+	for _, n := range nodes {
+		if first, _, _ := strings.Cut(n.Name, "."); first == short {
+			return n.Name
+		}
+	}
+	return ""
+}
