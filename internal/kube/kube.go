@@ -143,9 +143,9 @@ func NodeIdentity(cfg *rest.Config) string {
 }
 
 // ResolveNodeName returns the node's name: the configured one, else the
-// CN system:node:NAME of the client certificate, else the host name
-// matched against the Nodes' names and addresses (short names match the
-// first label of a Node name).
+// CN system:node:NAME of the client certificate, else the host name: a
+// Node of that name (or its first label), else one whose hostname or
+// internal DNS address matches, or whose first label matches.
 func (l *Locator) ResolveNodeName(ctx context.Context, cfg *rest.Config, c kubernetes.Interface) (string, error) {
 	if l.NodeName != "" {
 		return l.NodeName, nil
@@ -162,9 +162,18 @@ func (l *Locator) ResolveNodeName(ctx context.Context, cfg *rest.Config, c kuber
 		return "", fmt.Errorf("node name: %w", err)
 	}
 	h = strings.ToLower(h)
+	// A GET by name works with the kubelet's credentials, which may read
+	// only their own Node; listing all Nodes needs a wider identity.
+	short, _, _ := strings.Cut(h, ".")
+	for _, name := range []string{h, short} {
+		if _, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
+			return name, nil
+		}
+	}
 	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return "", fmt.Errorf("node name: list nodes to match host name %q: %w", h, err)
+		return "", fmt.Errorf("node name: no Node is called %q, and listing Nodes to match it failed (%w); "+
+			"set node in /etc/gnsh/config.yaml or pass --node", h, err)
 	}
 	if n := matchNode(nodes.Items, h); n != "" {
 		return n, nil

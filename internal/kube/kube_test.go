@@ -12,13 +12,18 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func write(t *testing.T, path, content string) {
@@ -143,6 +148,19 @@ func TestResolveNodeName(t *testing.T) {
 	l := &Locator{Hostname: func() (string, error) { return "stranger", nil }}
 	if _, err := l.ResolveNodeName(ctx, plain, c); err == nil {
 		t.Error("an unknown host must be an error")
+	}
+	// Kubelet-like credentials may not list Nodes: a GET by name still works.
+	denied := fake.NewClientset(node("worker-b"))
+	denied.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("cannot read all nodes"))
+	})
+	l = &Locator{Hostname: func() (string, error) { return "worker-b.lan", nil }}
+	if got, err := l.ResolveNodeName(ctx, plain, denied); err != nil || got != "worker-b" {
+		t.Errorf("GET by short name: %q %v", got, err)
+	}
+	l = &Locator{Hostname: func() (string, error) { return "elsewhere", nil }}
+	if _, err := l.ResolveNodeName(ctx, plain, denied); err == nil || !strings.Contains(err.Error(), "cannot read all nodes") {
+		t.Errorf("forbidden list: %v", err)
 	}
 	l = &Locator{NodeName: "given"}
 	if got, _ := l.ResolveNodeName(ctx, plain, c); got != "given" {
