@@ -1,0 +1,260 @@
+package drain
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+func ctrl(kind, name string) []metav1.OwnerReference {
+	t := true
+	return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: name, UID: types.UID(name), Controller: &t}}
+}
+
+func pod(name string, mod ...func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "app", UID: types.UID("uid-" + name), OwnerReferences: ctrl("ReplicaSet", "web")},
+		Spec:       corev1.PodSpec{NodeName: "node1"},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	for _, m := range mod {
+		m(p)
+	}
+	return p
+}
+
+func TestClassify(t *testing.T) {
+	now := metav1.Now()
+	for _, tt := range []struct {
+		pod     *corev1.Pod
+		verdict Verdict
+		warning string
+	}{
+		{pod("web"), Evict, ""},
+		{pod("ds", func(p *corev1.Pod) { p.OwnerReferences = ctrl("DaemonSet", "agent") }), SkipDaemonSet, ""},
+		{pod("static", func(p *corev1.Pod) { p.Annotations = map[string]string{MirrorAnnotation: "x"}; p.OwnerReferences = nil }), SkipMirror, ""},
+		{pod("done", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded; p.OwnerReferences = nil }), SkipFinished, ""},
+		{pod("failed", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), SkipFinished, ""},
+		{pod("dying", func(p *corev1.Pod) { p.DeletionTimestamp = &now }), Terminating, ""},
+		{pod("bare", func(p *corev1.Pod) { p.OwnerReferences = nil }), Evict, "declares no controller: it will not be recreated elsewhere"},
+		{pod("cache", func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "c", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		}), Evict, "uses emptyDir: its data is lost"},
+		{pod("bare-cache", func(p *corev1.Pod) {
+			p.OwnerReferences = nil
+			p.Spec.Volumes = []corev1.Volume{{Name: "c", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		}), Evict, "declares no controller: it will not be recreated elsewhere; uses emptyDir: its data is lost"},
+		{pod("owned-not-controller", func(p *corev1.Pod) { p.OwnerReferences[0].Controller = nil }), Evict, "declares no controller: it will not be recreated elsewhere"},
+	} {
+		got := Classify(*tt.pod)
+		if got.Verdict != tt.verdict || got.Warning != tt.warning {
+			t.Errorf("%s: %v %q, want %v %q", tt.pod.Name, got.Verdict, got.Warning, tt.verdict, tt.warning)
+		}
+	}
+}
+
+func node(unschedulable bool, ann map[string]string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", Annotations: ann}, Spec: corev1.NodeSpec{Unschedulable: unschedulable}}
+}
+
+func getNode(t *testing.T, c *fake.Clientset) *corev1.Node {
+	n, err := c.CoreV1().Nodes().Get(context.Background(), "node1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestCordonOwnership(t *testing.T) {
+	ctx := context.Background()
+	own := Ownership{Action: "reboot", User: "alice", TTY: "pts/0", Time: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC), BootID: "b1"}
+
+	c := fake.NewClientset(node(false, nil))
+	if ok, err := Cordon(ctx, c, "node1", own); !ok || err != nil {
+		t.Fatalf("cordon: %v %v", ok, err)
+	}
+	n := getNode(t, c)
+	if !n.Spec.Unschedulable || Owner(n) == nil || Owner(n).User != "alice" || Owner(n).BootID != "b1" {
+		t.Fatalf("node after cordon: %+v %+v", n.Spec, n.Annotations)
+	}
+	if ok, err := Uncordon(ctx, c, "node1", true); !ok || err != nil {
+		t.Fatalf("uncordon ours: %v %v", ok, err)
+	}
+	n = getNode(t, c)
+	if n.Spec.Unschedulable || Owner(n) != nil {
+		t.Fatalf("node after uncordon: %+v %+v", n.Spec, n.Annotations)
+	}
+
+	// An admin's cordon: gnsh records nothing and never removes it.
+	c = fake.NewClientset(node(true, nil))
+	if ok, err := Cordon(ctx, c, "node1", own); ok || err != nil {
+		t.Fatalf("cordon of a cordoned node: %v %v", ok, err)
+	}
+	if Owner(getNode(t, c)) != nil {
+		t.Fatal("annotation added to an admin's cordon")
+	}
+	if ok, _ := Uncordon(ctx, c, "node1", true); ok || !getNode(t, c).Spec.Unschedulable {
+		t.Fatal("an admin's cordon was removed")
+	}
+	// gnsh uncordon without --only-if-ours behaves like kubectl uncordon.
+	if ok, _ := Uncordon(ctx, c, "node1", false); !ok || getNode(t, c).Spec.Unschedulable {
+		t.Fatal("explicit uncordon failed")
+	}
+	// Ours, but someone already uncordoned: only the annotation goes.
+	c = fake.NewClientset(node(false, map[string]string{CordonAnnotation: `{"action":"reboot"}`}))
+	if ok, _ := Uncordon(ctx, c, "node1", true); ok || Owner(getNode(t, c)) != nil {
+		t.Fatal("stale annotation not cleared")
+	}
+}
+
+// cluster is a fake clientset whose evictions delete the pod (as a kubelet
+// with grace 0 would), refuse PDB-protected ones with 429, and record
+// every request.
+type cluster struct {
+	*fake.Clientset
+	mu        sync.Mutex
+	protected map[string]bool
+	evictions map[string]int
+}
+
+func newCluster(pods ...*corev1.Pod) *cluster {
+	objs := []runtime.Object{node(true, nil)}
+	for _, p := range pods {
+		objs = append(objs, p)
+	}
+	cl := &cluster{Clientset: fake.NewClientset(objs...), protected: map[string]bool{}, evictions: map[string]int{}}
+	cl.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+		cl.mu.Lock()
+		cl.evictions[ev.Name]++
+		prot := cl.protected[ev.Name]
+		cl.mu.Unlock()
+		if prot {
+			err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+			err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause,
+				Message: "The disruption budget db-pdb needs 3 healthy pods and has 3 currently"}}
+			return true, nil, err
+		}
+		if ev.DeleteOptions == nil || ev.DeleteOptions.Preconditions == nil || ev.DeleteOptions.Preconditions.UID == nil {
+			return true, nil, errors.New("eviction without a UID precondition")
+		}
+		go func() { // the kubelet removes the pod a little later
+			time.Sleep(20 * time.Millisecond)
+			_ = cl.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ev.Namespace, ev.Name)
+		}()
+		return true, nil, nil
+	})
+	return cl
+}
+
+func (cl *cluster) forbiddenCalls(t *testing.T) {
+	t.Helper()
+	for _, a := range cl.Actions() {
+		if a.GetResource().Resource == "daemonsets" {
+			t.Errorf("drain touched DaemonSets: %v", a)
+		}
+		if a.GetVerb() == "get" && a.GetResource().Resource == "pods" {
+			t.Errorf("drain GETs a pod (403 after deletion with kubelet credentials): %v", a)
+		}
+		if a.GetVerb() == "list" && a.GetResource().Resource == "pods" {
+			if fs := a.(k8stesting.ListAction).GetListRestrictions().Fields.String(); fs != "spec.nodeName=node1" {
+				t.Errorf("pod list without spec.nodeName selector: %q", fs)
+			}
+		}
+	}
+}
+
+func TestDrain(t *testing.T) {
+	now := metav1.Now()
+	cl := newCluster(
+		pod("web-1"), pod("web-2"),
+		pod("agent", func(p *corev1.Pod) { p.OwnerReferences = ctrl("DaemonSet", "agent") }),
+		pod("static", func(p *corev1.Pod) { p.Annotations = map[string]string{MirrorAnnotation: "m"}; p.OwnerReferences = nil }),
+		pod("job-done", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }),
+		pod("bare", func(p *corev1.Pod) { p.OwnerReferences = nil }),
+		pod("dying", func(p *corev1.Pod) { p.DeletionTimestamp = &now; p.Finalizers = []string{"x"} }),
+	)
+	// The already-terminating pod goes away on its own.
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_ = cl.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "app", "dying")
+	}()
+	var warnings []string
+	var last Status
+	res, err := Drain(context.Background(), cl, Options{Node: "node1", Timeout: 10 * time.Second,
+		Warn: func(s string) { warnings = append(warnings, s) }, Progress: func(s Status) { last = s }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status.Total != 4 || res.Status.Evicted != 3 || res.Status.Gone != 4 || last.Gone != 4 {
+		t.Fatalf("status %+v", res.Status)
+	}
+	if len(warnings) != 1 || !strings.HasPrefix(warnings[0], "app/bare declares no controller") {
+		t.Fatalf("warnings %q", warnings)
+	}
+	for _, n := range []string{"agent", "static", "job-done", "dying"} {
+		if cl.evictions[n] != 0 {
+			t.Errorf("%s was evicted", n)
+		}
+	}
+	cl.forbiddenCalls(t)
+}
+
+func TestDrainBlockedByPDB(t *testing.T) {
+	cl := newCluster(pod("web-1"), pod("db-0"), pod("db-1"))
+	cl.protected["db-0"], cl.protected["db-1"] = true, true
+	start := time.Now()
+	_, err := Drain(context.Background(), cl, Options{Node: "node1", Timeout: 1500 * time.Millisecond,
+		RetryDelay: 100 * time.Millisecond, MaxRetryDelay: 400 * time.Millisecond})
+	var be *BlockedError
+	if !errors.As(err, &be) {
+		t.Fatalf("err %v, want BlockedError", err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("deadline not honoured: %v", time.Since(start))
+	}
+	if len(be.Blocked) != 2 || be.Blocked[0].Pod != "app/db-0" || be.Blocked[0].PDB != "db-pdb" {
+		t.Fatalf("blocked %+v", be.Blocked)
+	}
+	if !strings.Contains(be.Error(), "app/db-0 (PodDisruptionBudget db-pdb), app/db-1 (PodDisruptionBudget db-pdb)") {
+		t.Fatalf("message %q", be.Error())
+	}
+	// Backoff, not a hot loop: 100, 200, 400, 400 ms … ≈ 5 tries in 1.5 s.
+	if n := cl.evictions["db-0"]; n < 2 || n > 8 {
+		t.Fatalf("db-0 evicted %d times in 1.5 s", n)
+	}
+	cl.forbiddenCalls(t)
+}
+
+func TestDrainEmptyNode(t *testing.T) {
+	cl := newCluster(pod("agent", func(p *corev1.Pod) { p.OwnerReferences = ctrl("DaemonSet", "a") }))
+	res, err := Drain(context.Background(), cl, Options{Node: "node1", Timeout: time.Second})
+	if err != nil || res.Status.Total != 0 || len(res.Pods) != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	for n, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second} {
+		d := backoff(time.Second, 5*time.Second, n)
+		if d < want*8/10 || d > want*12/10 {
+			t.Errorf("backoff(%d) = %v, want %v ±20%%", n, d, want)
+		}
+	}
+}
