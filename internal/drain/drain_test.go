@@ -163,6 +163,13 @@ func newCluster(pods ...*corev1.Pod) *cluster {
 	return cl
 }
 
+// evicted returns how many evictions of name were requested.
+func (cl *cluster) evicted(name string) int {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.evictions[name]
+}
+
 func (cl *cluster) forbiddenCalls(t *testing.T) {
 	t.Helper()
 	for _, a := range cl.Actions() {
@@ -209,7 +216,7 @@ func TestDrain(t *testing.T) {
 		t.Fatalf("warnings %q", warnings)
 	}
 	for _, n := range []string{"agent", "static", "job-done", "dying"} {
-		if cl.evictions[n] != 0 {
+		if cl.evicted(n) != 0 {
 			t.Errorf("%s was evicted", n)
 		}
 	}
@@ -236,7 +243,7 @@ func TestDrainBlockedByPDB(t *testing.T) {
 		t.Fatalf("message %q", be.Error())
 	}
 	// Backoff, not a hot loop: 100, 200, 400, 400 ms … ≈ 5 tries in 1.5 s.
-	if n := cl.evictions["db-0"]; n < 2 || n > 8 {
+	if n := cl.evicted("db-0"); n < 2 || n > 8 {
 		t.Fatalf("db-0 evicted %d times in 1.5 s", n)
 	}
 	cl.forbiddenCalls(t)
