@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/gnsh/gnsh/internal/version.Version=$(VERSION)
 FUZZTIME ?= 10s
 
-.PHONY: build deps test test-unit test-integration test-e2e lint fuzz demo install clean
+.PHONY: build deps k8s test test-unit test-integration test-e2e lint fuzz demo install clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/gnsh ./cmd/gnsh
@@ -14,9 +14,14 @@ build:
 deps:
 	sh test/deps.sh
 
+# kube-apiserver, kube-controller-manager, etcd, kwok and kubectl built from
+# Go modules, cached under /var/cache/gnsh/k8s (about 7 minutes cold).
+k8s:
+	sh test/k8s/build.sh
+
 # The whole suite: lint, unit + integration + oracle tests (race detector),
 # short fuzz runs, then real systemd in nspawn containers.
-test: deps lint build
+test: deps lint build k8s
 	GNSH_REQUIRE_RIGS=1 $(GO) test -race -count=1 ./...
 	$(MAKE) fuzz
 	$(MAKE) test-e2e

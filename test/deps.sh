@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the host packages gnsh's tests and demo use, on Debian or Ubuntu,
 # as root: dbus-daemon (private test buses), unshare/mount (util-linux),
-# debootstrap and systemd-nspawn (real systemd in containers).
+# debootstrap and systemd-nspawn (real systemd in containers), openssl (the
+# test control plane's PKI).
 set -eu
 need=
 command -v dbus-daemon >/dev/null 2>&1 || need="$need dbus-daemon"
@@ -10,6 +11,7 @@ command -v debootstrap >/dev/null 2>&1 || need="$need debootstrap"
 command -v systemd-nspawn >/dev/null 2>&1 || need="$need systemd-container"
 command -v dbus-monitor >/dev/null 2>&1 || need="$need dbus-bin"
 command -v gcc >/dev/null 2>&1 || need="$need gcc" # go test -race needs cgo
+command -v openssl >/dev/null 2>&1 || need="$need openssl" # control-plane PKI
 [ -z "$need" ] && exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "deps.sh: missing$need; run as root (or install them) first" >&2
