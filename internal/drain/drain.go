@@ -155,7 +155,8 @@ func Drain(ctx context.Context, c kubernetes.Interface, opts Options) (*Result, 
 	report := func() {
 		st.Elapsed = time.Since(start)
 		st.Blocked = len(blocked)
-		st.BlockedPods = st.BlockedPods[:0]
+		// A fresh slice: Progress may keep the Status it was given.
+		st.BlockedPods = make([]Blocked, 0, len(blocked))
 		for _, b := range blocked {
 			st.BlockedPods = append(st.BlockedPods, b)
 		}
@@ -329,7 +330,7 @@ func drainEvents(ctx context.Context, w watch.Interface, seen map[types.UID]bool
 			return rv, nil
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return rv, errors.New("watch closed")
+				return rv, errWatchClosed
 			}
 			switch ev.Type {
 			case watch.Error:
@@ -351,9 +352,12 @@ func drainEvents(ctx context.Context, w watch.Interface, seen map[types.UID]bool
 	}
 }
 
+// errWatchClosed is a watch the server ended; the drain re-lists.
+var errWatchClosed = errors.New("watch closed")
+
 func isTransient(err error) bool {
 	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
-		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || strings.Contains(err.Error(), "watch closed")
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || errors.Is(err, errWatchClosed)
 }
 
 // evictor posts evictions. With a real client it bypasses client-go's
@@ -397,9 +401,7 @@ func (e *evictor) evict(ctx context.Context, pod *corev1.Pod) evictOutcome {
 		return evictOutcome{uid: uid, err: err, blocked: pdbBlock(pod, err)}
 	case apierrors.IsForbidden(err) && hasCause(err, corev1.NamespaceTerminatingCause):
 		return evictOutcome{uid: uid, err: err, blocked: &Blocked{Pod: pod.Namespace + "/" + pod.Name, Reason: "namespace terminating"}}
-	case ctx.Err() != nil:
-		return evictOutcome{uid: uid, err: err, blocked: &Blocked{Pod: pod.Namespace + "/" + pod.Name, Reason: err.Error()}}
-	case isTransient(err):
+	case ctx.Err() != nil || isTransient(err):
 		return evictOutcome{uid: uid, err: err, blocked: &Blocked{Pod: pod.Namespace + "/" + pod.Name, Reason: err.Error()}}
 	default:
 		return evictOutcome{uid: uid, err: err}

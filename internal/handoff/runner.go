@@ -458,11 +458,11 @@ func (r *Runner) haltNow(req *legacy.Request) error {
 		if !r.Host.InContainer() {
 			if p := r.Host.RebootParam(); p != "" {
 				r.say("Rebooting with argument '%s'.", p)
-				if err := r.Kernel.Reboot(CmdRestart2, p); err == nil {
-					return nil
-				} else {
-					r.say("Failed to reboot with parameter, retrying without: %s", Strerror(err))
+				err := r.Kernel.Reboot(CmdRestart2, p)
+				if err == nil {
+					return nil // only a recorder returns
 				}
+				r.say("Failed to reboot with parameter, retrying without: %s", Strerror(err))
 			}
 		}
 		r.say("Rebooting.")
