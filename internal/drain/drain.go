@@ -38,6 +38,10 @@ type Options struct {
 	// Warn, if set, receives one line per noteworthy pod (emptyDir data,
 	// no controller).
 	Warn func(string)
+	// UnreachableAfter ends the drain with *UnreachableError once the API
+	// server has not answered for this long (DefaultUnreachableAfter if
+	// zero).
+	UnreachableAfter time.Duration
 }
 
 // Defaults for Options.
@@ -100,9 +104,10 @@ func (e *BlockedError) Error() string {
 }
 
 type evictOutcome struct {
-	uid     types.UID
-	err     error
-	blocked *Blocked
+	uid         types.UID
+	err         error
+	blocked     *Blocked
+	unreachable bool // the API server did not answer
 }
 
 // Drain evicts every evictable pod on opts.Node and waits, on a watch,
@@ -124,8 +129,14 @@ func Drain(ctx context.Context, c kubernetes.Interface, opts Options) (*Result, 
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultWorkers
 	}
+	if opts.UnreachableAfter <= 0 {
+		opts.UnreachableAfter = DefaultUnreachableAfter
+	}
 	list, rv, err := ListNodePods(ctx, c, opts.Node)
 	if err != nil {
+		if IsUnreachable(err) && ctx.Err() == nil {
+			return nil, &UnreachableError{Err: err}
+		}
 		return nil, err
 	}
 	res := &Result{}
@@ -176,13 +187,25 @@ func Drain(ctx context.Context, c kubernetes.Interface, opts Options) (*Result, 
 
 	gone := make(chan types.UID, 64)
 	watchErr := make(chan error, 1)
+	unreach := make(chan error, 1) // the watcher cannot reach the API server
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	tracked := make([]types.UID, 0, len(pending))
 	for uid := range pending {
 		tracked = append(tracked, uid)
 	}
-	go func() { watchErr <- watchGone(wctx, c, opts.Node, rv, tracked, gone) }()
+	go func() { watchErr <- watchGone(wctx, c, opts.Node, rv, tracked, gone, unreach) }()
+	// unreachableSince is when the API server stopped answering; any
+	// answer resets it.
+	var unreachableSince time.Time
+	var lastUnreachable error
+	stillUnreachable := func(err error) bool {
+		if unreachableSince.IsZero() {
+			unreachableSince = time.Now()
+		}
+		lastUnreachable = err
+		return time.Since(unreachableSince) < opts.UnreachableAfter
+	}
 
 	evictor := newEvictor(c, opts.GracePeriod)
 	outcomes := make(chan evictOutcome, len(queue))
@@ -223,7 +246,12 @@ func Drain(ctx context.Context, c kubernetes.Interface, opts Options) (*Result, 
 			if ctx.Err() == nil {
 				return finish(fmt.Errorf("watch pods on %s: %w", opts.Node, err))
 			}
+		case err := <-unreach:
+			if !stillUnreachable(err) {
+				return finish(&UnreachableError{For: time.Since(unreachableSince), Err: lastUnreachable})
+			}
 		case uid := <-gone:
+			unreachableSince = time.Time{}
 			if _, ok := pending[uid]; ok {
 				delete(pending, uid)
 				delete(blocked, uid)
@@ -236,6 +264,11 @@ func Drain(ctx context.Context, c kubernetes.Interface, opts Options) (*Result, 
 		case o := <-outcomes:
 			inFlight--
 			p := pending[o.uid]
+			if !o.unreachable {
+				unreachableSince = time.Time{}
+			} else if !stillUnreachable(o.err) {
+				return finish(&UnreachableError{For: time.Since(unreachableSince), Err: lastUnreachable})
+			}
 			switch {
 			case p == nil: // already gone
 			case o.err == nil:
@@ -275,7 +308,11 @@ func backoff(delay, maxDelay time.Duration, n int) time.Duration {
 // node, watching from rv, and re-lists when the watch ends or expires
 // (410 Gone): a tracked pod missing from the list is gone too. One watch
 // replaces kubectl's GET per pod per second.
-func watchGone(ctx context.Context, c kubernetes.Interface, node, rv string, tracked []types.UID, gone chan<- types.UID) error {
+//
+// When the API server does not answer, watchGone keeps trying every second
+// and reports each failure on unreach (without blocking); Drain decides
+// when to give up.
+func watchGone(ctx context.Context, c kubernetes.Interface, node, rv string, tracked []types.UID, gone chan<- types.UID, unreach chan<- error) error {
 	sel := fields.OneTermEqualSelector("spec.nodeName", node).String()
 	seen := map[types.UID]bool{}
 	for _, uid := range tracked {
@@ -291,13 +328,23 @@ func watchGone(ctx context.Context, c kubernetes.Interface, node, rv string, tra
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err != nil && !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) && !isTransient(err) {
+		if IsUnreachable(err) {
+			notify(unreach, err)
+		} else if err != nil && !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) && !isTransient(err) {
 			return err
 		}
 		// Re-list: whatever is no longer there is gone.
 		time.Sleep(200 * time.Millisecond)
 		pods, newRV, lerr := ListNodePods(ctx, c, node)
 		if lerr != nil {
+			if IsUnreachable(lerr) {
+				notify(unreach, lerr)
+				select {
+				case <-time.After(time.Second):
+				case <-ctx.Done():
+				}
+				continue
+			}
 			if isTransient(lerr) {
 				continue
 			}
@@ -320,6 +367,14 @@ func watchGone(ctx context.Context, c kubernetes.Interface, node, rv string, tra
 		rv = newRV
 	}
 	return nil
+}
+
+// notify sends err on ch unless a report is already waiting there.
+func notify(ch chan<- error, err error) {
+	select {
+	case ch <- err:
+	default:
+	}
 }
 
 func drainEvents(ctx context.Context, w watch.Interface, seen map[types.UID]bool, gone chan<- types.UID) (string, error) {
@@ -403,6 +458,9 @@ func (e *evictor) evict(ctx context.Context, pod *corev1.Pod) evictOutcome {
 		return evictOutcome{uid: uid, err: err, blocked: &Blocked{Pod: pod.Namespace + "/" + pod.Name, Reason: "namespace terminating"}}
 	case ctx.Err() != nil || isTransient(err):
 		return evictOutcome{uid: uid, err: err, blocked: &Blocked{Pod: pod.Namespace + "/" + pod.Name, Reason: err.Error()}}
+	case IsUnreachable(err):
+		return evictOutcome{uid: uid, err: err, unreachable: true,
+			blocked: &Blocked{Pod: pod.Namespace + "/" + pod.Name, Reason: "API server unreachable"}}
 	default:
 		return evictOutcome{uid: uid, err: err}
 	}

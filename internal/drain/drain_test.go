@@ -3,8 +3,11 @@ package drain
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/url"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -262,6 +266,44 @@ func TestBackoff(t *testing.T) {
 		d := backoff(time.Second, 5*time.Second, n)
 		if d < want*8/10 || d > want*12/10 {
 			t.Errorf("backoff(%d) = %v, want %v ±20%%", n, d, want)
+		}
+	}
+}
+
+// An API server that stops answering mid-drain ends the drain with
+// *UnreachableError after UnreachableAfter, well before the drain timeout.
+func TestDrainUnreachableMidDrain(t *testing.T) {
+	cl := newCluster(pod("web-1"), pod("web-2"))
+	down := &url.Error{Op: "Post", URL: "https://127.0.0.1:1/api", Err: syscall.ECONNREFUSED}
+	cl.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, down
+	})
+	cl.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) { return true, nil, down })
+	start := time.Now()
+	_, err := Drain(context.Background(), cl, Options{Node: "node1", Timeout: 30 * time.Second,
+		RetryDelay: 50 * time.Millisecond, UnreachableAfter: 300 * time.Millisecond})
+	var ue *UnreachableError
+	if !errors.As(err, &ue) || !IsUnreachable(err) {
+		t.Fatalf("err %v, want UnreachableError", err)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Fatalf("gave up after %v", time.Since(start))
+	}
+}
+
+func TestIsUnreachable(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&url.Error{Op: "Get", URL: "x", Err: syscall.ECONNREFUSED}, true},
+		{fmt.Errorf("cordon: %w", syscall.ECONNRESET), true},
+		{apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "n", errors.New("no")), false},
+		{apierrors.NewTooManyRequests("pdb", 1), false},
+		{nil, false},
+	} {
+		if got := IsUnreachable(c.err); got != c.want {
+			t.Errorf("IsUnreachable(%v) = %v", c.err, got)
 		}
 	}
 }
