@@ -36,6 +36,10 @@ type Long struct {
 	Name   string
 	HasArg ArgKind
 	Key    rune
+	// Exact options match only when spelled out in full. gnsh's own long
+	// options use it so that adding them never changes which abbreviations
+	// of systemd's options are accepted or ambiguous.
+	Exact bool
 }
 
 // Option is one parsed option.
@@ -173,7 +177,7 @@ func (p *Parser) longOpt(s string) (Option, bool, error) {
 			found = l
 			break
 		}
-		if strings.HasPrefix(l.Name, name) {
+		if !l.Exact && strings.HasPrefix(l.Name, name) {
 			matches = append(matches, l)
 		}
 	}

@@ -97,3 +97,27 @@ func TestEmptyArgv(t *testing.T) {
 		t.Fatalf("Args = %q", p.Args())
 	}
 }
+
+func TestExactOptionsAreNotAbbreviated(t *testing.T) {
+	long := []Long{{Name: "no-wall", Key: 'w'}, {Name: "no-drain", Key: 'd', Exact: true},
+		{Name: "drain-timeout", HasArg: RequiredArgument, Key: 't', Exact: true}}
+	for _, c := range []struct {
+		arg, want string
+	}{
+		{"--no-", "w"},          // still only --no-wall, as without gnsh's options
+		{"--no-d", "err"},       // no abbreviation of --no-drain
+		{"--no-drain", "d"},     // the full name works
+		{"--drain", "err"},      // not an abbreviation of --drain-timeout
+		{"--drain-timeout=5m", "t5m"},
+	} {
+		p := New([]string{"prog", c.arg}, "", long, false)
+		o, _, err := p.Next()
+		got := string(o.Key) + o.Arg
+		if err != nil {
+			got = "err"
+		}
+		if got != c.want {
+			t.Errorf("%s: got %q, want %q", c.arg, got, c.want)
+		}
+	}
+}

@@ -97,6 +97,10 @@ type Request struct {
 
 	// Help is the usage text when --help was given; nothing else applies.
 	Help string
+
+	// Drain holds gnsh's own options (--no-drain, --drain-timeout,
+	// --force-drain).
+	Drain DrainFlags
 }
 
 // WallMessage is the text sent to logind's SetWallMessage.

@@ -93,7 +93,7 @@ func Parse(command string, argv []string, env legacy.Env) (*legacy.Request, erro
 	if env.RunlevelForce {
 		r.Force = 2
 	}
-	p := getopt.New(argv, "pfwdnih", longOptions, env.PosixlyCorrect)
+	p := getopt.New(argv, "pfwdnih", append(longOptions, legacy.DrainLongOptions...), env.PosixlyCorrect)
 	for {
 		o, ok, err := p.Next()
 		if err != nil {
@@ -126,6 +126,10 @@ func Parse(command string, argv []string, env legacy.Env) (*legacy.Request, erro
 			r.NoWall = true
 		case 'i', 'h':
 			// Compatibility no-ops.
+		default:
+			if _, err := r.DrainOption(o); err != nil {
+				return nil, err
+			}
 		}
 	}
 	args := p.Args()

@@ -66,7 +66,7 @@ func Parse(argv []string, env legacy.Env) (*legacy.Request, error) {
 	if len(argv) > 0 {
 		r.Prog, r.Args = argv[0], argv[1:]
 	}
-	p := getopt.New(argv, "HPrhkKat:fFc", longOptions, env.PosixlyCorrect)
+	p := getopt.New(argv, "HPrhkKat:fFc", append(longOptions, legacy.DrainLongOptions...), env.PosixlyCorrect)
 	for {
 		o, ok, err := p.Next()
 		if err != nil {
@@ -105,6 +105,10 @@ func Parse(argv []string, env legacy.Env) (*legacy.Request, error) {
 			r.Action = legacy.Cancel
 		case keyShow:
 			r.Action = legacy.Show
+		default:
+			if _, err := r.DrainOption(o); err != nil {
+				return nil, err
+			}
 		}
 	}
 	args := p.Args()

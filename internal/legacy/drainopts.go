@@ -1,0 +1,70 @@
+package legacy
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gnsh/gnsh/internal/getopt"
+)
+
+// DrainFlags are gnsh's own long options on the legacy commands. systemd
+// has none of them; they match only when spelled out in full, so every
+// abbreviation systemd accepts (--no-w for --no-wall) still means what it
+// meant.
+type DrainFlags struct {
+	Skip    bool          // --no-drain
+	Timeout time.Duration // --drain-timeout=DURATION; 0 = the configured one
+	Force   bool          // --force-drain: hand off even when the drain is blocked
+}
+
+// Keys of the drain options, out of the range the grammars use.
+const (
+	keyNoDrain rune = 0x200 + iota
+	keyDrainTimeout
+	keyForceDrain
+)
+
+// DrainLongOptions are appended to each grammar's long options.
+var DrainLongOptions = []getopt.Long{
+	{Name: "no-drain", Key: keyNoDrain, Exact: true},
+	{Name: "drain-timeout", HasArg: getopt.RequiredArgument, Key: keyDrainTimeout, Exact: true},
+	{Name: "force-drain", Key: keyForceDrain, Exact: true},
+}
+
+// DrainOption applies o if it is one of DrainLongOptions and reports
+// whether it was. A bad --drain-timeout is an error with exit status 1.
+func (r *Request) DrainOption(o getopt.Option) (bool, error) {
+	switch o.Key {
+	case keyNoDrain:
+		r.Drain.Skip = true
+	case keyForceDrain:
+		r.Drain.Force = true
+	case keyDrainTimeout:
+		d, err := ParseDuration(o.Arg)
+		if err != nil {
+			return true, Fail("%s: invalid --drain-timeout '%s': %v", r.Prog, o.Arg, err)
+		}
+		r.Drain.Timeout = d
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+// ParseDuration reads a positive duration: Go's syntax ("90s", "10m",
+// "1h30m") or a plain number of seconds.
+func ParseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	var d time.Duration
+	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+		d = time.Duration(n) * time.Second
+	} else if d, err = time.ParseDuration(s); err != nil {
+		return 0, fmt.Errorf("use a duration such as 90s, 10m or 1h")
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("the duration must be positive")
+	}
+	return d, nil
+}
