@@ -104,10 +104,10 @@ func TestExactOptionsAreNotAbbreviated(t *testing.T) {
 	for _, c := range []struct {
 		arg, want string
 	}{
-		{"--no-", "w"},          // still only --no-wall, as without gnsh's options
-		{"--no-d", "err"},       // no abbreviation of --no-drain
-		{"--no-drain", "d"},     // the full name works
-		{"--drain", "err"},      // not an abbreviation of --drain-timeout
+		{"--no-", "w"},      // still only --no-wall, as without gnsh's options
+		{"--no-d", "err"},   // no abbreviation of --no-drain
+		{"--no-drain", "d"}, // the full name works
+		{"--drain", "err"},  // not an abbreviation of --drain-timeout
 		{"--drain-timeout=5m", "t5m"},
 	} {
 		p := New([]string{"prog", c.arg}, "", long, false)
