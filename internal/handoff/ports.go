@@ -105,10 +105,17 @@ type Host interface {
 }
 
 // Preparer runs between "parsed" and "handed off": gnsh drains the node
-// there. A non-nil error aborts the shutdown with exit status 1 before
-// anything is handed off.
+// there.
 type Preparer interface {
+	// Prepare runs before anything is handed off. A non-nil error aborts
+	// the shutdown: it is reported as is (exit status 1 unless it carries
+	// its own ExitCode).
 	Prepare(ctx context.Context, req *legacy.Request) error
+	// Finish reports how the hand-off went, after a successful Prepare, and
+	// after shutdown -c: err is nil when logind (or the fallback) accepted
+	// the request or cancelled the schedule. A failed hand-off leaves the
+	// machine running, so the preparation is undone there.
+	Finish(ctx context.Context, req *legacy.Request, err error)
 }
 
 // BusError is a D-Bus error reply.

@@ -87,13 +87,20 @@ func (r *Runner) Run(ctx context.Context, req *legacy.Request) error {
 
 // halt is systemd's halt_main() for halt, poweroff, reboot, kexec and
 // scheduled shutdowns.
-func (r *Runner) halt(ctx context.Context, req *legacy.Request) error {
+func (r *Runner) halt(ctx context.Context, req *legacy.Request) (result error) {
+	prepared := false
+	defer func() {
+		if prepared {
+			r.Preparer.Finish(ctx, req, result)
+		}
+	}()
 	if req.Force == 0 {
 		var err error
 		if req.When > 0 {
 			if err := r.prepare(ctx, req); err != nil {
 				return err
 			}
+			prepared = r.Preparer != nil && !req.DryRun
 			err = r.schedule(ctx, req)
 		} else {
 			if err := r.checkInhibitors(ctx, req); err != nil {
@@ -102,6 +109,7 @@ func (r *Runner) halt(ctx context.Context, req *legacy.Request) error {
 			if err := r.prepare(ctx, req); err != nil {
 				return err
 			}
+			prepared = r.Preparer != nil && !req.DryRun
 			err = r.logindShutdown(ctx, req)
 		}
 		if err == nil {
@@ -124,6 +132,7 @@ func (r *Runner) halt(ctx context.Context, req *legacy.Request) error {
 		if err := r.prepare(ctx, req); err != nil {
 			return err
 		}
+		prepared = r.Preparer != nil
 	}
 	return r.haltNow(req)
 }
@@ -277,8 +286,16 @@ func (r *Runner) schedule(ctx context.Context, req *legacy.Request) error {
 	return nil
 }
 
-// cancel is logind_cancel_shutdown().
+// cancel is logind_cancel_shutdown(); the Preparer hears how it went.
 func (r *Runner) cancel(ctx context.Context, req *legacy.Request) error {
+	err := r.cancelShutdown(ctx, req)
+	if r.Preparer != nil {
+		r.Preparer.Finish(ctx, req, err)
+	}
+	return err
+}
+
+func (r *Runner) cancelShutdown(ctx context.Context, req *legacy.Request) error {
 	l, err := r.dial(ctx)
 	if err != nil {
 		return legacy.Fail("Failed to connect to bus: %s", err)

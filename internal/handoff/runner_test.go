@@ -498,6 +498,40 @@ func TestRebootParam(t *testing.T) {
 type prepFunc func(context.Context, *legacy.Request) error
 
 func (f prepFunc) Prepare(ctx context.Context, r *legacy.Request) error { return f(ctx, r) }
+func (f prepFunc) Finish(context.Context, *legacy.Request, error)      {}
+
+// finishRecorder prepares nothing and records what Finish hears.
+type finishRecorder struct{ got []string }
+
+func (f *finishRecorder) Prepare(context.Context, *legacy.Request) error { return nil }
+func (f *finishRecorder) Finish(_ context.Context, r *legacy.Request, err error) {
+	f.got = append(f.got, fmt.Sprintf("%s: %v", r.Action, err != nil))
+}
+
+func TestPreparerHearsTheOutcome(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		req  *legacy.Request
+		errs map[string]error
+		want []string
+	}{
+		{"accepted", req(legacy.Reboot), nil, []string{"reboot: false"}},
+		{"refused", req(legacy.Reboot), map[string]error{"RebootWithFlags/0": &BusError{Name: ErrAccessDenied}}, []string{"reboot: true"}},
+		{"scheduled", req(legacy.PowerOff, at(5)), nil, []string{"poweroff: false"}},
+		{"cancelled", req(legacy.Cancel), nil, []string{"cancel: false"}},
+		{"cancel refused", req(legacy.Cancel), map[string]error{"CancelScheduledShutdown": &BusError{Name: ErrAccessDenied}}, []string{"cancel: true"}},
+		{"dry run", req(legacy.PowerOff, dry), nil, nil},
+	} {
+		e := newEnv()
+		e.logind.errs = c.errs
+		f := &finishRecorder{}
+		e.prep = f
+		e.run(c.req)
+		if !reflect.DeepEqual(f.got, c.want) {
+			t.Errorf("%s: Finish heard %q, want %q", c.name, f.got, c.want)
+		}
+	}
+}
 
 func TestPreparerRunsBeforeHandoff(t *testing.T) {
 	e := newEnv()
