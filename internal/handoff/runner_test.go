@@ -498,7 +498,7 @@ func TestRebootParam(t *testing.T) {
 type prepFunc func(context.Context, *legacy.Request) error
 
 func (f prepFunc) Prepare(ctx context.Context, r *legacy.Request) error { return f(ctx, r) }
-func (f prepFunc) Finish(context.Context, *legacy.Request, error)      {}
+func (f prepFunc) Finish(context.Context, *legacy.Request, error)       {}
 
 // finishRecorder prepares nothing and records what Finish hears.
 type finishRecorder struct{ got []string }
