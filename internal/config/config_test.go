@@ -1,0 +1,48 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func write(t *testing.T, s string) string {
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoad(t *testing.T) {
+	c, err := Load(filepath.Join(t.TempDir(), "absent.yaml"))
+	if err != nil || c != Default() {
+		t.Fatalf("absent file: %+v %v", c, err)
+	}
+	c, err = Load(write(t, "node: worker-3\ndrainTimeout: 90s\nforceDrain: true\napiTimeout: 2\npodGracePeriod: 0\nevents: false\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Node != "worker-3" || c.DrainTimeout.D() != 90*time.Second || !c.ForceDrain || c.APITimeout.D() != 2*time.Second ||
+		c.PodGracePeriod == nil || *c.PodGracePeriod != 0 || c.Events || !c.Drain || c.UnreachableAfter != Default().UnreachableAfter {
+		t.Fatalf("%+v", c)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"drian: false\n", `unknown key "drian"`},
+		{"drainTimeout: soon\n", `"soon": use a duration such as 90s, 10m or 1h`},
+		{"drainTimeout: 0s\n", "must be positive"},
+		{"podGracePeriod: -1\n", "podGracePeriod must be 0 or more"},
+		{"drain: [\n", "yaml"},
+	} {
+		p := write(t, c.yaml)
+		_, err := Load(p)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), p+": ") {
+			t.Errorf("%q: %v, want …%s…", c.yaml, err, c.want)
+		}
+	}
+}
