@@ -56,6 +56,7 @@ type Status struct {
 	Total       int // pods to see gone (evicted + already terminating)
 	Evicted     int // evictions accepted
 	Gone        int // pods deleted
+	Terminating int // evicted or already terminating, not gone yet
 	Blocked     int // pods whose last eviction was refused
 	Elapsed     time.Duration
 	BlockedPods []Blocked // sorted by pod name
@@ -163,8 +164,15 @@ func Drain(ctx context.Context, c kubernetes.Interface, opts Options) (*Result, 
 	st := &res.Status
 	st.Total = len(pending)
 	blocked := map[types.UID]Blocked{}
+	terminating := map[types.UID]bool{}
+	for uid, p := range pending {
+		if p.Verdict == Terminating {
+			terminating[uid] = true
+		}
+	}
 	report := func() {
 		st.Elapsed = time.Since(start)
+		st.Terminating = len(terminating)
 		st.Blocked = len(blocked)
 		// A fresh slice: Progress may keep the Status it was given.
 		st.BlockedPods = make([]Blocked, 0, len(blocked))
@@ -255,6 +263,7 @@ func Drain(ctx context.Context, c kubernetes.Interface, opts Options) (*Result, 
 			if _, ok := pending[uid]; ok {
 				delete(pending, uid)
 				delete(blocked, uid)
+				delete(terminating, uid)
 				st.Gone++
 				report()
 				if len(pending) == 0 {
@@ -273,6 +282,7 @@ func Drain(ctx context.Context, c kubernetes.Interface, opts Options) (*Result, 
 			case p == nil: // already gone
 			case o.err == nil:
 				delete(blocked, o.uid)
+				terminating[o.uid] = true
 				st.Evicted++
 				report()
 			case o.blocked != nil:

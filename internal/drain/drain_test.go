@@ -213,7 +213,7 @@ func TestDrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status.Total != 4 || res.Status.Evicted != 3 || res.Status.Gone != 4 || last.Gone != 4 {
+	if res.Status.Total != 4 || res.Status.Evicted != 3 || res.Status.Gone != 4 || last.Gone != 4 || last.Terminating != 0 {
 		t.Fatalf("status %+v", res.Status)
 	}
 	if len(warnings) != 1 || !strings.HasPrefix(warnings[0], "app/bare declares no controller") {
