@@ -16,6 +16,9 @@
 #   GNSH_K8S_BIN   directory with the binaries (default: run build.sh)
 #   CP_NODES       node identities to create at start (default "node1")
 #   CP_KWOK=1      also run kwok for Nodes annotated kwok.x-k8s.io/node=fake
+#   CP_AUDIT=1     audit log of every request at level Metadata (JSON lines,
+#                  stage RequestReceived omitted, blocking mode: none lost)
+#                  in DIR/logs/audit.log (rotated at 1 GB to audit-*.log)
 #   CP_TIMEOUT     seconds to wait for readiness (default 60)
 #   CP_OWNER_PID   stop the control plane when this process is gone
 set -eu
@@ -194,6 +197,14 @@ try_start() {
 	AP=$(freeport)
 	[ "$EC" != "$EP" ] && [ "$EC" != "$AP" ] && [ "$EP" != "$AP" ] || return 2
 	rm -rf "$D/etcd"
+	set --
+	if [ "${CP_AUDIT:-0}" = 1 ]; then
+		printf '%s\n' "apiVersion: audit.k8s.io/v1" "kind: Policy" "omitStages: [RequestReceived]" \
+			"rules:" "- level: Metadata" >"$D/audit-policy.yaml"
+		rm -f "$D"/logs/audit*.log
+		set -- --audit-policy-file="$D/audit-policy.yaml" --audit-log-path="$D/logs/audit.log" \
+			--audit-log-format=json --audit-log-mode=blocking --audit-log-maxsize=1024
+	fi
 	spawn etcd "$BIN/etcd" --name gnsh-test --data-dir "$D/etcd" \
 		--listen-client-urls "http://127.0.0.1:$EC" --advertise-client-urls "http://127.0.0.1:$EC" \
 		--listen-peer-urls "http://127.0.0.1:$EP" --initial-advertise-peer-urls "http://127.0.0.1:$EP" \
@@ -207,7 +218,7 @@ try_start() {
 		--service-account-key-file="$P/sa.pub" --service-account-signing-key-file="$P/sa.key" \
 		--service-cluster-ip-range=10.0.0.0/24 --authorization-mode=Node,RBAC \
 		--enable-admission-plugins=NodeRestriction --disable-admission-plugins=ServiceAccount \
-		--allow-privileged=true --endpoint-reconciler-type=none --profiling=false
+		--allow-privileged=true --endpoint-reconciler-type=none --profiling=false "$@"
 	deadline=$(($(date +%s) + ${CP_TIMEOUT:-60}))
 	while [ "$(date +%s)" -lt $deadline ]; do
 		code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 --cacert "$P/ca.crt" \
@@ -301,6 +312,7 @@ NODE1_TOKEN=$NODE1_TOKEN
 KUBECONFIG='$D/admin.kubeconfig'
 READY_MS=$((t1 - t0))
 STARTUP_MS=$((t2 - t0))
+AUDIT_LOG='$([ "${CP_AUDIT:-0}" = 1 ] && echo "$D/logs/audit.log")'
 EOF
 	mv "$D/env.tmp" "$D/env"
 	if [ -n "${CP_OWNER_PID:-}" ]; then

@@ -33,6 +33,7 @@ type ControlPlane struct {
 	AdminToken      string // bearer token for user "admin" (system:masters)
 	Node1Token      string // bearer token for system:node:node1 (system:nodes)
 	BinDir          string // kube-apiserver, kubectl, etcd, kwok, ...
+	AuditLog        string // with Options.Audit: JSON lines, level Metadata (rotated to audit-*.log after 1 GB); else ""
 	Startup         time.Duration
 
 	script string
@@ -47,6 +48,10 @@ type Options struct {
 	// kwok.x-k8s.io/node=fake (Ready heartbeats, Running pods, finished
 	// deletions).
 	Kwok bool
+	// Audit has the apiserver log every request (level Metadata, stages
+	// ResponseStarted and ResponseComplete) to AuditLog, e.g. to count a
+	// client's requests by user.
+	Audit bool
 }
 
 // Need skips t unless a control plane can be started here; with
@@ -180,8 +185,12 @@ func StartWith(t testing.TB, o Options) *ControlPlane {
 	if o.Kwok {
 		kwok = "1"
 	}
+	audit := "0"
+	if o.Audit {
+		audit = "1"
+	}
 	t.Cleanup(c.Stop)
-	out, err := c.run(nil, []string{"CP_NODES=" + nodes, "CP_KWOK=" + kwok}, "start", c.Dir)
+	out, err := c.run(nil, []string{"CP_NODES=" + nodes, "CP_KWOK=" + kwok, "CP_AUDIT=" + audit}, "start", c.Dir)
 	if err != nil {
 		t.Fatalf("controlplane.sh start: %v\n%s", err, out)
 	}
@@ -191,6 +200,7 @@ func StartWith(t testing.TB, o Options) *ControlPlane {
 	}
 	c.Server, c.CAFile, c.AdminKubeconfig = env["SERVER"], env["CA"], env["ADMIN_KUBECONFIG"]
 	c.AdminToken, c.Node1Token = env["ADMIN_TOKEN"], env["NODE1_TOKEN"]
+	c.AuditLog = env["AUDIT_LOG"]
 	ms, _ := strconv.Atoi(env["STARTUP_MS"])
 	c.Startup = time.Duration(ms) * time.Millisecond
 	t.Logf("control plane at %s ready in %v (state in %s)", c.Server, c.Startup, c.Dir)

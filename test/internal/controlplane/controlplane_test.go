@@ -197,3 +197,39 @@ func TestParallel(t *testing.T) {
 		})
 	}
 }
+
+// TestAudit: with Options.Audit the audit log names each request's user.
+func TestAudit(t *testing.T) {
+	cp := StartWith(t, Options{Audit: true})
+	if cp.AuditLog == "" {
+		t.Fatal("AuditLog not set")
+	}
+	crt, key := cp.NodeCert(t, "node1")
+	c := cp.HTTPClient(t, crt, key)
+	if code, body := do(t, c, "GET", cp.Server+"/api/v1/nodes/node1", "", nil); code != 404 {
+		t.Fatalf("get own node: %d %s", code, body)
+	}
+	b, err := os.ReadFile(cp.AuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		var ev struct {
+			Stage, Verb, RequestURI string
+			User                    struct{ Username string }
+		}
+		if json.Unmarshal([]byte(l), &ev) == nil && ev.User.Username == "system:node:node1" {
+			if ev.Stage != "ResponseComplete" || ev.Verb != "get" || ev.RequestURI != "/api/v1/nodes/node1" {
+				t.Errorf("unexpected event %s", l)
+			}
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d audit events for system:node:node1, want 1", n)
+	}
+	if cp2 := Start(t); cp2.AuditLog != "" {
+		t.Fatalf("AuditLog %q without Options.Audit", cp2.AuditLog)
+	}
+}
