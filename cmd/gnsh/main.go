@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gnsh/gnsh/internal/dispatch"
+	"github.com/gnsh/gnsh/internal/drainer"
 	"github.com/gnsh/gnsh/internal/gnshcli"
 	"github.com/gnsh/gnsh/internal/system"
 )
@@ -19,6 +20,10 @@ func main() {
 		Stdout: os.Stdout, Stderr: os.Stderr, LookupEnv: os.LookupEnv, Now: time.Now, Location: time.Local,
 		Host: &system.Host{}, Kernel: system.Kernel{}, DialLogind: buses.Logind, DialSystemd: buses.Systemd,
 	}
+	newDrainer := func() *drainer.Drainer {
+		return &drainer.Drainer{Stderr: os.Stderr, TTY: drainer.IsTerminal(2), Getenv: os.Getenv}
+	}
+	env.Preparer, env.NewDrainer = newDrainer(), newDrainer
 	ctx := context.Background()
 	var code int
 	if name := dispatch.Personality(os.Args[0]); name != "gnsh" {

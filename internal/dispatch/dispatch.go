@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gnsh/gnsh/internal/drainer"
 	"github.com/gnsh/gnsh/internal/handoff"
 	"github.com/gnsh/gnsh/internal/legacy"
 	"github.com/gnsh/gnsh/internal/system"
@@ -55,6 +56,8 @@ type Env struct {
 	DialLogind     func(ctx context.Context) (handoff.Logind, error)
 	DialSystemd    func(ctx context.Context) (handoff.Systemd, error)
 	Preparer       handoff.Preparer
+	// NewDrainer makes the drainer for `gnsh drain` and `gnsh uncordon`.
+	NewDrainer func() *drainer.Drainer
 }
 
 func (e *Env) getenv(k string) string {

@@ -38,6 +38,8 @@ func Run(ctx context.Context, argv []string, env *dispatch.Env) int {
 			legacyCommand("reboot", "[OPTIONS...] [ARG]", &code, env),
 			legacyCommand("halt", "[OPTIONS...]", &code, env),
 			planCommand(&code, env),
+			drainCommand(&code, env),
+			uncordonCommand(&code, env),
 			{
 				Name:  "version",
 				Usage: "print gnsh's version",

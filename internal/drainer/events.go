@@ -1,0 +1,48 @@
+package drainer
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Event reasons gnsh posts on its Node.
+const (
+	ReasonDrainStarted  = "GnshDrainStarted"
+	ReasonDrainFinished = "GnshDrainFinished"
+	ReasonDrainFailed   = "GnshDrainFailed"
+	ReasonHandOff       = "GnshShutdown"
+	ReasonUncordoned    = "GnshUncordoned"
+)
+
+// eventNamespace is where Node events live (kubectl describe node reads
+// them from there).
+const eventNamespace = metav1.NamespaceDefault
+
+// postEvent records a core/v1 Event on node, which the kubelet's
+// credentials may create. It is best effort and bounded by timeout; the
+// error is returned for a debug line only.
+func postEvent(ctx context.Context, c kubernetes.Interface, node, typ, reason, msg string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	now := metav1.Now()
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: node + ".gnsh.", Namespace: eventNamespace},
+		// kubelet refers to its Node with the name as UID; kubectl
+		// describe node matches on that.
+		InvolvedObject: corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node, UID: types.UID(node)},
+		Reason:         reason,
+		Message:        msg,
+		Type:           typ,
+		Source:         corev1.EventSource{Component: "gnsh", Host: node},
+		FirstTimestamp: now,
+		LastTimestamp:  now,
+		Count:          1,
+	}
+	_, err := c.CoreV1().Events(eventNamespace).Create(ctx, ev, metav1.CreateOptions{})
+	return err
+}

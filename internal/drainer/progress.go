@@ -1,0 +1,130 @@
+package drainer
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gnsh/gnsh/internal/drain"
+)
+
+// progress shows a drain as it goes: on a terminal one status line
+// rewritten in place (at most ten times a second); otherwise, for the
+// journal, a plain line when something changes, at most every
+// plainEvery, and at once when the set of blocked pods changes.
+type progress struct {
+	w    io.Writer
+	tty  bool
+	node string
+
+	mu        sync.Mutex
+	last      time.Time
+	lastLine  string
+	lastBlock string
+	drawn     bool // a live line is on screen
+	plainGap  time.Duration
+}
+
+const (
+	ttyEvery   = 100 * time.Millisecond
+	plainEvery = 5 * time.Second
+)
+
+func newProgress(w io.Writer, tty bool, node string) *progress {
+	return &progress{w: w, tty: tty, node: node, plainGap: plainEvery}
+}
+
+// statusLine is the one-line status: pods total / gone / terminating /
+// blocked (and by which PDB) / elapsed.
+func statusLine(node string, s drain.Status) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "draining %s: %d/%d pods gone, %d terminating", node, s.Gone, s.Total, s.Terminating)
+	if s.Blocked > 0 {
+		fmt.Fprintf(&b, ", %d blocked", s.Blocked)
+		if pdbs := blockers(s.BlockedPods); pdbs != "" {
+			b.WriteString(" by " + pdbs)
+		}
+	}
+	fmt.Fprintf(&b, " (%s)", s.Elapsed.Truncate(time.Second))
+	return b.String()
+}
+
+// blockers names the PodDisruptionBudgets (or reasons) holding pods back.
+func blockers(bs []drain.Blocked) string {
+	set := map[string]bool{}
+	for _, b := range bs {
+		switch {
+		case b.PDB != "":
+			ns, _, _ := strings.Cut(b.Pod, "/")
+			set["PDB "+ns+"/"+b.PDB] = true
+		case b.Reason != "":
+			set[b.Reason] = true
+		}
+	}
+	var out []string
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	if len(out) > 3 {
+		out = append(out[:3], fmt.Sprintf("%d more", len(out)-3))
+	}
+	return strings.Join(out, ", ")
+}
+
+// update is drain.Options.Progress.
+func (p *progress) update(s drain.Status) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	line := statusLine(p.node, s)
+	now := time.Now()
+	if p.tty {
+		if now.Sub(p.last) < ttyEvery && s.Gone < s.Total {
+			return
+		}
+		p.last = now
+		fmt.Fprintf(p.w, "\r\033[Kgnsh: %s", line)
+		p.drawn = true
+		return
+	}
+	block := blockers(s.BlockedPods)
+	changed := block != p.lastBlock
+	p.lastBlock = block
+	if !changed && (now.Sub(p.last) < p.plainGap || stripElapsed(line) == stripElapsed(p.lastLine)) {
+		return
+	}
+	p.last, p.lastLine = now, line
+	fmt.Fprintf(p.w, "gnsh: %s\n", line)
+}
+
+func stripElapsed(l string) string {
+	if i := strings.LastIndex(l, " ("); i >= 0 {
+		return l[:i]
+	}
+	return l
+}
+
+// printf prints a whole line, first ending a live status line.
+func (p *progress) printf(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.endLine()
+	fmt.Fprintf(p.w, "gnsh: "+format+"\n", args...)
+}
+
+// done ends the live line, if any.
+func (p *progress) done() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.endLine()
+}
+
+func (p *progress) endLine() {
+	if p.drawn {
+		fmt.Fprint(p.w, "\n")
+		p.drawn = false
+	}
+}
