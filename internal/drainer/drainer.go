@@ -51,6 +51,8 @@ type Drainer struct {
 	BootID string    // BootID() if empty
 	// Signals subscribes to SIGINT and SIGTERM (os/signal if nil).
 	Signals func() (<-chan os.Signal, func())
+	// Connect, if set, replaces kubeconfig discovery (unit tests).
+	Connect func(ctx context.Context) (kubernetes.Interface, string, error)
 
 	cfg      config.Config
 	sess     *session
@@ -122,6 +124,13 @@ func (d *Drainer) LoadConfig() error {
 // connect finds the kubeconfig and the node name, each request bounded by
 // apiTimeout. It returns kube.ErrNoKubeconfig when there is none.
 func (d *Drainer) connect(ctx context.Context) (*session, error) {
+	if d.Connect != nil {
+		c, node, err := d.Connect(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &session{c: c, node: node}, nil
+	}
 	loc := kube.Locator{Kubeconfig: d.Kubeconfig, NodeName: d.Node, Getenv: d.getenv, Root: d.KubeRoot,
 		Hostname: d.Hostname, Timeout: d.cfg.APITimeout.D()}
 	if loc.Kubeconfig == "" {
