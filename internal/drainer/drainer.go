@@ -492,7 +492,12 @@ func (d *Drainer) notConnected(err error, verb string) {
 			filepath.Join(d.KubeRoot, kube.GnshKubeconfig), filepath.Join(d.KubeRoot, kube.KubeletKubeconfig))
 		return
 	}
-	if drain.IsUnreachable(err) {
+	var ue *drain.UnreachableError
+	switch {
+	case errors.As(err, &ue):
+		d.warn("%v; %s without draining", err, verbing(verb))
+		return
+	case drain.IsUnreachable(err):
 		d.warn("API server unreachable (%v); %s without draining", err, verbing(verb))
 		return
 	}

@@ -1,0 +1,374 @@
+package drainer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/gnsh/gnsh/internal/drain"
+	"github.com/gnsh/gnsh/internal/legacy"
+)
+
+// fakeNode is a fake API server with one node. Evictions delete the pod a
+// moment later (a kubelet with grace 0), except for pods listed in
+// protected (429, PDB "db-pdb") and stuck (accepted, never gone).
+type fakeNode struct {
+	*fake.Clientset
+	mu        sync.Mutex
+	protected map[string]bool
+	stuck     map[string]bool
+	evicted   []string
+}
+
+func newFakeNode(cordoned bool, annotations map[string]string, pods ...string) *fakeNode {
+	yes := true
+	objs := []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", Annotations: annotations},
+		Spec: corev1.NodeSpec{Unschedulable: cordoned}}}
+	for _, name := range pods {
+		objs = append(objs, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "app", UID: types.UID("uid-" + name),
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "rs", Controller: &yes}}},
+			Spec:   corev1.PodSpec{NodeName: "node1"},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning},
+		})
+	}
+	f := &fakeNode{Clientset: fake.NewClientset(objs...), protected: map[string]bool{}, stuck: map[string]bool{}}
+	f.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+		f.mu.Lock()
+		f.evicted = append(f.evicted, ev.Name)
+		prot, stuck := f.protected[ev.Name], f.stuck[ev.Name]
+		f.mu.Unlock()
+		if prot {
+			err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+			err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause,
+				Message: "The disruption budget db-pdb needs 1 healthy pods and has 1 currently"}}
+			return true, nil, err
+		}
+		if !stuck {
+			go func() {
+				time.Sleep(10 * time.Millisecond)
+				_ = f.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ev.Namespace, ev.Name)
+			}()
+		}
+		return true, nil, nil
+	})
+	// The fake tracker does not fill in generateName.
+	f.PrependReactor("create", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, a.(k8stesting.CreateAction).GetObject(), nil
+	})
+	return f
+}
+
+func (f *fakeNode) node(t *testing.T) *corev1.Node {
+	t.Helper()
+	n, err := f.CoreV1().Nodes().Get(context.Background(), "node1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (f *fakeNode) reasons() []string {
+	var r []string
+	for _, a := range f.Actions() {
+		if a.GetVerb() == "create" && a.GetResource().Resource == "events" {
+			r = append(r, a.(k8stesting.CreateAction).GetObject().(*corev1.Event).Reason)
+		}
+	}
+	return r
+}
+
+func (f *fakeNode) evictions() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.evicted)
+}
+
+type testDrainer struct {
+	*Drainer
+	stderr *bytes.Buffer
+}
+
+func newDrainer(t *testing.T, f *fakeNode, config string) testDrainer {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	if config != "" {
+		if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b bytes.Buffer
+	d := &Drainer{Stderr: &b, Getenv: func(string) string { return "" }, ConfigPath: cfg,
+		LockDir: filepath.Join(dir, "run"), KubeRoot: dir, Who: Requester{User: "alice", TTY: "pts/3"}, BootID: "boot-1"}
+	if f != nil {
+		d.Connect = func(context.Context) (kubernetes.Interface, string, error) { return f, "node1", nil }
+	}
+	return testDrainer{d, &b}
+}
+
+func reboot() *legacy.Request { return &legacy.Request{Command: "reboot", Action: legacy.Reboot} }
+
+func TestNoKubeconfigIsSilent(t *testing.T) {
+	d := newDrainer(t, nil, "")
+	if err := d.Prepare(context.Background(), reboot()); err != nil || d.stderr.Len() != 0 {
+		t.Fatalf("%v %q", err, d.stderr)
+	}
+	d.Getenv = func(k string) string {
+		if k == "GNSH_DEBUG" {
+			return "1"
+		}
+		return ""
+	}
+	if err := d.Prepare(context.Background(), reboot()); err != nil || strings.Count(d.stderr.String(), "\n") != 1 ||
+		!strings.Contains(d.stderr.String(), "gnsh: debug: no kubeconfig") {
+		t.Fatalf("%v %q", err, d.stderr)
+	}
+}
+
+func TestDrainThenHandOff(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1", "web-2")
+	d := newDrainer(t, f, "")
+	if err := d.Prepare(context.Background(), reboot()); err != nil {
+		t.Fatal(err)
+	}
+	n := f.node(t)
+	o := drain.Owner(n)
+	if !n.Spec.Unschedulable || o == nil || o.Action != "reboot" || o.User != "alice" || o.TTY != "pts/3" || o.BootID != "boot-1" || o.When != nil {
+		t.Fatalf("node %+v owner %+v", n.Spec, o)
+	}
+	if got := strings.Join(f.reasons(), " "); got != "GnshDrainStarted GnshDrainFinished GnshShutdown" {
+		t.Fatalf("events %q", got)
+	}
+	if !strings.Contains(d.stderr.String(), "gnsh: drained node1 in ") {
+		t.Fatalf("stderr %q", d.stderr)
+	}
+	// The hand-off went through: the cordon stays for the node agent.
+	d.Finish(context.Background(), reboot(), nil)
+	if !f.node(t).Spec.Unschedulable {
+		t.Fatal("uncordoned after a successful hand-off")
+	}
+}
+
+func TestBlockedRefusesAndUncordons(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1", "db-0")
+	f.protected["db-0"] = true
+	d := newDrainer(t, f, "drainTimeout: 1s\n")
+	err := d.Prepare(context.Background(), reboot())
+	var ee *legacy.ExitError
+	if !errors.As(err, &ee) || ee.Code != 1 || !strings.Contains(ee.Msg, "app/db-0 (PodDisruptionBudget db-pdb)") ||
+		!strings.Contains(ee.Msg, "--force-drain") {
+		t.Fatalf("err %v", err)
+	}
+	if n := f.node(t); n.Spec.Unschedulable || drain.Owner(n) != nil {
+		t.Fatalf("node left cordoned: %+v %v", n.Spec, n.Annotations)
+	}
+	if got := strings.Join(f.reasons(), " "); got != "GnshDrainStarted GnshDrainFailed" {
+		t.Fatalf("events %q", got)
+	}
+}
+
+func TestForceDrainHandsOff(t *testing.T) {
+	f := newFakeNode(false, nil, "db-0")
+	f.protected["db-0"] = true
+	d := newDrainer(t, f, "")
+	req := reboot()
+	req.Drain = legacy.DrainFlags{Force: true, Timeout: 500 * time.Millisecond}
+	if err := d.Prepare(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if !f.node(t).Spec.Unschedulable || !strings.Contains(d.stderr.String(), "--force-drain: rebooting anyway") {
+		t.Fatalf("stderr %q", d.stderr)
+	}
+}
+
+func TestAdminCordonIsNeverUndone(t *testing.T) {
+	f := newFakeNode(true, nil, "db-0")
+	f.protected["db-0"] = true
+	d := newDrainer(t, f, "drainTimeout: 1s\n")
+	if err := d.Prepare(context.Background(), reboot()); err == nil {
+		t.Fatal("blocked drain accepted")
+	}
+	d.Finish(context.Background(), reboot(), errors.New("refused"))
+	if n := f.node(t); !n.Spec.Unschedulable || drain.Owner(n) != nil {
+		t.Fatalf("admin's cordon changed: %+v %v", n.Spec, n.Annotations)
+	}
+}
+
+func TestRefusedHandOffUncordons(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	if err := d.Prepare(context.Background(), reboot()); err != nil {
+		t.Fatal(err)
+	}
+	d.Finish(context.Background(), reboot(), &legacy.ExitError{Code: 1})
+	if n := f.node(t); n.Spec.Unschedulable || drain.Owner(n) != nil {
+		t.Fatalf("still cordoned: %+v", n.Spec)
+	}
+}
+
+func TestScheduled(t *testing.T) {
+	// Beyond the drain timeout: nothing now.
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "drainTimeout: 2m\n")
+	req := reboot()
+	req.Command, req.When = "shutdown", legacy.Usec(time.Now().Add(30*time.Minute))
+	if err := d.Prepare(context.Background(), req); err != nil || len(f.Actions()) != 0 ||
+		!strings.Contains(d.stderr.String(), "not draining now: the reboot is due in 30m") {
+		t.Fatalf("%v %q %d actions", err, d.stderr, len(f.Actions()))
+	}
+	// Within: drained now, the schedule recorded; shutdown -c undoes it.
+	req.When = legacy.Usec(time.Now().Add(time.Minute))
+	if err := d.Prepare(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if o := drain.Owner(f.node(t)); o == nil || o.When == nil || time.Until(*o.When) < 30*time.Second {
+		t.Fatalf("owner %+v", o)
+	}
+	cancel := &legacy.Request{Command: "shutdown", Action: legacy.Cancel}
+	d2 := newDrainer(t, f, "")
+	d2.Finish(context.Background(), cancel, nil)
+	if n := f.node(t); n.Spec.Unschedulable || drain.Owner(n) != nil {
+		t.Fatalf("not uncordoned after shutdown -c: %+v", n.Spec)
+	}
+}
+
+func TestCancelLeavesOtherCordons(t *testing.T) {
+	// gnsh's cordon for an immediate reboot (no "when") and an admin's.
+	for _, ann := range []map[string]string{{drain.CordonAnnotation: `{"action":"reboot","user":"bob"}`}, nil} {
+		f := newFakeNode(true, ann)
+		d := newDrainer(t, f, "")
+		d.Finish(context.Background(), &legacy.Request{Command: "shutdown", Action: legacy.Cancel}, nil)
+		if !f.node(t).Spec.Unschedulable {
+			t.Fatalf("%v: uncordoned by shutdown -c", ann)
+		}
+	}
+}
+
+func TestForceOnlyCordons(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	req := reboot()
+	req.Force = 2
+	if err := d.Prepare(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if !f.node(t).Spec.Unschedulable || f.evictions() != 0 {
+		t.Fatalf("cordoned %v, %d evictions", f.node(t).Spec.Unschedulable, f.evictions())
+	}
+}
+
+func TestSignalAborts(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	f.stuck["web-1"] = true
+	d := newDrainer(t, f, "")
+	sigs := make(chan os.Signal, 1)
+	d.Signals = func() (<-chan os.Signal, func()) { return sigs, func() {} }
+	go func() {
+		for f.evictions() == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		sigs <- syscall.SIGTERM
+	}()
+	err := d.Prepare(context.Background(), reboot())
+	var ee *legacy.ExitError
+	if !errors.As(err, &ee) || ee.Code != 143 {
+		t.Fatalf("err %v", err)
+	}
+	if n := f.node(t); n.Spec.Unschedulable {
+		t.Fatal("still cordoned after SIGTERM")
+	}
+}
+
+func TestLockNamesTheHolder(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	l, err := Acquire(d.LockDir, Holder{PID: 4242, Action: "poweroff", User: "bob", TTY: "pts/9", Node: "node1", Since: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	err = d.Prepare(context.Background(), reboot())
+	if err == nil || !strings.Contains(err.Error(), "pid 4242, poweroff by bob on pts/9") {
+		t.Fatalf("err %v", err)
+	}
+	if f.node(t).Spec.Unschedulable {
+		t.Fatal("cordoned without the lock")
+	}
+	l.Release()
+	if err := d.Prepare(context.Background(), reboot()); err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "drian: false\n")
+	err := d.Prepare(context.Background(), reboot())
+	if err == nil || !strings.Contains(err.Error(), `unknown key "drian"`) || !strings.Contains(err.Error(), "--no-drain") {
+		t.Fatalf("err %v", err)
+	}
+	req := reboot()
+	req.Drain.Skip = true
+	if err := d.Prepare(context.Background(), req); err != nil || len(f.Actions()) != 0 {
+		t.Fatalf("--no-drain: %v", err)
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	d := newDrainer(t, nil, "")
+	d.Connect = func(context.Context) (kubernetes.Interface, string, error) {
+		return nil, "", &drain.UnreachableError{Err: syscall.ECONNREFUSED}
+	}
+	if err := d.Prepare(context.Background(), reboot()); err != nil ||
+		!strings.HasPrefix(d.stderr.String(), "gnsh: warning: API server unreachable") {
+		t.Fatalf("%v %q", err, d.stderr)
+	}
+}
+
+func TestStatusLine(t *testing.T) {
+	s := drain.Status{Total: 10, Gone: 4, Terminating: 3, Blocked: 2, Elapsed: 3500 * time.Millisecond,
+		BlockedPods: []drain.Blocked{{Pod: "app/db-0", PDB: "db"}, {Pod: "app/db-1", PDB: "db"}}}
+	if got, want := statusLine("n1", s), "draining n1: 4/10 pods gone, 3 terminating, 2 blocked by PDB app/db (3s)"; got != want {
+		t.Fatalf("%q", got)
+	}
+	var b bytes.Buffer
+	p := newProgress(&b, false, "n1")
+	p.update(s)
+	p.update(s) // unchanged: no second line
+	s.BlockedPods = nil
+	s.Blocked = 0
+	p.update(s) // the blockers changed: a line at once
+	if n := strings.Count(b.String(), "\n"); n != 2 {
+		t.Fatalf("plain lines %q", b.String())
+	}
+	b.Reset()
+	p = newProgress(&b, true, "n1")
+	p.update(s)
+	p.printf("done")
+	if !strings.HasPrefix(b.String(), "\r\033[Kgnsh: draining n1") || !strings.HasSuffix(b.String(), "\ngnsh: done\n") {
+		t.Fatalf("tty %q", b.String())
+	}
+}
