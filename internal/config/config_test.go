@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,26 @@ func TestLoadErrors(t *testing.T) {
 		_, err := Load(p)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), p+": ") {
 			t.Errorf("%q: %v, want …%s…", c.yaml, err, c.want)
+		}
+	}
+}
+
+// The shipped example documents every key with its default value.
+func TestExampleIsTheDefault(t *testing.T) {
+	c, err := Load("../../install/gnsh/config.yaml")
+	if err != nil || c != Default() {
+		t.Fatalf("%+v %v", c, err)
+	}
+	example, _ := os.ReadFile("../../install/gnsh/config.yaml")
+	readme, _ := os.ReadFile("../../README.md")
+	ty := reflect.TypeOf(Config{})
+	for i := 0; i < ty.NumField(); i++ {
+		key := ty.Field(i).Tag.Get("json")
+		if !strings.Contains(string(example), "\n"+key+":") && !strings.Contains(string(example), "\n#"+key+":") {
+			t.Errorf("install/gnsh/config.yaml lacks %s", key)
+		}
+		if !strings.Contains(string(readme), "| `"+key+"` |") {
+			t.Errorf("README.md does not document %s", key)
 		}
 	}
 }
