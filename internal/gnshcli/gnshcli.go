@@ -24,7 +24,13 @@ func Run(ctx context.Context, argv []string, env *dispatch.Env) int {
 		Usage: "Graceful Node Shutdown Helper: drain, then shut down through systemd-logind",
 		Description: "Installed as shutdown, poweroff, reboot and halt, gnsh parses exactly what systemd parses\n" +
 			"and hands the request to systemd-logind over D-Bus, so every inhibitor (such as\n" +
-			"kubelet's graceful node shutdown lock) is honoured, even on systemd older than 251.",
+			"kubelet's graceful node shutdown lock) is honoured, even on systemd older than 251.\n\n" +
+			"On a Kubernetes node (a kubeconfig in $KUBECONFIG, /etc/gnsh/kubeconfig or\n" +
+			"/etc/kubernetes/kubelet.conf) it first drains the node: cordon, evict through the\n" +
+			"Eviction API (PodDisruptionBudgets honoured), wait. A drain that does not finish\n" +
+			"within the drain timeout refuses the shutdown; an unreachable API server does not.\n" +
+			"The legacy commands also take, spelled out in full: --no-drain,\n" +
+			"--drain-timeout=DURATION, --force-drain. Policy: /etc/gnsh/config.yaml.",
 		Writer:         env.Stdout,
 		ErrWriter:      env.Stderr,
 		ExitErrHandler: func(*cli.Context, error) {},
