@@ -278,12 +278,26 @@ func (d *Drainer) drainNode(ctx context.Context, s *session, own drain.Ownership
 		p.printf("%s was already cordoned; gnsh leaves that cordon as it is", s.node)
 	}
 	d.event(ctx, s, "Normal", ReasonDrainStarted, "Draining before %s requested by %s (timeout %s)", what(own.Action), who(own), timeout)
+	ticker := time.NewTicker(time.Second)
+	tickDone := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-ticker.C:
+				p.tick()
+			case <-tickDone:
+				return
+			}
+		}
+	}()
 	res, err := drain.Drain(ctx, s.c, drain.Options{
 		Node: s.node, Timeout: timeout, GracePeriod: d.cfg.PodGracePeriod,
 		UnreachableAfter: d.cfg.UnreachableAfter.D(),
 		Progress:         p.update,
 		Warn:             func(l string) { p.printf("evicting %s", l) },
 	})
+	ticker.Stop()
+	close(tickDone)
 	p.done()
 	elapsed := time.Since(start).Round(100 * time.Millisecond)
 	if sg := stopSignals(); sg != 0 {

@@ -372,3 +372,24 @@ func TestStatusLine(t *testing.T) {
 		t.Fatalf("tty %q", b.String())
 	}
 }
+
+func TestTickAdvancesTheClock(t *testing.T) {
+	var b bytes.Buffer
+	p := newProgress(&b, true, "n1")
+	p.tick() // before any status: nothing
+	p.update(drain.Status{Total: 1})
+	p.mu.Lock()
+	p.start = p.start.Add(-5 * time.Second)
+	p.last = time.Time{}
+	p.mu.Unlock()
+	p.tick()
+	if !strings.HasSuffix(b.String(), "0/1 pods gone, 0 terminating (5s)") {
+		t.Fatalf("%q", b.String())
+	}
+	p.done()
+	n := b.Len()
+	p.tick() // after the drain: nothing
+	if b.Len() != n {
+		t.Fatalf("tick after done: %q", b.String())
+	}
+}

@@ -26,11 +26,17 @@ type progress struct {
 	lastBlock string
 	drawn     bool // a live line is on screen
 	plainGap  time.Duration
+	have      bool         // status holds a drain status
+	status    drain.Status // the latest, for ticks
+	start     time.Time
 }
 
 const (
 	ttyEvery   = 100 * time.Millisecond
 	plainEvery = 5 * time.Second
+	// plainQuiet is the longest a plain log stays silent during a drain,
+	// so a journal shows a stuck drain as still alive.
+	plainQuiet = 30 * time.Second
 )
 
 func newProgress(w io.Writer, tty bool, node string) *progress {
@@ -79,6 +85,27 @@ func blockers(bs []drain.Blocked) string {
 func (p *progress) update(s drain.Status) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.have {
+		p.start = time.Now().Add(-s.Elapsed)
+	}
+	p.have, p.status = true, s
+	p.render(s)
+}
+
+// tick redraws the latest status with the time elapsed now, so that the
+// live line's clock runs while nothing else changes.
+func (p *progress) tick() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.have {
+		return
+	}
+	s := p.status
+	s.Elapsed = time.Since(p.start)
+	p.render(s)
+}
+
+func (p *progress) render(s drain.Status) {
 	line := statusLine(p.node, s)
 	now := time.Now()
 	if p.tty {
@@ -93,7 +120,8 @@ func (p *progress) update(s drain.Status) {
 	block := blockers(s.BlockedPods)
 	changed := block != p.lastBlock
 	p.lastBlock = block
-	if !changed && (now.Sub(p.last) < p.plainGap || stripElapsed(line) == stripElapsed(p.lastLine)) {
+	quiet := now.Sub(p.last) >= plainQuiet
+	if !changed && !quiet && (now.Sub(p.last) < p.plainGap || stripElapsed(line) == stripElapsed(p.lastLine)) {
 		return
 	}
 	p.last, p.lastLine = now, line
@@ -123,6 +151,7 @@ func (p *progress) done() {
 }
 
 func (p *progress) endLine() {
+	p.have = false
 	if p.drawn {
 		fmt.Fprint(p.w, "\n")
 		p.drawn = false
