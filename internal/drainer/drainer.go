@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -179,6 +180,12 @@ func (d *Drainer) event(ctx context.Context, s *session, typ, reason, format str
 	}
 }
 
+// notRegistered means the cluster has no Node of this name: there is
+// nothing to drain.
+type notRegistered struct{ node string }
+
+func (e *notRegistered) Error() string { return "the cluster has no Node " + e.node }
+
 // interrupted is a drain stopped by SIGINT or SIGTERM.
 type interrupted struct{ sig syscall.Signal }
 
@@ -270,6 +277,9 @@ func (d *Drainer) drainNode(ctx context.Context, s *session, own drain.Ownership
 		}
 		if drain.IsUnreachable(err) {
 			return nil, &drain.UnreachableError{Err: err}
+		}
+		if apierrors.IsNotFound(err) {
+			return nil, &notRegistered{s.node}
 		}
 		return nil, err
 	}
@@ -462,12 +472,16 @@ func (d *Drainer) Prepare(ctx context.Context, req *legacy.Request) error {
 	var ue *drain.UnreachableError
 	var intr *interrupted
 	var held *HeldError
+	var nr *notRegistered
 	switch {
 	case err == nil:
 		d.event(ctx, s, "Normal", ReasonHandOff, "%s requested by %s: drained, handing off to systemd-logind", verb, who(own))
 		return nil
 	case errors.As(err, &ue):
 		d.warn("%v; %s without finishing the drain of %s", err, verbing(verb), s.node)
+		return nil
+	case errors.As(err, &nr):
+		d.warn("%v; %s without draining", err, verbing(verb))
 		return nil
 	case errors.As(err, &intr):
 		return &legacy.ExitError{Code: 128 + int(intr.sig), Msg: fmt.Sprintf("gnsh: drain %s; nothing was shut down", intr)}

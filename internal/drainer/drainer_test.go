@@ -393,3 +393,13 @@ func TestTickAdvancesTheClock(t *testing.T) {
 		t.Fatalf("tick after done: %q", b.String())
 	}
 }
+
+func TestUnregisteredNodeIsNotDrained(t *testing.T) {
+	f := newFakeNode(false, nil)
+	d := newDrainer(t, f, "")
+	d.Connect = func(context.Context) (kubernetes.Interface, string, error) { return f, "node9", nil }
+	if err := d.Prepare(context.Background(), reboot()); err != nil ||
+		!strings.Contains(d.stderr.String(), "warning: the cluster has no Node node9; rebooting without draining") {
+		t.Fatalf("%v %q", err, d.stderr)
+	}
+}
