@@ -122,6 +122,29 @@ func (d *Drainer) LoadConfig() error {
 	return err
 }
 
+func (d *Drainer) locator() kube.Locator {
+	loc := kube.Locator{Kubeconfig: d.Kubeconfig, NodeName: d.Node, Getenv: d.getenv, Root: d.KubeRoot,
+		Hostname: d.Hostname, Timeout: d.cfg.APITimeout.D()}
+	if loc.Kubeconfig == "" {
+		loc.Kubeconfig = d.cfg.Kubeconfig
+	}
+	if loc.NodeName == "" {
+		loc.NodeName = d.cfg.Node
+	}
+	return loc
+}
+
+// isNode reports whether a kubeconfig can be found, without asking the API
+// server: a machine without one is not a Kubernetes node.
+func (d *Drainer) isNode() bool {
+	if d.Connect != nil {
+		return true
+	}
+	loc := d.locator()
+	_, err := loc.FindKubeconfig()
+	return !errors.Is(err, kube.ErrNoKubeconfig)
+}
+
 // connect finds the kubeconfig and the node name, each request bounded by
 // apiTimeout. It returns kube.ErrNoKubeconfig when there is none.
 func (d *Drainer) connect(ctx context.Context) (*session, error) {
@@ -132,14 +155,7 @@ func (d *Drainer) connect(ctx context.Context) (*session, error) {
 		}
 		return &session{c: c, node: node}, nil
 	}
-	loc := kube.Locator{Kubeconfig: d.Kubeconfig, NodeName: d.Node, Getenv: d.getenv, Root: d.KubeRoot,
-		Hostname: d.Hostname, Timeout: d.cfg.APITimeout.D()}
-	if loc.Kubeconfig == "" {
-		loc.Kubeconfig = d.cfg.Kubeconfig
-	}
-	if loc.NodeName == "" {
-		loc.NodeName = d.cfg.Node
-	}
+	loc := d.locator()
 	path, err := loc.FindKubeconfig()
 	if err != nil {
 		return nil, err
@@ -435,6 +451,10 @@ func (d *Drainer) Prepare(ctx context.Context, req *legacy.Request) error {
 	if req.Force == 0 && req.When > 0 {
 		t := legacy.FromUsec(req.When).UTC()
 		if left := time.Until(t); left > d.cfg.DrainTimeout.D() {
+			if !d.isNode() {
+				d.notConnected(kube.ErrNoKubeconfig, verb)
+				return nil
+			}
 			d.info("not draining now: the %s is due in %s, beyond the drain timeout (%s); the node agent drains before it",
 				verb, left.Round(time.Second), d.cfg.DrainTimeout.D())
 			return nil

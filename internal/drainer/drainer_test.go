@@ -136,6 +136,12 @@ func TestNoKubeconfigIsSilent(t *testing.T) {
 	if err := d.Prepare(context.Background(), reboot()); err != nil || d.stderr.Len() != 0 {
 		t.Fatalf("%v %q", err, d.stderr)
 	}
+	// Nor is a schedule beyond the drain timeout worth a line there.
+	far := reboot()
+	far.Command, far.When = "shutdown", legacy.Usec(time.Now().Add(30*time.Minute))
+	if err := d.Prepare(context.Background(), far); err != nil || d.stderr.Len() != 0 {
+		t.Fatalf("%v %q", err, d.stderr)
+	}
 	d.Getenv = func(k string) string {
 		if k == "GNSH_DEBUG" {
 			return "1"
