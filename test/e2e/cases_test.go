@@ -25,7 +25,8 @@ const (
 
 // A case boots one container. Either cmd is run (simple case) or steps is
 // called; steps returns the moment the command that should end the
-// container was issued.
+// container was issued. check, if set, runs after the container exited and
+// the common checks were made.
 type tcase struct {
 	name     string
 	gnsh     bool // install gnsh over reboot/poweroff/halt/shutdown
@@ -33,6 +34,7 @@ type tcase struct {
 	cmd      []string
 	cmdRC    int // expected rc of cmd; -1000 = don't care (e.g. -f: the caller dies with the container)
 	steps    func(c *container) time.Time
+	check    func(c *container)
 	wantExit int           // nspawn exit code: 0 poweroff/halt, 133 reboot
 	wantPFS  bool          // PrepareForShutdown(true) seen
 	minPFS   time.Duration // PrepareForShutdown no earlier than this after the trigger
@@ -75,7 +77,11 @@ func casesFor(suite string) []tcase {
 		ctl.wantPFS, ctl.delay = true, delayHonoured
 		ctl.why = "systemd 252 legacy reboot goes through logind"
 	}
-	return append(cs, ctl)
+	cs = append(cs, ctl)
+	if os.Getenv("GNSH_E2E_DRAIN") != "0" {
+		cs = append(cs, newDrainCase(suite).tcase())
+	}
+	return cs
 }
 
 // scheduleCancelExpire: shutdown -r +5 test / check / shutdown -c / check /
@@ -245,6 +251,7 @@ func TestE2E(t *testing.T) {
 		t.Logf("rootfs %s: %s (rootfs.sh took %v)", s, p, d.Round(time.Millisecond))
 	}
 
+	cpShared.parent = t // drain cases share one control plane, stopped when TestE2E ends
 	gnsh, skip := gnshBinary()
 	useStock := os.Getenv("GNSH_E2E_USE_STOCK") == "1"
 	if gnsh != "" {
@@ -421,6 +428,9 @@ func runCase(t *testing.T, suite string, tc tcase, gnsh string, useStock bool) {
 	}
 	if tc.wantCall != "" && !useStock && !hasCall(c, tc.wantCall) {
 		t.Errorf("no login1 method call matching %s; calls: %s", tc.wantCall, callNames(c.calls()))
+	}
+	if tc.check != nil && !useStock {
+		tc.check(c)
 	}
 	if tc.noCall != "" && !useStock {
 		re := regexp.MustCompile(tc.noCall)
