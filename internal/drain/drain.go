@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
 
@@ -329,8 +330,7 @@ func watchGone(ctx context.Context, c kubernetes.Interface, node, rv string, tra
 		seen[uid] = true
 	}
 	for ctx.Err() == nil {
-		w, err := c.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{
-			FieldSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
+		w, err := watchPods(ctx, c, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
 		if err == nil {
 			rv, err = drainEvents(ctx, w, seen, gone)
 			w.Stop()
@@ -377,6 +377,26 @@ func watchGone(ctx context.Context, c kubernetes.Interface, node, rv string, tra
 		rv = newRV
 	}
 	return nil
+}
+
+// watchPods starts a watch of all pods matching opts. With a real client
+// it turns off client-go's own retries: a watch request that times out or
+// loses its connection is otherwise retried up to ten times, a second
+// apart, each bounded only by the request timeout, and then "succeeds" as
+// an empty watch without an error. Against an API server that accepts
+// connections but does not answer, that hid the outage from watchGone for
+// about a minute, whatever UnreachableAfter said.
+func watchPods(ctx context.Context, c kubernetes.Interface, opts metav1.ListOptions) (watch.Interface, error) {
+	if rc, ok := c.CoreV1().RESTClient().(*rest.RESTClient); ok && rc != nil {
+		// As the typed client's Watch, plus MaxRetries(0).
+		var timeout time.Duration
+		if opts.TimeoutSeconds != nil {
+			timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
+		}
+		opts.Watch = true
+		return rc.Get().Resource("pods").VersionedParams(&opts, scheme.ParameterCodec).Timeout(timeout).MaxRetries(0).Watch(ctx)
+	}
+	return c.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, opts)
 }
 
 // notify sends err on ch unless a report is already waiting there.
