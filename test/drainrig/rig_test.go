@@ -1,0 +1,431 @@
+// Package drainrig_test drives internal/drain and internal/kube against a
+// real kube-apiserver (test/internal/controlplane: Node,RBAC authorization,
+// NodeRestriction, the disruption controller, kwok as the kubelet of Nodes
+// annotated kwok.x-k8s.io/node=fake). The drain runs with the node's own
+// client certificate (system:node:NAME), as gnsh does by default; set-up
+// uses the admin.
+//
+// The tests skip when the control plane cannot be started here and fail
+// instead under GNSH_REQUIRE_RIGS=1. Build the binaries once with
+// test/k8s/build.sh.
+package drainrig_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/gnsh/gnsh/internal/kube"
+	"github.com/gnsh/gnsh/test/internal/controlplane"
+)
+
+// rig is one control plane shared by parallel subtests, each on its own
+// Node and namespace.
+type rig struct {
+	cp    *controlplane.ControlPlane
+	admin kubernetes.Interface // unthrottled
+	mu    sync.Mutex           // serialises controlplane.sh user (one openssl CA serial file)
+}
+
+// startRig starts a control plane with kwok and node identities for nodes
+// (created up front: controlplane.sh's CA serial file is not safe for
+// concurrent use).
+func startRig(t *testing.T, nodes ...string) *rig {
+	t.Helper()
+	controlplane.Need(t)
+	cp := controlplane.StartWith(t, controlplane.Options{Kwok: true, Nodes: nodes})
+	cfg, err := (&kube.Locator{}).RESTConfig(cp.AdminKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.Timeout = 30 * time.Second
+	return &rig{cp: cp, admin: kubernetes.NewForConfigOrDie(cfg)}
+}
+
+// userKubeconfig is cp.UserKubeconfig, safe for parallel subtests.
+func (r *rig) userKubeconfig(t *testing.T, name string, groups ...string) string {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cp.UserKubeconfig(t, name, groups...)
+}
+
+// client builds a client from kubeconfig the way gnsh does
+// (kube.Locator.RESTConfig: QPS 100, 5 s per request, user agent gnsh),
+// recording every request in rec if rec is not nil.
+func client(t *testing.T, kubeconfig string, rec *recorder) (*rest.Config, kubernetes.Interface) {
+	t.Helper()
+	cfg, err := (&kube.Locator{}).RESTConfig(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec != nil {
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &recordingRT{next: rt, rec: rec} })
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, c
+}
+
+// nodeClient is the client of the kubelet identity system:node:NAME,
+// from a kubeconfig shaped like kubeadm's kubelet.conf.
+func (r *rig) nodeClient(t *testing.T, node string, rec *recorder) (*rest.Config, kubernetes.Interface) {
+	t.Helper()
+	return client(t, r.cp.NodeKubeconfig(t, node), rec)
+}
+
+// recorder counts API requests and keeps those answered 401 or 403.
+type recorder struct {
+	mu     sync.Mutex
+	total  int
+	byVerb map[string]int
+	denied []string
+}
+
+type recordingRT struct {
+	next http.RoundTripper
+	rec  *recorder
+}
+
+func (rt *recordingRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := rt.next.RoundTrip(req)
+	r := rt.rec
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.total++
+	if r.byVerb == nil {
+		r.byVerb = map[string]int{}
+	}
+	verb := req.Method
+	if req.URL.Query().Get("watch") == "true" {
+		verb = "WATCH"
+	} else if strings.HasSuffix(req.URL.Path, "/eviction") {
+		verb = "EVICT"
+	}
+	r.byVerb[verb]++
+	if err == nil && (resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusUnauthorized) {
+		r.denied = append(r.denied, fmt.Sprintf("%d %s %s", resp.StatusCode, req.Method, req.URL.RequestURI()))
+	}
+	return resp, err
+}
+
+func (r *recorder) counts() (int, map[string]int, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := map[string]int{}
+	for k, v := range r.byVerb {
+		m[k] = v
+	}
+	return r.total, m, append([]string(nil), r.denied...)
+}
+
+// noDenials fails t if any recorded request was refused.
+func (r *recorder) noDenials(t *testing.T) {
+	t.Helper()
+	if _, _, d := r.counts(); len(d) > 0 {
+		t.Errorf("requests refused (403/401):\n%s", strings.Join(d, "\n"))
+	}
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// fakeNode creates a Node that kwok acts as kubelet for and waits until it
+// is Ready.
+func (r *rig) fakeNode(t *testing.T, name string) *corev1.Node {
+	t.Helper()
+	ctx := ctxFor(t, time.Minute)
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+			Labels: map[string]string{"kubernetes.io/hostname": name, "type": "kwok"}},
+		Status: corev1.NodeStatus{
+			Capacity:    corev1.ResourceList{corev1.ResourcePods: resource.MustParse("500")},
+			Allocatable: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("500")},
+		},
+	}
+	n, err := r.admin.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		got, err := r.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return got
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("kwok did not make node %s Ready", name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (r *rig) namespace(t *testing.T, name string) {
+	t.Helper()
+	_, err := r.admin.CoreV1().Namespaces().Create(ctxFor(t, time.Minute),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// replicaSet creates a ReplicaSet object (no controller runs: it only gives
+// pods a real owner, and the disruption controller its scale).
+func (r *rig) replicaSet(t *testing.T, ns, name string, replicas int32) *appsv1.ReplicaSet {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec("")},
+		},
+	}
+	rs, err := r.admin.AppsV1().ReplicaSets(ns).Create(ctxFor(t, time.Minute), rs, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func (r *rig) daemonSet(t *testing.T, ns, name string) *appsv1.DaemonSet {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec("")},
+		},
+	}
+	ds, err := r.admin.AppsV1().DaemonSets(ns).Create(ctxFor(t, time.Minute), ds, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+func podSpec(node string) corev1.PodSpec {
+	grace := int64(1)
+	return corev1.PodSpec{
+		NodeName:                      node,
+		TerminationGracePeriodSeconds: &grace,
+		Containers:                    []corev1.Container{{Name: "c", Image: "registry.invalid/pause:1"}},
+	}
+}
+
+// kwokFast are pod annotations that make kwok start the pod and finish its
+// deletion without its default random 1-5 s delays; pod-delete then takes
+// a random part of the remaining grace period.
+var kwokFast = map[string]string{
+	"pod-create.stage.kwok.x-k8s.io/delay":        "0s",
+	"pod-create.stage.kwok.x-k8s.io/jitter-delay": "0s",
+	"pod-ready.stage.kwok.x-k8s.io/delay":         "0s",
+	"pod-ready.stage.kwok.x-k8s.io/jitter-delay":  "0s",
+	"pod-delete.stage.kwok.x-k8s.io/delay":        "0s",
+}
+
+// newPod is a pod bound to node, owned (as controller) by owner if given.
+func newPod(ns, name, node string, owner metav1.Object, ownerKind string) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{}, Labels: map[string]string{}},
+		Spec:       podSpec(node),
+	}
+	for k, v := range kwokFast {
+		p.Annotations[k] = v
+	}
+	if owner != nil {
+		p.Labels["app"] = owner.GetName()
+		apiVersion := "apps/v1"
+		if ownerKind == "Job" {
+			apiVersion = "batch/v1"
+		}
+		p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(owner,
+			schemaGVK(apiVersion, ownerKind))}
+	}
+	return p
+}
+
+func (r *rig) createPod(t *testing.T, c kubernetes.Interface, p *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	p, err := c.CoreV1().Pods(p.Namespace).Create(ctxFor(t, time.Minute), p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// waitPods waits until every pod on node satisfies ok (Running and Ready
+// by default: a Pending pod bypasses PodDisruptionBudgets) and there are
+// want of them.
+func (r *rig) waitPods(t *testing.T, node string, want int, ok func(*corev1.Pod) bool) []corev1.Pod {
+	t.Helper()
+	if ok == nil {
+		ok = runningReady
+	}
+	ctx := ctxFor(t, 90*time.Second)
+	var last string
+	for {
+		l, err := r.admin.CoreV1().Pods("").List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+		if err == nil {
+			var notYet []string
+			for i := range l.Items {
+				if !ok(&l.Items[i]) {
+					notYet = append(notYet, l.Items[i].Name+"="+string(l.Items[i].Status.Phase))
+				}
+			}
+			if len(l.Items) == want && len(notYet) == 0 {
+				return l.Items
+			}
+			sort.Strings(notYet)
+			if len(notYet) > 10 {
+				notYet = append(notYet[:10], "…")
+			}
+			last = fmt.Sprintf("%d pods, want %d; not yet: %v", len(l.Items), want, notYet)
+		} else {
+			last = err.Error()
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("pods on %s: %s", node, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func runningReady(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// podNames lists the names of the pods on node (admin view).
+func (r *rig) podNames(t *testing.T, node string) []string {
+	t.Helper()
+	l, err := r.admin.CoreV1().Pods("").List(ctxFor(t, time.Minute), metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range l.Items {
+		names = append(names, p.Namespace+"/"+p.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// waitGone waits until none of names (namespace/name) is left on node.
+func (r *rig) waitGone(t *testing.T, node string, names ...string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		left := map[string]bool{}
+		for _, n := range r.podNames(t, node) {
+			left[n] = true
+		}
+		var still []string
+		for _, n := range names {
+			if left[n] {
+				still = append(still, n)
+			}
+		}
+		if len(still) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still on %s: %v", node, still)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (r *rig) getNode(t *testing.T, name string) *corev1.Node {
+	t.Helper()
+	n, err := r.admin.CoreV1().Nodes().Get(ctxFor(t, time.Minute), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// mirrorPod creates the API copy of a static pod as the kubelet does: with
+// the node's own credentials (NodeRestriction lets a node create only
+// mirror pods, bound to itself and owned by its Node).
+func (r *rig) mirrorPod(t *testing.T, nodeClient kubernetes.Interface, ns, name string, node *corev1.Node) *corev1.Pod {
+	t.Helper()
+	p := newPod(ns, name, node.Name, nil, "")
+	p.Annotations["kubernetes.io/config.mirror"] = "0123456789abcdef"
+	p.Annotations["kubernetes.io/config.source"] = "file"
+	ctrl := true
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID, Controller: &ctrl}}
+	return r.createPod(t, nodeClient, p)
+}
+
+// tokenKubeconfig writes a kubeconfig for server with a bearer token, built
+// with kubectl config as install/kubernetes/README.md describes.
+func (r *rig) tokenKubeconfig(t *testing.T, token string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "kubeconfig")
+	kubectl := filepath.Join(r.cp.BinDir, "kubectl")
+	for _, args := range [][]string{
+		{"config", "set-cluster", "default", "--server=" + r.cp.Server, "--certificate-authority=" + r.cp.CAFile, "--embed-certs=true"},
+		{"config", "set-credentials", "gnsh", "--token=" + token},
+		{"config", "set-context", "default", "--cluster=default", "--user=gnsh"},
+		{"config", "use-context", "default"},
+	} {
+		if out, err := runCmd(kubectl, append(args, "--kubeconfig="+f)...); err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args[:2], " "), err, out)
+		}
+	}
+	if err := os.Chmod(f, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func schemaGVK(apiVersion, kind string) schema.GroupVersionKind {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		panic(err)
+	}
+	return gv.WithKind(kind)
+}
+
+func runCmd(name string, args ...string) ([]byte, error) {
+	return exec.Command(name, args...).CombinedOutput()
+}
