@@ -43,9 +43,10 @@ lint:
 fuzz:
 	sh test/fuzz.sh $(FUZZTIME)
 
-# A throwaway Debian bullseye container: stock reboot vs gnsh's reboot with a
-# kubelet-style delay inhibitor held.
-demo: deps build
+# Throwaway Debian bullseye containers as Kubernetes nodes of a local control
+# plane, a kubelet-style delay inhibitor held: stock reboot vs gnsh's reboot
+# (drain, then logind).
+demo: deps build k8s
 	sh test/e2e/demo.sh
 
 install: build
