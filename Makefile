@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/gnsh/gnsh/internal/version.Version=$(VERSION)
 FUZZTIME ?= 10s
 
-.PHONY: build deps k8s test test-unit test-integration test-e2e lint fuzz demo install clean
+.PHONY: build deps k8s test test-unit test-integration test-e2e lint fuzz bench demo install clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/gnsh ./cmd/gnsh
@@ -42,6 +42,11 @@ lint:
 
 fuzz:
 	sh test/fuzz.sh $(FUZZTIME)
+
+# gnsh drain vs kubectl drain on a local control plane with kwok (110 and
+# 1,000 pods; about 12 minutes); writes test/bench/RESULTS.md.
+bench: k8s
+	GNSH_REQUIRE_RIGS=1 $(GO) test -run '^$$' -bench Drain -benchtime 1x -timeout 60m ./test/bench/ -args -results RESULTS.md
 
 # Throwaway Debian bullseye containers as Kubernetes nodes of a local control
 # plane, a kubelet-style delay inhibitor held: stock reboot vs gnsh's reboot
