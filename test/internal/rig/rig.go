@@ -1,16 +1,21 @@
 // Package rig runs shutdown commands where they cannot hurt: in new PID and
 // mount namespaces (unshare --pid --mount) with a private /run, so that
 // reboot(2) only ends that namespace and no file of the host's /run is
-// touched. It is shared by the integration and oracle tests.
+// touched. It is shared by the integration and oracle tests. Start and
+// Proc.Signal let a test signal a command while it runs; Spec.RunDir lets
+// several commands share one /run.
 package rig
 
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -40,7 +45,7 @@ func Need(t testing.TB, tools ...string) {
 
 // Result is the outcome of one command.
 type Result struct {
-	Code   int    // exit status; 129/130 when reboot(2) ended the namespace
+	Code   int    // exit status; 128+N when signal N ended the namespace (129/130 for reboot(2))
 	Kernel string // "restart" (SIGHUP) or "halt/poweroff" (SIGINT) if reboot(2) ended the namespace
 	Stdout string
 	Stderr string
@@ -63,19 +68,31 @@ type Spec struct {
 	Argv     []string
 	// Param, if set, is written to /run/systemd/reboot-param first.
 	Param string
+	// RunDir, if set, is bind-mounted at /run instead of a fresh tmpfs, so
+	// that several commands share one /run (e.g. /run/gnsh/drain.lock).
+	RunDir string
+	// Hide lists directories (without spaces) to cover with an empty tmpfs
+	// where they exist, e.g. /etc/kubernetes, so the command cannot see
+	// the host's files there.
+	Hide []string
 }
 
-// script runs "$@" as a child of a PID-1 shell with a private /run, marks
+// script runs "$@" as a child of a PID-1 shell with a private /run (or
+// GNSH_RIG_RUN bound there), hides GNSH_RIG_HIDE, marks
 // the system as booted with systemd (/run/systemd/system) and copies the
 // reboot parameter file out.
 const script = `[ $$ = 1 ] || exit 99
 R=${GNSH_RIG_ROOT:-}
-mount -t tmpfs tmpfs "$R/run" && mkdir -p "$R/run/systemd/system" || exit 98
+if [ -n "$GNSH_RIG_RUN" ]; then mount --bind "$GNSH_RIG_RUN" "$R/run"; else mount -t tmpfs tmpfs "$R/run"; fi &&
+  mkdir -p "$R/run/systemd/system" || exit 98
 if [ -n "$R" ]; then
   mount -t proc proc "$R/proc" || exit 98
   if [ -n "$GNSH_RIG_LOCALBIN" ]; then mount --bind "$GNSH_RIG_LOCALBIN" "$R/usr/local/sbin" || exit 98; fi
   if [ -n "$GNSH_RIG_BUS" ]; then mkdir -p "$R/run/gnsh-bus" && mount --bind "$GNSH_RIG_BUS" "$R/run/gnsh-bus" || exit 98; fi
 fi
+for d in $GNSH_RIG_HIDE; do
+  if [ -d "$R$d" ]; then mount -t tmpfs tmpfs "$R$d" || exit 98; fi
+done
 [ -n "$GNSH_RIG_PARAM" ] && printf '%s\n' "$GNSH_RIG_PARAM" > "$R/run/systemd/reboot-param"
 if [ -n "$R" ]; then chroot "$R" "$@"; else "$@"; fi
 rc=$?
@@ -85,9 +102,31 @@ exit $rc`
 // Run runs spec and waits at most a minute.
 func Run(t testing.TB, spec Spec) Result {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "param")
+	return Start(t, spec).Wait()
+}
+
+// Proc is a command started with Start.
+type Proc struct {
+	t      testing.TB
+	spec   Spec
+	cmd    *exec.Cmd
+	out    string
+	so, se bytes.Buffer
+	start  time.Time
+	done   chan struct{} // closed when the command has exited
+	err    error         // cmd.Wait's, once done is closed
+
+	once sync.Once
+	res  Result
+}
+
+// Start starts spec in its namespaces and returns at once; Wait collects
+// the result. The command is given a minute from Start.
+func Start(t testing.TB, spec Spec) *Proc {
+	t.Helper()
+	p := &Proc{t: t, spec: spec, out: filepath.Join(t.TempDir(), "param"), done: make(chan struct{})}
 	args := append([]string{"--mount", "--pid", "--fork", "--mount-proc", "--kill-child", "sh", "-c", script, "sh"}, spec.Argv...)
-	cmd := exec.Command("unshare", args...)
+	p.cmd = exec.Command("unshare", args...)
 	path := "/usr/sbin:/usr/bin:/sbin:/bin"
 	if spec.PathDir != "" {
 		path = spec.PathDir + ":" + path
@@ -95,41 +134,126 @@ func Run(t testing.TB, spec Spec) Result {
 	if spec.LocalBin != "" {
 		path = "/usr/local/sbin:" + path
 	}
-	cmd.Env = append([]string{"PATH=" + path, "GNSH_RIG_OUT=" + out, "GNSH_RIG_ROOT=" + spec.Root,
-		"GNSH_RIG_BUS=" + spec.BusDir, "GNSH_RIG_PARAM=" + spec.Param, "GNSH_RIG_LOCALBIN=" + spec.LocalBin, "TZ=UTC"}, spec.Env...)
-	var so, se bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &so, &se
-	if err := cmd.Start(); err != nil {
+	p.cmd.Env = append([]string{"PATH=" + path, "GNSH_RIG_OUT=" + p.out, "GNSH_RIG_ROOT=" + spec.Root,
+		"GNSH_RIG_BUS=" + spec.BusDir, "GNSH_RIG_PARAM=" + spec.Param, "GNSH_RIG_LOCALBIN=" + spec.LocalBin,
+		"GNSH_RIG_RUN=" + spec.RunDir, "GNSH_RIG_HIDE=" + strings.Join(spec.Hide, " "), "TZ=UTC"}, spec.Env...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.so, &p.se
+	p.start = time.Now()
+	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(time.Minute):
-		_ = cmd.Process.Kill()
-		t.Fatalf("%q did not finish within a minute", spec.Argv)
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default: // never waited for: --kill-child takes the namespace down
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// Signal sends sig to the command (spec.Argv) inside the namespace, as a
+// terminal or a service manager would, waiting up to five seconds for it
+// to have started.
+func (p *Proc) Signal(sig syscall.Signal) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if pid := p.commandPID(); pid > 0 {
+			return syscall.Kill(pid, sig)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%q: no such process in the namespace", p.spec.Argv)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	r := Result{Stdout: so.String(), Stderr: se.String()}
+}
+
+// commandPID finds the command: the child of the namespace's init (the
+// child of unshare) whose argv[0] is spec.Argv[0]; 0 if there is none.
+func (p *Proc) commandPID() int {
+	for _, init := range children(p.cmd.Process.Pid) {
+		for _, c := range children(init) {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c))
+			if err != nil {
+				continue
+			}
+			if argv0, _, _ := strings.Cut(string(b), "\x00"); argv0 == p.spec.Argv[0] {
+				return c
+			}
+		}
+	}
+	return 0
+}
+
+// children lists the processes whose parent is pid, from /proc/*/stat.
+func children(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		s := string(b)
+		if i := strings.LastIndexByte(s, ')'); i >= 0 {
+			if f := strings.Fields(s[i+1:]); len(f) > 1 {
+				if pp, _ := strconv.Atoi(f[1]); pp == pid {
+					out = append(out, c)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Wait waits for the command, at most a minute after Start, and returns
+// its result. It may be called more than once.
+func (p *Proc) Wait() Result {
+	p.t.Helper()
+	p.once.Do(func() { p.res = p.wait() })
+	return p.res
+}
+
+func (p *Proc) wait() Result {
+	t := p.t
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(time.Until(p.start.Add(time.Minute))):
+		_ = p.cmd.Process.Kill()
+		t.Fatalf("%q did not finish within a minute", p.spec.Argv)
+	}
+	err := p.err
+	r := Result{Stdout: p.so.String(), Stderr: p.se.String()}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		r.Code = ee.ExitCode()
+		// Only reboot(2) kills the namespace's init; unshare then dies of
+		// the same signal. A command's own exit status 129 or 130 is not
+		// a reboot.
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			r.Code = 128 + int(ws.Signal())
+			switch ws.Signal() {
+			case syscall.SIGHUP:
+				r.Kernel = "restart"
+			case syscall.SIGINT:
+				r.Kernel = "halt/poweroff"
+			}
 		}
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	switch r.Code {
-	case 98, 99:
+	if r.Code == 98 || r.Code == 99 {
 		t.Fatalf("namespace setup failed (%d): %s", r.Code, r.Stderr)
-	case 128 + int(syscall.SIGHUP):
-		r.Kernel = "restart"
-	case 128 + int(syscall.SIGINT):
-		r.Kernel = "halt/poweroff"
 	}
-	if b, err := os.ReadFile(out); err == nil {
+	if b, err := os.ReadFile(p.out); err == nil {
 		r.Param = strings.TrimSuffix(string(b), "\n")
 	}
 	return r
