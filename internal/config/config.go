@@ -112,6 +112,10 @@ func Load(path string) (Config, error) {
 func tidy(err error) string {
 	s := err.Error()
 	s = strings.TrimPrefix(s, "error unmarshaling JSON: while decoding JSON: ")
+	s = strings.TrimPrefix(s, "error converting YAML to JSON: ")
 	s = strings.Replace(s, "json: unknown field", "unknown key", 1)
-	return s
+	// One line: "yaml: unmarshal errors:\n  line 3: …" lists each error
+	// on its own indented line.
+	s = strings.ReplaceAll(s, ":\n  ", ": ")
+	return strings.ReplaceAll(s, "\n  ", "; ")
 }

@@ -39,10 +39,11 @@ func TestLoadErrors(t *testing.T) {
 		{"drainTimeout: 0s\n", "must be positive"},
 		{"podGracePeriod: -1\n", "podGracePeriod must be 0 or more"},
 		{"drain: [\n", "yaml"},
+		{"drainTimeout: 1m\ndrainTimeout: 2m\n", `: yaml: unmarshal errors: line 2: key "drainTimeout" already set in map`},
 	} {
 		p := write(t, c.yaml)
 		_, err := Load(p)
-		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), p+": ") {
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), p+": ") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: %v, want …%s…", c.yaml, err, c.want)
 		}
 	}
