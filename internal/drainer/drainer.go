@@ -397,7 +397,7 @@ func summary(r *drain.Result) string {
 			warned++
 		}
 	}
-	parts := []string{fmt.Sprintf("%d pods evicted", counts[drain.Evict])}
+	parts := []string{plural(counts[drain.Evict], "pod") + " evicted"}
 	if warned > 0 {
 		parts[0] += fmt.Sprintf(" (%d with warnings)", warned)
 	}
@@ -407,13 +407,25 @@ func summary(r *drain.Result) string {
 	var left []string
 	for _, v := range []drain.Verdict{drain.SkipDaemonSet, drain.SkipMirror, drain.SkipFinished} {
 		if n := counts[v]; n > 0 {
-			left = append(left, fmt.Sprintf("%d %s", n, v))
+			if name, ok := strings.CutSuffix(v.String(), " pod"); ok {
+				left = append(left, plural(n, name+" pod"))
+			} else {
+				left = append(left, fmt.Sprintf("%d %s", n, v))
+			}
 		}
 	}
 	if len(left) > 0 {
 		parts = append(parts, "left: "+strings.Join(left, ", "))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// plural is "1 pod", "2 pods".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func progressOf(r *drain.Result) string {

@@ -409,3 +409,21 @@ func TestUnregisteredNodeIsNotDrained(t *testing.T) {
 		t.Fatalf("%v %q", err, d.stderr)
 	}
 }
+
+func TestSummary(t *testing.T) {
+	pod := func(v drain.Verdict, warning string) drain.Pod { return drain.Pod{Verdict: v, Warning: warning} }
+	for _, c := range []struct {
+		pods []drain.Pod
+		want string
+	}{
+		{[]drain.Pod{pod(drain.Evict, "")}, "1 pod evicted"},
+		{[]drain.Pod{pod(drain.Evict, "x"), pod(drain.Evict, ""), pod(drain.SkipDaemonSet, ""), pod(drain.SkipMirror, "")},
+			"2 pods evicted (1 with warnings); left: 1 DaemonSet pod, 1 mirror pod"},
+		{[]drain.Pod{pod(drain.Terminating, ""), pod(drain.SkipDaemonSet, ""), pod(drain.SkipDaemonSet, ""), pod(drain.SkipFinished, "")},
+			"0 pods evicted; 1 already terminating; left: 2 DaemonSet pods, 1 finished"},
+	} {
+		if got := summary(&drain.Result{Pods: c.pods}); got != c.want {
+			t.Errorf("summary %q, want %q", got, c.want)
+		}
+	}
+}
