@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -59,6 +60,11 @@ type Drainer struct {
 	sess     *session
 	cordoned bool // this run made the cordon
 	prog     *progress
+	// holdSignals keeps SIGINT/SIGTERM caught after a successful drain
+	// until releaseSignals: once drained, the hand-off is not interrupted
+	// half way (it takes milliseconds and is bounded).
+	holdSignals    bool
+	releaseSignals func() syscall.Signal
 }
 
 // session is a connection to the cluster with this node's name.
@@ -160,6 +166,9 @@ func (d *Drainer) connect(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A Kubernetes node: from here on a dropped ssh session (SIGHUP, and
+	// SIGPIPE on writes to it) must not stop the command half way.
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 	rc, err := loc.RESTConfig(path)
 	if err != nil {
 		return nil, err
@@ -219,9 +228,10 @@ func sigName(s syscall.Signal) string {
 
 // watchSignals makes the drain survive a dropped ssh session (SIGHUP and
 // SIGPIPE ignored: output to a dead terminal fails quietly and the command
-// carries on) and turns SIGINT/SIGTERM into a cancelled context. stop
-// restores SIGINT/SIGTERM and returns the signal received, if any.
-func (d *Drainer) watchSignals(ctx context.Context) (context.Context, func() syscall.Signal) {
+// carries on) and turns SIGINT/SIGTERM into a cancelled context. caught
+// returns the signal received so far, if any; stop also restores SIGINT
+// and SIGTERM.
+func (d *Drainer) watchSignals(ctx context.Context) (_ context.Context, caught, stop func() syscall.Signal) {
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 	var ch <-chan os.Signal
 	var unsub func()
@@ -233,31 +243,37 @@ func (d *Drainer) watchSignals(ctx context.Context) (context.Context, func() sys
 		ch, unsub = c, func() { signal.Stop(c) }
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	got := make(chan syscall.Signal, 1)
+	var mu sync.Mutex
+	var got syscall.Signal
 	quit := make(chan struct{})
 	go func() {
 		select {
 		case s := <-ch:
+			mu.Lock()
+			got = syscall.SIGTERM
 			if ss, ok := s.(syscall.Signal); ok {
-				got <- ss
-			} else {
-				got <- syscall.SIGTERM
+				got = ss
 			}
+			mu.Unlock()
 			cancel()
 		case <-quit:
 		}
 	}()
-	return ctx, func() syscall.Signal {
-		close(quit)
-		unsub()
-		cancel()
-		select {
-		case s := <-got:
-			return s
-		default:
-			return 0
-		}
+	caught = func() syscall.Signal {
+		mu.Lock()
+		defer mu.Unlock()
+		return got
 	}
+	var once sync.Once
+	stop = func() syscall.Signal {
+		once.Do(func() {
+			close(quit)
+			unsub()
+			cancel()
+		})
+		return caught()
+	}
+	return ctx, caught, stop
 }
 
 // drainNode takes the lock, cordons (recording own), evicts and waits,
@@ -272,23 +288,22 @@ func (d *Drainer) drainNode(ctx context.Context, s *session, own drain.Ownership
 		return nil, err
 	}
 	defer lock.Release()
-	ctx, stop := d.watchSignals(ctx)
-	sig := syscall.Signal(0)
-	stopped := false
-	stopSignals := func() syscall.Signal {
-		if !stopped {
-			stopped, sig = true, stop()
+	ctx, caught, stopSignals := d.watchSignals(ctx)
+	drained := false
+	defer func() {
+		if drained && d.holdSignals {
+			d.releaseSignals = stopSignals
+		} else {
+			stopSignals()
 		}
-		return sig
-	}
-	defer stopSignals()
+	}()
 
 	p := newProgress(d.Stderr, d.TTY, s.node)
 	d.prog = p
 	start := time.Now()
 	made, err := drain.Cordon(ctx, s.c, s.node, own)
 	if err != nil {
-		if sg := stopSignals(); sg != 0 {
+		if sg := caught(); sg != 0 {
 			return nil, &interrupted{sg}
 		}
 		if drain.IsUnreachable(err) {
@@ -301,7 +316,7 @@ func (d *Drainer) drainNode(ctx context.Context, s *session, own drain.Ownership
 	}
 	d.cordoned = d.cordoned || made
 	if !made {
-		p.printf("%s was already cordoned; gnsh leaves that cordon as it is", s.node)
+		d.sayAlreadyCordoned(ctx, s)
 	}
 	d.event(ctx, s, "Normal", ReasonDrainStarted, "Draining before %s requested by %s (timeout %s)", what(own.Action), who(own), timeout)
 	ticker := time.NewTicker(time.Second)
@@ -326,7 +341,7 @@ func (d *Drainer) drainNode(ctx context.Context, s *session, own drain.Ownership
 	close(tickDone)
 	p.done()
 	elapsed := time.Since(start).Round(100 * time.Millisecond)
-	if sg := stopSignals(); sg != 0 {
+	if sg := caught(); sg != 0 {
 		d.undoCordon(s, "drain "+(&interrupted{sg}).Error())
 		d.event(ctx, s, "Warning", ReasonDrainFailed, "Drain %s after %s; gnsh's cordon undone", (&interrupted{sg}).Error(), elapsed)
 		return res, &interrupted{sg}
@@ -341,7 +356,22 @@ func (d *Drainer) drainNode(ctx context.Context, s *session, own drain.Ownership
 	}
 	p.printf("drained %s in %s: %s", s.node, elapsed, summary(res))
 	d.event(ctx, s, "Normal", ReasonDrainFinished, "Drained in %s: %s", elapsed, summary(res))
+	drained = true
 	return res, nil
+}
+
+// sayAlreadyCordoned tells whose cordon was there before this drain; it
+// stays whatever happens.
+func (d *Drainer) sayAlreadyCordoned(ctx context.Context, s *session) {
+	n, err := s.c.CoreV1().Nodes().Get(ctx, s.node, metav1.GetOptions{})
+	if err == nil {
+		if o := drain.Owner(n); o != nil {
+			d.info("%s was already cordoned by gnsh (%s requested by %s at %s); that cordon stays",
+				s.node, what(o.Action), who(*o), o.Time.Local().Format("2006-01-02 15:04"))
+			return
+		}
+	}
+	d.info("%s was already cordoned, not by gnsh; that cordon stays", s.node)
 }
 
 // what names the request in messages: "reboot", or "gnsh drain".
@@ -500,7 +530,8 @@ func (d *Drainer) Prepare(ctx context.Context, req *legacy.Request) error {
 	}
 	d.sess = s
 	own := d.ownership(verb, when)
-	_, err = d.drainNode(ctx, s, own, d.cfg.DrainTimeout.D())
+	d.holdSignals = true
+	res, err := d.drainNode(ctx, s, own, d.cfg.DrainTimeout.D())
 	var ue *drain.UnreachableError
 	var intr *interrupted
 	var held *HeldError
@@ -508,6 +539,9 @@ func (d *Drainer) Prepare(ctx context.Context, req *legacy.Request) error {
 	switch {
 	case err == nil:
 		d.event(ctx, s, "Normal", ReasonHandOff, "%s requested by %s: drained, handing off to systemd-logind", verb, who(own))
+		return nil
+	case errors.As(err, &ue) && res == nil:
+		d.warn("%v; %s without draining", err, verbing(verb))
 		return nil
 	case errors.As(err, &ue):
 		d.warn("%v; %s without finishing the drain of %s", err, verbing(verb), s.node)
@@ -567,6 +601,10 @@ func (d *Drainer) notConnected(err error, verb string) {
 // Finish is handoff.Preparer: a refused hand-off undoes gnsh's cordon; a
 // cancelled schedule undoes the cordon gnsh made for a schedule.
 func (d *Drainer) Finish(ctx context.Context, req *legacy.Request, err error) {
+	if d.releaseSignals != nil {
+		d.releaseSignals()
+		d.releaseSignals = nil
+	}
 	if req.Action == legacy.Cancel {
 		if err == nil && !req.Drain.Skip {
 			d.uncordonCancelled(ctx)
@@ -601,6 +639,19 @@ func (d *Drainer) uncordonCancelled(ctx context.Context) {
 	if o := drain.Owner(n); o == nil || o.When == nil {
 		return // not cordoned by gnsh for a schedule
 	}
+	// A drain for the schedule may still be running: it would schedule
+	// its shutdown when done, after this cancel.
+	lock, err := Acquire(d.lockDir(), Holder{PID: os.Getpid(), Action: "cancel", User: d.who().User, TTY: d.who().TTY, Node: s.node, Since: time.Now()})
+	var held *HeldError
+	if errors.As(err, &held) {
+		pid := "it"
+		if held.Holder != nil && held.Holder.PID != 0 {
+			pid = fmt.Sprintf("pid %d", held.Holder.PID)
+		}
+		d.warn("%v. It will still schedule its shutdown when its drain ends: interrupt %s (SIGINT), which also undoes its cordon", held, pid)
+		return
+	}
+	defer lock.Release()
 	d.cordoned = true
 	d.undoCordon(s, "the scheduled shutdown was cancelled")
 	d.event(ctx, s, "Normal", ReasonUncordoned, "Scheduled shutdown cancelled by %s; uncordoned", d.who().User)

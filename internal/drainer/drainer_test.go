@@ -427,3 +427,39 @@ func TestSummary(t *testing.T) {
 		}
 	}
 }
+
+// Once drained, SIGINT/SIGTERM stay caught until Finish: the hand-off is
+// not cut in half.
+func TestSignalsHeldUntilFinish(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	sigs := make(chan os.Signal, 1)
+	released := false
+	d.Signals = func() (<-chan os.Signal, func()) { return sigs, func() { released = true } }
+	if err := d.Prepare(context.Background(), reboot()); err != nil {
+		t.Fatal(err)
+	}
+	if released {
+		t.Fatal("signals released before the hand-off")
+	}
+	sigs <- syscall.SIGINT // during the hand-off: ignored
+	d.Finish(context.Background(), reboot(), nil)
+	if !released || !f.node(t).Spec.Unschedulable {
+		t.Fatalf("released %v", released)
+	}
+}
+
+func TestCancelWhileDraining(t *testing.T) {
+	when := time.Now().Add(time.Minute).UTC()
+	f := newFakeNode(true, map[string]string{drain.CordonAnnotation: `{"action":"reboot","user":"bob","when":"` + when.Format(time.RFC3339) + `"}`})
+	d := newDrainer(t, f, "")
+	l, err := Acquire(d.LockDir, Holder{PID: 77, Action: "reboot", User: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	d.Finish(context.Background(), &legacy.Request{Command: "shutdown", Action: legacy.Cancel}, nil)
+	if !f.node(t).Spec.Unschedulable || !strings.Contains(d.stderr.String(), "interrupt pid 77 (SIGINT)") {
+		t.Fatalf("%q", d.stderr)
+	}
+}
