@@ -736,7 +736,7 @@ func testPDB(t *testing.T, k *cluster) {
 		t.Fatalf("admin's cordon: exit %d, want 1", r.Code)
 	}
 	noLogind(t, ld2.ld)
-	wantLines(t, r.Stderr, "gnsh: pdb was already cordoned; gnsh leaves that cordon as it is")
+	wantLines(t, r.Stderr, "gnsh: pdb was already cordoned, not by gnsh; that cordon stays")
 	if strings.Contains(r.Stderr, "uncordoned") {
 		t.Errorf("gnsh claims to have uncordoned")
 	}
