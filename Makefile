@@ -44,7 +44,7 @@ fuzz:
 	sh test/fuzz.sh $(FUZZTIME)
 
 # gnsh drain vs kubectl drain on a local control plane with kwok (110 and
-# 1,000 pods; about 12 minutes); writes test/bench/RESULTS.md.
+# 1,000 pods; about 10 minutes); writes test/bench/RESULTS.md.
 bench: k8s
 	GNSH_REQUIRE_RIGS=1 $(GO) test -run '^$$' -bench Drain -benchtime 1x -timeout 60m ./test/bench/ -args -results RESULTS.md
 
