@@ -330,10 +330,26 @@ func watchGone(ctx context.Context, c kubernetes.Interface, node, rv string, tra
 		seen[uid] = true
 	}
 	for ctx.Err() == nil {
+		started := time.Now()
 		w, err := watchPods(ctx, c, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
 		if err == nil {
-			rv, err = drainEvents(ctx, w, seen, gone)
+			var last string
+			last, err = drainEvents(ctx, w, seen, gone)
 			w.Stop()
+			if last != "" {
+				rv = last
+			}
+			// The server ends every watch at the request timeout (5 s):
+			// resume from the last resourceVersion, one request, instead
+			// of re-listing. Only after a watch that delivered events:
+			// client-go turns a watch request that timed out into an
+			// empty watch without an error, so a quiet watch may mean a
+			// hung API server, which only the re-list below notices. A
+			// watch that ends at once re-lists too, so a misbehaving
+			// server cannot make this spin.
+			if errors.Is(err, errWatchClosed) && last != "" && ctx.Err() == nil && time.Since(started) > time.Second {
+				continue
+			}
 		}
 		if ctx.Err() != nil {
 			return nil
