@@ -21,16 +21,15 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gnsh/gnsh/test/internal/controlplane"
+	"github.com/gnsh/gnsh/test/internal/kwok"
 )
 
 var (
@@ -166,13 +165,12 @@ func measure(b *testing.B, c benchCase, tool, gnsh string) (*result, string) {
 		out, _ := os.ReadFile(logf.Name())
 		b.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, tail(string(out), 30))
 	}
-	left, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", nodeName).String()})
+	left, err := kwok.NodePods(ctx, cs, nodeName)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if len(left.Items) > 0 {
-		b.Fatalf("%s exited 0 with %d pods left on %s", tool, len(left.Items), nodeName)
+	if len(left) > 0 {
+		b.Fatalf("%s exited 0 with %d pods left on %s", tool, len(left), nodeName)
 	}
 	// The audit log is written before each response is sent; a closed
 	// watch's last event may trail the tool's exit a little.
@@ -193,16 +191,11 @@ func measure(b *testing.B, c benchCase, tool, gnsh string) (*result, string) {
 // setup creates a kwok Node, a ReplicaSet and c.pods pods it owns bound
 // to the Node, and waits until they are all Running and Ready.
 func setup(b *testing.B, ctx context.Context, cs kubernetes.Interface, c benchCase) {
-	capacity := corev1.ResourceList{
-		corev1.ResourcePods:   *resource.NewQuantity(int64(c.pods), resource.DecimalSI),
-		corev1.ResourceCPU:    resource.MustParse("64"),
-		corev1.ResourceMemory: resource.MustParse("256Gi"),
-	}
-	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: nodeName,
-			Labels:      map[string]string{"kubernetes.io/hostname": nodeName, "kubernetes.io/os": "linux"},
-			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}},
-		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
+	node := kwok.Node(nodeName, int64(c.pods))
+	node.Labels["kubernetes.io/os"] = "linux"
+	for _, l := range []corev1.ResourceList{node.Status.Capacity, node.Status.Allocatable} {
+		l[corev1.ResourceCPU] = resource.MustParse("64")
+		l[corev1.ResourceMemory] = resource.MustParse("256Gi")
 	}
 	if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
@@ -212,12 +205,7 @@ func setup(b *testing.B, ctx context.Context, cs kubernetes.Interface, c benchCa
 		if err != nil {
 			return false, err.Error()
 		}
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				return true, ""
-			}
-		}
-		return false, "not Ready"
+		return kwok.NodeReady(n), "not Ready"
 	})
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
 		metav1.CreateOptions{}); err != nil {
@@ -229,22 +217,13 @@ func setup(b *testing.B, ctx context.Context, cs kubernetes.Interface, c benchCa
 		TerminationGracePeriodSeconds: &c.grace,
 	}
 	replicas := int32(c.pods)
-	rs, err := cs.AppsV1().ReplicaSets(namespace).Create(ctx, &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: appsv1.ReplicaSetSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}},
-	}, metav1.CreateOptions{})
+	rs, err := cs.AppsV1().ReplicaSets(namespace).Create(ctx, kwok.ReplicaSet(namespace, "web", replicas, spec), metav1.CreateOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	grace := fmt.Sprintf("%ds", c.grace)
 	// kwok runs the pods at once, and finalises a deleted pod exactly when
 	// its grace period ends (as a kubelet whose containers take all of it).
-	annotations := map[string]string{
-		"pod-create.stage.kwok.x-k8s.io/delay": "0s", "pod-create.stage.kwok.x-k8s.io/jitter-delay": "0s",
-		"pod-ready.stage.kwok.x-k8s.io/delay": "0s", "pod-ready.stage.kwok.x-k8s.io/jitter-delay": "0s",
-		"pod-delete.stage.kwok.x-k8s.io/delay": grace,
-	}
+	annotations := kwok.PodAnnotations(time.Duration(c.grace) * time.Second)
 	yes := true
 	jobs := make(chan int)
 	errs := make(chan error, c.pods)
@@ -280,14 +259,9 @@ func setup(b *testing.B, ctx context.Context, cs kubernetes.Interface, c benchCa
 			return false, err.Error()
 		}
 		ready := 0
-		for _, p := range list.Items {
-			if p.Status.Phase != corev1.PodRunning {
-				continue
-			}
-			for _, cond := range p.Status.Conditions {
-				if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
-					ready++
-				}
+		for i := range list.Items {
+			if kwok.RunningReady(&list.Items[i]) {
+				ready++
 			}
 		}
 		return ready == c.pods, fmt.Sprintf("%d of %d", ready, c.pods)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gnsh/gnsh/internal/drain"
 	"github.com/gnsh/gnsh/internal/kube"
+	"github.com/gnsh/gnsh/test/internal/kwok"
 )
 
 // TestDrainRig runs every scenario that leaves the API server up on one
@@ -232,7 +233,7 @@ func testPodKinds(t *testing.T, r *rig) {
 		if p.Name == "once-x1" {
 			return p.Status.Phase == corev1.PodSucceeded
 		}
-		return runningReady(p)
+		return kwok.RunningReady(p)
 	})
 
 	ctx := ctxFor(t, 2*time.Minute)
@@ -298,20 +299,9 @@ func testPDBBlocks(t *testing.T, r *rig) {
 	r.waitPods(t, node, 5, nil)
 	// Enforced only once the disruption controller has seen all three
 	// healthy (Running and Ready; Pending pods would bypass it).
-	for {
-		p, err := r.admin.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "db-pdb", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := p.Status
-		if s.ObservedGeneration == p.Generation && s.CurrentHealthy == 3 && s.DesiredHealthy == 3 && s.DisruptionsAllowed == 0 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("PDB status not processed: %+v", s)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	kwok.WaitPDB(t, ctx, r.admin, ns, "db-pdb", func(s policyv1.PodDisruptionBudgetStatus) bool {
+		return s.CurrentHealthy == 3 && s.DesiredHealthy == 3 && s.DisruptionsAllowed == 0
+	})
 
 	rec := &recorder{}
 	_, c := r.nodeClient(t, node, rec)

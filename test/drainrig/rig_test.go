@@ -25,15 +25,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/gnsh/gnsh/internal/kube"
 	"github.com/gnsh/gnsh/test/internal/controlplane"
+	"github.com/gnsh/gnsh/test/internal/kwok"
 )
 
 // rig is one control plane shared by parallel subtests, each on its own
@@ -158,33 +157,12 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 func (r *rig) fakeNode(t *testing.T, name string) *corev1.Node {
 	t.Helper()
 	ctx := ctxFor(t, time.Minute)
-	n := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-			Labels: map[string]string{"kubernetes.io/hostname": name, "type": "kwok"}},
-		Status: corev1.NodeStatus{
-			Capacity:    corev1.ResourceList{corev1.ResourcePods: resource.MustParse("500")},
-			Allocatable: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("500")},
-		},
-	}
-	n, err := r.admin.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-	if err != nil {
+	n := kwok.Node(name, 500)
+	n.Labels["type"] = "kwok"
+	if _, err := r.admin.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		got, err := r.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range got.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				return got
-			}
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("kwok did not make node %s Ready", name)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return kwok.WaitNodeReady(t, ctx, r.admin, name)
 }
 
 func (r *rig) namespace(t *testing.T, name string) {
@@ -200,16 +178,8 @@ func (r *rig) namespace(t *testing.T, name string) {
 // pods a real owner, and the disruption controller its scale).
 func (r *rig) replicaSet(t *testing.T, ns, name string, replicas int32) *appsv1.ReplicaSet {
 	t.Helper()
-	labels := map[string]string{"app": name}
-	rs := &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-		Spec: appsv1.ReplicaSetSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec("")},
-		},
-	}
-	rs, err := r.admin.AppsV1().ReplicaSets(ns).Create(ctxFor(t, time.Minute), rs, metav1.CreateOptions{})
+	rs, err := r.admin.AppsV1().ReplicaSets(ns).Create(ctxFor(t, time.Minute), kwok.ReplicaSet(ns, name, replicas, podSpec("")),
+		metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,15 +188,7 @@ func (r *rig) replicaSet(t *testing.T, ns, name string, replicas int32) *appsv1.
 
 func (r *rig) daemonSet(t *testing.T, ns, name string) *appsv1.DaemonSet {
 	t.Helper()
-	labels := map[string]string{"app": name}
-	ds := &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: appsv1.DaemonSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec("")},
-		},
-	}
-	ds, err := r.admin.AppsV1().DaemonSets(ns).Create(ctxFor(t, time.Minute), ds, metav1.CreateOptions{})
+	ds, err := r.admin.AppsV1().DaemonSets(ns).Create(ctxFor(t, time.Minute), kwok.DaemonSet(ns, name, podSpec("")), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,25 +204,13 @@ func podSpec(node string) corev1.PodSpec {
 	}
 }
 
-// kwokFast are pod annotations that make kwok start the pod and finish its
-// deletion without its default random 1-5 s delays; pod-delete then takes
-// a random part of the remaining grace period.
-var kwokFast = map[string]string{
-	"pod-create.stage.kwok.x-k8s.io/delay":        "0s",
-	"pod-create.stage.kwok.x-k8s.io/jitter-delay": "0s",
-	"pod-ready.stage.kwok.x-k8s.io/delay":         "0s",
-	"pod-ready.stage.kwok.x-k8s.io/jitter-delay":  "0s",
-	"pod-delete.stage.kwok.x-k8s.io/delay":        "0s",
-}
-
 // newPod is a pod bound to node, owned (as controller) by owner if given.
+// kwok starts it at once and finishes its deletion at a random moment
+// within the remaining grace period.
 func newPod(ns, name, node string, owner metav1.Object, ownerKind string) *corev1.Pod {
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{}, Labels: map[string]string{}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: kwok.PodAnnotations(0), Labels: map[string]string{}},
 		Spec:       podSpec(node),
-	}
-	for k, v := range kwokFast {
-		p.Annotations[k] = v
 	}
 	if owner != nil {
 		p.Labels["app"] = owner.GetName()
@@ -289,28 +239,27 @@ func (r *rig) createPod(t *testing.T, c kubernetes.Interface, p *corev1.Pod) *co
 func (r *rig) waitPods(t *testing.T, node string, want int, ok func(*corev1.Pod) bool) []corev1.Pod {
 	t.Helper()
 	if ok == nil {
-		ok = runningReady
+		ok = kwok.RunningReady
 	}
 	ctx := ctxFor(t, 90*time.Second)
 	var last string
 	for {
-		l, err := r.admin.CoreV1().Pods("").List(ctx, metav1.ListOptions{
-			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+		l, err := kwok.NodePods(ctx, r.admin, node)
 		if err == nil {
 			var notYet []string
-			for i := range l.Items {
-				if !ok(&l.Items[i]) {
-					notYet = append(notYet, l.Items[i].Name+"="+string(l.Items[i].Status.Phase))
+			for i := range l {
+				if !ok(&l[i]) {
+					notYet = append(notYet, l[i].Name+"="+string(l[i].Status.Phase))
 				}
 			}
-			if len(l.Items) == want && len(notYet) == 0 {
-				return l.Items
+			if len(l) == want && len(notYet) == 0 {
+				return l
 			}
 			sort.Strings(notYet)
 			if len(notYet) > 10 {
 				notYet = append(notYet[:10], "…")
 			}
-			last = fmt.Sprintf("%d pods, want %d; not yet: %v", len(l.Items), want, notYet)
+			last = fmt.Sprintf("%d pods, want %d; not yet: %v", len(l), want, notYet)
 		} else {
 			last = err.Error()
 		}
@@ -321,28 +270,15 @@ func (r *rig) waitPods(t *testing.T, node string, want int, ok func(*corev1.Pod)
 	}
 }
 
-func runningReady(p *corev1.Pod) bool {
-	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // podNames lists the names of the pods on node (admin view).
 func (r *rig) podNames(t *testing.T, node string) []string {
 	t.Helper()
-	l, err := r.admin.CoreV1().Pods("").List(ctxFor(t, time.Minute), metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+	l, err := kwok.NodePods(ctxFor(t, time.Minute), r.admin, node)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
-	for _, p := range l.Items {
+	for _, p := range l {
 		names = append(names, p.Namespace+"/"+p.Name)
 	}
 	sort.Strings(names)

@@ -24,10 +24,8 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -35,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gnsh/gnsh/test/internal/controlplane"
+	"github.com/gnsh/gnsh/test/internal/kwok"
 )
 
 const (
@@ -159,15 +158,7 @@ func (d *drainCase) populate(t *testing.T) {
 	t.Helper()
 	ctx := ctxT(t, 60*time.Second)
 	for _, n := range []string{d.node, d.peer} {
-		node := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: n, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-				Labels: map[string]string{"kubernetes.io/hostname": n}},
-			Status: corev1.NodeStatus{
-				Capacity:    corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110")},
-				Allocatable: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110")},
-			},
-		}
-		if _, err := d.admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		if _, err := d.admin.CoreV1().Nodes().Create(ctx, kwok.Node(n, 110), metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create Node %s: %v", n, err)
 		}
 	}
@@ -175,25 +166,16 @@ func (d *drainCase) populate(t *testing.T) {
 		metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	web := map[string]string{"app": "web"}
-	replicas := int32(drainWebPods + 1)
-	rs, err := d.admin.AppsV1().ReplicaSets(d.ns).Create(ctx, &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: d.ns, Labels: web},
-		Spec: appsv1.ReplicaSetSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: web},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: web}, Spec: drainPodSpec("")}},
-	}, metav1.CreateOptions{})
+	rs, err := d.admin.AppsV1().ReplicaSets(d.ns).Create(ctx, kwok.ReplicaSet(d.ns, "web", drainWebPods+1, drainPodSpec("")),
+		metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent := map[string]string{"app": "node-agent"}
-	ds, err := d.admin.AppsV1().DaemonSets(d.ns).Create(ctx, &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "node-agent", Namespace: d.ns},
-		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: agent},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: agent}, Spec: drainPodSpec("")}},
-	}, metav1.CreateOptions{})
+	ds, err := d.admin.AppsV1().DaemonSets(d.ns).Create(ctx, kwok.DaemonSet(d.ns, "node-agent", drainPodSpec("")), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	web, agent := map[string]string{"app": "web"}, map[string]string{"app": "node-agent"} // the labels rs and ds select
 	minAvailable := intstr.FromInt32(1)
 	if _, err := d.admin.PolicyV1().PodDisruptionBudgets(d.ns).Create(ctx, &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: d.ns},
@@ -239,7 +221,7 @@ func (d *drainCase) readiness(ctx context.Context, wantPods int) string {
 	if err != nil {
 		return err.Error()
 	}
-	if !nodeReady(n) {
+	if !kwok.NodeReady(n) {
 		return "node " + d.node + " not Ready"
 	}
 	l, err := d.admin.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{})
@@ -250,7 +232,7 @@ func (d *drainCase) readiness(ctx context.Context, wantPods int) string {
 		return fmt.Sprintf("%d pods, want %d", len(l.Items), wantPods)
 	}
 	for _, p := range l.Items {
-		if !podReady(&p) {
+		if !kwok.RunningReady(&p) {
 			return "pod " + p.Name + " not Running and Ready (" + string(p.Status.Phase) + ")"
 		}
 	}
@@ -263,27 +245,6 @@ func (d *drainCase) readiness(ctx context.Context, wantPods int) string {
 			s.ObservedGeneration, pdb.Generation, s.CurrentHealthy, s.DisruptionsAllowed)
 	}
 	return ""
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func podReady(p *corev1.Pod) bool {
-	if p.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func drainPodSpec(node string) corev1.PodSpec {
@@ -302,13 +263,7 @@ func drainPodSpec(node string) corev1.PodSpec {
 func drainPod(ns, name, node string, labels map[string]string, owner metav1.OwnerReference) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, OwnerReferences: []metav1.OwnerReference{owner},
-			Annotations: map[string]string{
-				"pod-create.stage.kwok.x-k8s.io/delay":        "0s",
-				"pod-create.stage.kwok.x-k8s.io/jitter-delay": "0s",
-				"pod-ready.stage.kwok.x-k8s.io/delay":         "0s",
-				"pod-ready.stage.kwok.x-k8s.io/jitter-delay":  "0s",
-				"pod-delete.stage.kwok.x-k8s.io/delay":        "1h",
-			}},
+			Annotations: kwok.PodAnnotations(time.Hour)},
 		Spec: drainPodSpec(node),
 	}
 }

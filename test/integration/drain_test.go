@@ -31,7 +31,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -41,6 +40,7 @@ import (
 
 	"github.com/gnsh/gnsh/internal/logind/logindtest"
 	"github.com/gnsh/gnsh/test/internal/controlplane"
+	"github.com/gnsh/gnsh/test/internal/kwok"
 	"github.com/gnsh/gnsh/test/internal/rig"
 )
 
@@ -115,14 +115,7 @@ type node struct {
 func (k *cluster) newNode(t *testing.T, name string) *node {
 	t.Helper()
 	ctx := ctxFor(t, time.Minute)
-	obj, err := k.admin.CoreV1().Nodes().Create(ctx, &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-			Labels: map[string]string{"kubernetes.io/hostname": name}},
-		Status: corev1.NodeStatus{
-			Capacity:    corev1.ResourceList{corev1.ResourcePods: resource.MustParse("100")},
-			Allocatable: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("100")},
-		},
-	}, metav1.CreateOptions{})
+	obj, err := k.admin.CoreV1().Nodes().Create(ctx, kwok.Node(name, 100), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,21 +124,8 @@ func (k *cluster) newNode(t *testing.T, name string) *node {
 		metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		got, err := k.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range got.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				return n
-			}
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("kwok did not make node %s Ready", name)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	kwok.WaitNodeReady(t, ctx, k.admin, name)
+	return n
 }
 
 // podOpts shape a test pod.
@@ -160,16 +140,10 @@ func (n *node) pod(name string, owner *metav1.OwnerReference, o podOpts) *corev1
 	grace := int64(1)
 	// Without kwok's random 1-5 s delays; a deletion then takes a random
 	// part of the grace period.
-	ann := map[string]string{
-		"pod-create.stage.kwok.x-k8s.io/delay":        "0s",
-		"pod-create.stage.kwok.x-k8s.io/jitter-delay": "0s",
-		"pod-ready.stage.kwok.x-k8s.io/delay":         "0s",
-		"pod-ready.stage.kwok.x-k8s.io/jitter-delay":  "0s",
-		"pod-delete.stage.kwok.x-k8s.io/delay":        "0s",
-	}
+	ann := kwok.PodAnnotations(0)
 	if o.hold {
 		grace = 300
-		ann["pod-delete.stage.kwok.x-k8s.io/delay"] = "300s"
+		ann = kwok.PodAnnotations(300 * time.Second)
 	}
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: n.ns, Annotations: ann, Labels: map[string]string{}},
@@ -196,21 +170,16 @@ func (n *node) create(c kubernetes.Interface, p *corev1.Pod) {
 	}
 }
 
+// templateSpec is the pod template of the ReplicaSets and DaemonSets.
+var templateSpec = corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/pause:1"}}}
+
 // replicaSet creates a ReplicaSet object (no controller runs: it gives the
 // pods a real owner, and the disruption controller a scale) and its pods
 // NAME-0 … on the node.
 func (n *node) replicaSet(name string, replicas int32, o podOpts) []string {
 	n.t.Helper()
-	labels := map[string]string{"app": name}
-	rs, err := n.admin.AppsV1().ReplicaSets(n.ns).Create(ctxFor(n.t, time.Minute), &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: n.ns, Labels: labels},
-		Spec: appsv1.ReplicaSetSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/pause:1"}}}},
-		},
-	}, metav1.CreateOptions{})
+	rs, err := n.admin.AppsV1().ReplicaSets(n.ns).Create(ctxFor(n.t, time.Minute), kwok.ReplicaSet(n.ns, name, replicas, templateSpec),
+		metav1.CreateOptions{})
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -227,15 +196,7 @@ func (n *node) replicaSet(name string, replicas int32, o podOpts) []string {
 // daemonSetPod creates a DaemonSet object and one pod it owns on the node.
 func (n *node) daemonSetPod(name string) string {
 	n.t.Helper()
-	labels := map[string]string{"app": name}
-	ds, err := n.admin.AppsV1().DaemonSets(n.ns).Create(ctxFor(n.t, time.Minute), &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: n.ns},
-		Spec: appsv1.DaemonSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/pause:1"}}}},
-		},
-	}, metav1.CreateOptions{})
+	ds, err := n.admin.AppsV1().DaemonSets(n.ns).Create(ctxFor(n.t, time.Minute), kwok.DaemonSet(n.ns, name, templateSpec), metav1.CreateOptions{})
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -276,20 +237,9 @@ func (n *node) pdb(app string, healthy int32) {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	for {
-		p, err := n.admin.PolicyV1().PodDisruptionBudgets(n.ns).Get(ctx, app, metav1.GetOptions{})
-		if err != nil {
-			n.t.Fatal(err)
-		}
-		s := p.Status
-		if s.ObservedGeneration == p.Generation && s.CurrentHealthy == healthy && s.ExpectedPods == healthy && s.DisruptionsAllowed == 0 {
-			return
-		}
-		if ctx.Err() != nil {
-			n.t.Fatalf("PDB %s not processed: %+v", app, s)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	kwok.WaitPDB(n.t, ctx, n.admin, n.ns, app, func(s policyv1.PodDisruptionBudgetStatus) bool {
+		return s.CurrentHealthy == healthy && s.ExpectedPods == healthy && s.DisruptionsAllowed == 0
+	})
 }
 
 // pods lists the pods bound to the node.
@@ -303,12 +253,7 @@ func (n *node) pods() []corev1.Pod {
 }
 
 func (n *node) podsErr(ctx context.Context) ([]corev1.Pod, error) {
-	l, err := n.admin.CoreV1().Pods("").List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", n.name).String()})
-	if err != nil {
-		return nil, err
-	}
-	return l.Items, nil
+	return kwok.NodePods(ctx, n.admin, n.name)
 }
 
 func names(pods []corev1.Pod) []string {
@@ -347,17 +292,7 @@ func (n *node) waitPods(want int, what string, ok func(*corev1.Pod) bool) {
 // bypasses PodDisruptionBudgets).
 func (n *node) waitRunning(want int) {
 	n.t.Helper()
-	n.waitPods(want, "Running and Ready", func(p *corev1.Pod) bool {
-		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
-			return false
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady {
-				return c.Status == corev1.ConditionTrue
-			}
-		}
-		return false
-	})
+	n.waitPods(want, "Running and Ready", kwok.RunningReady)
 }
 
 // waitTerminating waits until the node has want pods, all being deleted:
