@@ -357,7 +357,7 @@ func TestUnreachable(t *testing.T) {
 func TestStatusLine(t *testing.T) {
 	s := drain.Status{Total: 10, Gone: 4, Terminating: 3, Blocked: 2, Elapsed: 3500 * time.Millisecond,
 		BlockedPods: []drain.Blocked{{Pod: "app/db-0", PDB: "db"}, {Pod: "app/db-1", PDB: "db"}}}
-	if got, want := statusLine("n1", s), "draining n1: 4/10 pods gone, 3 terminating, 2 blocked by PDB app/db (3s)"; got != want {
+	if got, want := statusLine("n1", s), "draining n1: 4/10 pods gone, 0 evicted, 3 terminating, 2 blocked by PDB app/db (3s)"; got != want {
 		t.Fatalf("%q", got)
 	}
 	var b bytes.Buffer
@@ -389,7 +389,7 @@ func TestTickAdvancesTheClock(t *testing.T) {
 	p.last = time.Time{}
 	p.mu.Unlock()
 	p.tick()
-	if !strings.HasSuffix(b.String(), "0/1 pods gone, 0 terminating (5s)") {
+	if !strings.HasSuffix(b.String(), "0/1 pods gone, 0 evicted, 0 terminating (5s)") {
 		t.Fatalf("%q", b.String())
 	}
 	p.done()

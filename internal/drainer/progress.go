@@ -43,11 +43,11 @@ func newProgress(w io.Writer, tty bool, node string) *progress {
 	return &progress{w: w, tty: tty, node: node, plainGap: plainEvery}
 }
 
-// statusLine is the one-line status: pods total / gone / terminating /
-// blocked (and by which PDB) / elapsed.
+// statusLine is the one-line status: pods gone of total, evictions
+// accepted, terminating, blocked (and by which PDB), elapsed.
 func statusLine(node string, s drain.Status) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "draining %s: %d/%d pods gone, %d terminating", node, s.Gone, s.Total, s.Terminating)
+	fmt.Fprintf(&b, "draining %s: %d/%d pods gone, %d evicted, %d terminating", node, s.Gone, s.Total, s.Evicted, s.Terminating)
 	if s.Blocked > 0 {
 		fmt.Fprintf(&b, ", %d blocked", s.Blocked)
 		if pdbs := blockers(s.BlockedPods); pdbs != "" {
