@@ -316,9 +316,11 @@ func backoff(delay, maxDelay time.Duration, n int) time.Duration {
 }
 
 // watchGone reports the UIDs of tracked pods as they are deleted from
-// node, watching from rv, and re-lists when the watch ends or expires
-// (410 Gone): a tracked pod missing from the list is gone too. One watch
-// replaces kubectl's GET per pod per second.
+// node, watching from rv. A watch the server ended after delivering
+// events is resumed from its last resourceVersion; otherwise (a quiet or
+// failed watch, or 410 Gone) watchGone re-lists: a tracked pod missing
+// from the list is gone too. One watch replaces kubectl's GET per pod per
+// second.
 //
 // When the API server does not answer, watchGone keeps trying every second
 // and reports each failure on unreach (without blocking); Drain decides
