@@ -200,7 +200,7 @@ func (d *Drainer) event(ctx context.Context, s *session, typ, reason, format str
 	// A cancelled drain still reports why, so detach from ctx's
 	// cancellation but keep the time bound.
 	ctx = context.WithoutCancel(ctx)
-	if err := postEvent(ctx, s.c, s.node, typ, reason, fmt.Sprintf(format, args...), d.cfg.APITimeout.D()); err != nil {
+	if err := PostEvent(ctx, s.c, s.node, typ, reason, fmt.Sprintf(format, args...), d.cfg.APITimeout.D()); err != nil {
 		d.debug("event %s not posted: %v", reason, err)
 	}
 }

@@ -23,10 +23,10 @@ const (
 // them from there).
 const eventNamespace = metav1.NamespaceDefault
 
-// postEvent records a core/v1 Event on node, which the kubelet's
-// credentials may create. It is best effort and bounded by timeout; the
-// error is returned for a debug line only.
-func postEvent(ctx context.Context, c kubernetes.Interface, node, typ, reason, msg string, timeout time.Duration) error {
+// PostEvent records a core/v1 Event on node, which the kubelet's
+// credentials may create (create only: gnsh never patches an Event). It is
+// bounded by timeout; callers treat failures as a debug line only.
+func PostEvent(ctx context.Context, c kubernetes.Interface, node, typ, reason, msg string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	now := metav1.Now()

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gnsh/gnsh/internal/drain"
+	"github.com/gnsh/gnsh/internal/drainer"
 	"github.com/gnsh/gnsh/internal/kube"
 	"github.com/gnsh/gnsh/test/internal/kwok"
 )
@@ -134,32 +135,15 @@ func testPlainDrain(t *testing.T, r *rig) {
 	t.Logf("kubelet identity: %d requests %v", total, verbs)
 }
 
-// postNodeEvent creates a core/v1 Event about node in namespace default and
-// bumps its count with a patch, as an event recorder does.
+// postNodeEvent posts an Event about node the way gnsh does
+// (drainer.PostEvent: a core/v1 Event in namespace default, create only);
+// the identity must be allowed to.
 func postNodeEvent(t *testing.T, c kubernetes.Interface, node *corev1.Node) {
 	t.Helper()
 	ctx := ctxFor(t, time.Minute)
-	now := metav1.Now()
-	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", node.Name, now.UnixNano()), Namespace: metav1.NamespaceDefault},
-		InvolvedObject: corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node.Name,
-			UID: node.UID, Namespace: ""},
-		Reason: "GnshCordoned", Message: "cordoned by gnsh for reboot", Type: corev1.EventTypeNormal,
-		Source:         corev1.EventSource{Component: "gnsh", Host: node.Name},
-		FirstTimestamp: now, LastTimestamp: now, Count: 1,
-		ReportingController: "gnsh.io/gnsh", ReportingInstance: "gnsh-" + node.Name,
-	}
-	ev, err := c.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create Event: %v", err)
-	}
-	patch := fmt.Sprintf(`{"count":2,"lastTimestamp":%q}`, time.Now().UTC().Format(time.RFC3339))
-	ev, err = c.CoreV1().Events(metav1.NamespaceDefault).Patch(ctx, ev.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
-	if err != nil {
-		t.Fatalf("patch Event: %v", err)
-	}
-	if ev.Count != 2 {
-		t.Fatalf("Event count %d after patch", ev.Count)
+	reason := fmt.Sprintf("GnshTest%x", time.Now().UnixNano())
+	if err := drainer.PostEvent(ctx, c, node.Name, corev1.EventTypeNormal, reason, "posted by test/drainrig", 10*time.Second); err != nil {
+		t.Fatalf("post Event: %v", err)
 	}
 }
 
