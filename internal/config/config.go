@@ -99,11 +99,22 @@ func Load(path string) (Config, error) {
 	if err != nil {
 		return c, fmt.Errorf("%s: %w", path, err)
 	}
+	c, err = Parse(b)
+	if err != nil {
+		return c, fmt.Errorf("%s: %s", path, err)
+	}
+	return c, nil
+}
+
+// Parse reads a configuration on top of the defaults. On error it returns
+// the defaults.
+func Parse(b []byte) (Config, error) {
+	c := Default()
 	if err := yaml.UnmarshalStrict(b, &c); err != nil {
-		return Default(), fmt.Errorf("%s: %s", path, tidy(err))
+		return Default(), errors.New(tidy(err))
 	}
 	if c.PodGracePeriod != nil && *c.PodGracePeriod < 0 {
-		return Default(), fmt.Errorf("%s: podGracePeriod must be 0 or more seconds (leave it out for each pod's own)", path)
+		return Default(), errors.New("podGracePeriod must be 0 or more seconds (leave it out for each pod's own)")
 	}
 	return c, nil
 }

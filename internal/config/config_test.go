@@ -68,3 +68,30 @@ func TestExampleIsTheDefault(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParse: any input is either a configuration whose durations are
+// positive and whose grace period is not negative, or one line of error
+// with the defaults; never a panic.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"", "drain: false\n", "drainTimeout: 90s\nforceDrain: true\n", "podGracePeriod: 0\n",
+		"node: [\n", "drian: 1\n", "apiTimeout: 5\nevents: no\n", "a: &x [*x]\n", "drainTimeout: -1s\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := Parse(b)
+		if err != nil {
+			if c != Default() || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error %q with %+v", err, c)
+			}
+			return
+		}
+		for _, d := range []Duration{c.DrainTimeout, c.APITimeout, c.UnreachableAfter, c.ForceCordonTimeout} {
+			if d <= 0 {
+				t.Fatalf("non-positive duration in %+v", c)
+			}
+		}
+		if c.PodGracePeriod != nil && *c.PodGracePeriod < 0 {
+			t.Fatalf("negative grace in %+v", c)
+		}
+	})
+}
