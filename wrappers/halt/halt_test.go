@@ -141,7 +141,8 @@ func TestHelp(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"", "-f", "arg", "-p --reboot x", "--halt", "-w -d -n", "a b", "--h", "-- -f"} {
+	for _, s := range []string{"", "-f", "arg", "-p --reboot x", "--halt", "-w -d -n", "a b", "--h", "-- -f",
+		"--no-drain", "--drain-timeout=90s --force-drain", "--drain-timeout 5", "--no-d", "--drain-timeout=0"} {
 		f.Add("reboot", s)
 		f.Add("halt", s)
 	}
@@ -165,6 +166,9 @@ func FuzzParse(f *testing.F) {
 		}
 		if r.ParamOp != legacy.ParamKeep && r.Action != legacy.Reboot {
 			t.Fatalf("Parse(%q) touches the reboot parameter for %v", argv, r.Action)
+		}
+		if r.Drain.Timeout < 0 || (r.Drain.Timeout > 0 && !strings.Contains(s, "--drain-timeout")) {
+			t.Fatalf("Parse(%q) drain timeout %v", argv, r.Drain.Timeout)
 		}
 		if r.When != 0 || (r.Force != 0 && r.Force != 2) {
 			t.Fatalf("Parse(%q) = when %d force %d", argv, r.When, r.Force)

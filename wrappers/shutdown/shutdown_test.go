@@ -205,7 +205,8 @@ func TestTimeDST(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"", "-r +5 hi", "-c bye", "now", "--show", "-t", "--h", "10:20", "0x1f", "-k -H", "-- -r"} {
+	for _, s := range []string{"", "-r +5 hi", "-c bye", "now", "--show", "-t", "--h", "10:20", "0x1f", "-k -H", "-- -r",
+		"-r now --no-drain", "--drain-timeout=10m -r +1", "--force-drain -c", "--no-dr", "--drain-timeout x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
