@@ -135,3 +135,56 @@ func (d *Drainer) UncordonCommand(ctx context.Context, onlyIfOurs bool, stdout i
 	d.event(ctx, s, "Normal", ReasonUncordoned, "Uncordoned by %s (gnsh uncordon)", d.who().User)
 	return nil
 }
+
+// Describe says what the drain would do for req, for gnsh plan. It reads
+// the config file and looks for a kubeconfig; it never contacts the
+// cluster, takes the lock or changes anything. "" means nothing to say
+// (--help, --show).
+func (d *Drainer) Describe(req *legacy.Request) string {
+	switch {
+	case req.Help != "" || req.Action == legacy.Show:
+		return ""
+	case req.DryRun:
+		return "none: a dry run never drains"
+	case req.Drain.Skip:
+		return "none: --no-drain"
+	}
+	if err := d.LoadConfig(); err != nil {
+		if req.Force != 0 {
+			return fmt.Sprintf("none: %v (-f goes on without a cordon)", err)
+		}
+		return fmt.Sprintf("refuse: %v (exit 1 before any call; --no-drain skips the drain)", err)
+	}
+	if !d.cfg.Drain {
+		return "none: drain: false in " + d.configPath()
+	}
+	loc := kube.Locator{Kubeconfig: d.Kubeconfig, Getenv: d.getenv, Root: d.KubeRoot}
+	if loc.Kubeconfig == "" {
+		loc.Kubeconfig = d.cfg.Kubeconfig
+	}
+	path, err := loc.FindKubeconfig()
+	switch {
+	case errors.Is(err, kube.ErrNoKubeconfig):
+		return "none: no kubeconfig, not a Kubernetes node"
+	case err != nil:
+		return fmt.Sprintf("none: %v (a warning, then the hand-off)", err)
+	}
+	timeout := d.cfg.DrainTimeout.D()
+	if req.Drain.Timeout > 0 {
+		timeout = req.Drain.Timeout
+	}
+	onBlock := "refuse (exit 1, gnsh's cordon undone)"
+	if req.Drain.Force || d.cfg.ForceDrain {
+		onBlock = "hand off anyway (--force-drain)"
+	}
+	switch {
+	case req.Action == legacy.Cancel:
+		return "after the cancel: undo gnsh's cordon if it was made for a scheduled shutdown (kubeconfig " + path + ")"
+	case req.Force != 0:
+		return fmt.Sprintf("cordon only, best effort within %s, no drain (kubeconfig %s)", d.cfg.ForceCordonTimeout.D(), path)
+	case req.When > 0 && time.Until(legacy.FromUsec(req.When)) > timeout:
+		return fmt.Sprintf("none now: due beyond the drain timeout (%s); the node agent drains before it", timeout)
+	}
+	return fmt.Sprintf("cordon, evict, wait up to %s, then the calls; not drained in time: %s; API server unreachable: a warning, then the calls (kubeconfig %s)",
+		timeout, onBlock, path)
+}

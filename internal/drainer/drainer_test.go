@@ -463,3 +463,42 @@ func TestCancelWhileDraining(t *testing.T) {
 		t.Fatalf("%q", d.stderr)
 	}
 }
+
+func TestDescribe(t *testing.T) {
+	d := newDrainer(t, nil, "")
+	req := func(mod func(*legacy.Request)) *legacy.Request { r := reboot(); mod(r); return r }
+	none := func(*legacy.Request) {}
+	if got := d.Describe(reboot()); got != "none: no kubeconfig, not a Kubernetes node" {
+		t.Errorf("no kubeconfig: %q", got)
+	}
+	kc := filepath.Join(d.KubeRoot, "etc", "gnsh", "kubeconfig")
+	if err := os.MkdirAll(filepath.Dir(kc), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kc, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		mod  func(*legacy.Request)
+		want string
+	}{
+		{none, "cordon, evict, wait up to 5m0s, then the calls; not drained in time: refuse"},
+		{func(r *legacy.Request) { r.Drain.Force, r.Drain.Timeout = true, time.Minute }, "wait up to 1m0s, then the calls; not drained in time: hand off anyway"},
+		{func(r *legacy.Request) { r.Drain.Skip = true }, "none: --no-drain"},
+		{func(r *legacy.Request) { r.DryRun = true }, "none: a dry run"},
+		{func(r *legacy.Request) { r.Force = 2 }, "cordon only, best effort within 3s"},
+		{func(r *legacy.Request) { r.When = legacy.Usec(time.Now().Add(time.Hour)) }, "none now: due beyond the drain timeout (5m0s)"},
+		{func(r *legacy.Request) { r.When = legacy.Usec(time.Now().Add(time.Minute)) }, "cordon, evict, wait up to 5m0s"},
+		{func(r *legacy.Request) { r.Action = legacy.Cancel }, "after the cancel: undo gnsh's cordon"},
+		{func(r *legacy.Request) { r.Action = legacy.Show }, ""},
+	} {
+		got := d.Describe(req(c.mod))
+		if !strings.HasPrefix(got, c.want) && !(c.want != "" && strings.Contains(got, c.want)) || (c.want == "" && got != "") {
+			t.Errorf("%+v: %q, want %q…", req(c.mod), got, c.want)
+		}
+	}
+	bad := newDrainer(t, nil, "drian: 1\n")
+	if got := bad.Describe(reboot()); !strings.HasPrefix(got, "refuse: ") || !strings.Contains(got, `unknown key "drian"`) {
+		t.Errorf("bad config: %q", got)
+	}
+}

@@ -85,8 +85,10 @@ func planCommand(code *int, env *dispatch.Env) *cli.Command {
 		Description: "Parses the command line exactly as the command would and lists the action, the\n" +
 			"scheduled time, the wall message, the reboot parameter and the ordered D-Bus and\n" +
 			"kernel calls (\"calls\": with an idle systemd 252 logind answering; \"fallback\": when\n" +
-			"logind cannot be reached). Exits with the status, and prints on stderr the\n" +
-			"messages, that the command itself would give. Nothing is changed.",
+			"logind cannot be reached), and (\"drain\") what gnsh's drain does first, decided\n" +
+			"from the options, /etc/gnsh/config.yaml and the kubeconfig found, without asking\n" +
+			"the cluster. Exits with the status, and prints on stderr the messages, that the\n" +
+			"command itself would give when the drain lets it go on. Nothing is changed.",
 		SkipFlagParsing: true,
 		Action: func(c *cli.Context) error {
 			if first := c.Args().First(); first == "--help" || first == "-h" {
@@ -119,5 +121,9 @@ func makePlan(ctx context.Context, name string, argv []string, env *dispatch.Env
 		}
 		return p
 	}
-	return handoff.MakePlan(ctx, req, env.Host, env.Location)
+	p := handoff.MakePlan(ctx, req, env.Host, env.Location)
+	if env.NewDrainer != nil {
+		p.Drain = env.NewDrainer().Describe(req)
+	}
+	return p
 }

@@ -175,6 +175,11 @@ type Plan struct {
 	Calls []Call `json:"calls"`
 	// Fallback is what happens instead when logind cannot be reached.
 	Fallback []Call `json:"fallback,omitempty"`
+	// Drain says what gnsh's drain does before the calls, decided from
+	// the options, the config file and the kubeconfig found, without
+	// asking the cluster. Calls, exit code and output assume it lets the
+	// hand-off go on.
+	Drain    string `json:"drain,omitempty"`
 	ExitCode int    `json:"exit_code"`
 	Stdout   string `json:"stdout"`
 	Stderr   string `json:"stderr"`
