@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gnsh/gnsh/internal/drain/draintest"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -124,54 +124,15 @@ func TestCordonOwnership(t *testing.T) {
 	}
 }
 
-// cluster is a fake clientset whose evictions delete the pod (as a kubelet
-// with grace 0 would), refuse PDB-protected ones with 429, and record
-// every request.
-type cluster struct {
-	*fake.Clientset
-	mu        sync.Mutex
-	protected map[string]bool
-	evictions map[string]int
-}
+// cluster is draintest's fake API server with the node and pods given.
+type cluster struct{ *draintest.Cluster }
 
 func newCluster(pods ...*corev1.Pod) *cluster {
 	objs := []runtime.Object{node(true, nil)}
 	for _, p := range pods {
 		objs = append(objs, p)
 	}
-	cl := &cluster{Clientset: fake.NewClientset(objs...), protected: map[string]bool{}, evictions: map[string]int{}}
-	cl.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" {
-			return false, nil, nil
-		}
-		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
-		cl.mu.Lock()
-		cl.evictions[ev.Name]++
-		prot := cl.protected[ev.Name]
-		cl.mu.Unlock()
-		if prot {
-			err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
-			err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause,
-				Message: "The disruption budget db-pdb needs 3 healthy pods and has 3 currently"}}
-			return true, nil, err
-		}
-		if ev.DeleteOptions == nil || ev.DeleteOptions.Preconditions == nil || ev.DeleteOptions.Preconditions.UID == nil {
-			return true, nil, errors.New("eviction without a UID precondition")
-		}
-		go func() { // the kubelet removes the pod a little later
-			time.Sleep(20 * time.Millisecond)
-			_ = cl.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ev.Namespace, ev.Name)
-		}()
-		return true, nil, nil
-	})
-	return cl
-}
-
-// evicted returns how many evictions of name were requested.
-func (cl *cluster) evicted(name string) int {
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	return cl.evictions[name]
+	return &cluster{draintest.New(objs...)}
 }
 
 func (cl *cluster) forbiddenCalls(t *testing.T) {
@@ -220,7 +181,7 @@ func TestDrain(t *testing.T) {
 		t.Fatalf("warnings %q", warnings)
 	}
 	for _, n := range []string{"agent", "static", "job-done", "dying"} {
-		if cl.evicted(n) != 0 {
+		if cl.Evicted(n) != 0 {
 			t.Errorf("%s was evicted", n)
 		}
 	}
@@ -229,7 +190,7 @@ func TestDrain(t *testing.T) {
 
 func TestDrainBlockedByPDB(t *testing.T) {
 	cl := newCluster(pod("web-1"), pod("db-0"), pod("db-1"))
-	cl.protected["db-0"], cl.protected["db-1"] = true, true
+	cl.Protect("db-0", "db-1")
 	start := time.Now()
 	_, err := Drain(context.Background(), cl, Options{Node: "node1", Timeout: 1500 * time.Millisecond,
 		RetryDelay: 100 * time.Millisecond, MaxRetryDelay: 400 * time.Millisecond})
@@ -247,7 +208,7 @@ func TestDrainBlockedByPDB(t *testing.T) {
 		t.Fatalf("message %q", be.Error())
 	}
 	// Backoff, not a hot loop: 100, 200, 400, 400 ms … ≈ 5 tries in 1.5 s.
-	if n := cl.evicted("db-0"); n < 2 || n > 8 {
+	if n := cl.Evicted("db-0"); n < 2 || n > 8 {
 		t.Fatalf("db-0 evicted %d times in 1.5 s", n)
 	}
 	cl.forbiddenCalls(t)

@@ -7,36 +7,25 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gnsh/gnsh/internal/drain"
+	"github.com/gnsh/gnsh/internal/drain/draintest"
 	"github.com/gnsh/gnsh/internal/legacy"
 )
 
-// fakeNode is a fake API server with one node. Evictions delete the pod a
-// moment later (a kubelet with grace 0), except for pods listed in
-// protected (429, PDB "db-pdb") and stuck (accepted, never gone).
-type fakeNode struct {
-	*fake.Clientset
-	mu        sync.Mutex
-	protected map[string]bool
-	stuck     map[string]bool
-	evicted   []string
-}
+// fakeNode is draintest's fake API server with one node, node1, and
+// ReplicaSet-owned pods of the names given.
+type fakeNode struct{ *draintest.Cluster }
 
 func newFakeNode(cordoned bool, annotations map[string]string, pods ...string) *fakeNode {
 	yes := true
@@ -50,35 +39,7 @@ func newFakeNode(cordoned bool, annotations map[string]string, pods ...string) *
 			Status: corev1.PodStatus{Phase: corev1.PodRunning},
 		})
 	}
-	f := &fakeNode{Clientset: fake.NewClientset(objs...), protected: map[string]bool{}, stuck: map[string]bool{}}
-	f.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" {
-			return false, nil, nil
-		}
-		ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
-		f.mu.Lock()
-		f.evicted = append(f.evicted, ev.Name)
-		prot, stuck := f.protected[ev.Name], f.stuck[ev.Name]
-		f.mu.Unlock()
-		if prot {
-			err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
-			err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause,
-				Message: "The disruption budget db-pdb needs 1 healthy pods and has 1 currently"}}
-			return true, nil, err
-		}
-		if !stuck {
-			go func() {
-				time.Sleep(10 * time.Millisecond)
-				_ = f.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ev.Namespace, ev.Name)
-			}()
-		}
-		return true, nil, nil
-	})
-	// The fake tracker does not fill in generateName.
-	f.PrependReactor("create", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		return true, a.(k8stesting.CreateAction).GetObject(), nil
-	})
-	return f
+	return &fakeNode{draintest.New(objs...)}
 }
 
 func (f *fakeNode) node(t *testing.T) *corev1.Node {
@@ -98,12 +59,6 @@ func (f *fakeNode) reasons() []string {
 		}
 	}
 	return r
-}
-
-func (f *fakeNode) evictions() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.evicted)
 }
 
 type testDrainer struct {
@@ -180,7 +135,7 @@ func TestDrainThenHandOff(t *testing.T) {
 
 func TestBlockedRefusesAndUncordons(t *testing.T) {
 	f := newFakeNode(false, nil, "web-1", "db-0")
-	f.protected["db-0"] = true
+	f.Protect("db-0")
 	d := newDrainer(t, f, "drainTimeout: 1s\n")
 	err := d.Prepare(context.Background(), reboot())
 	var ee *legacy.ExitError
@@ -198,7 +153,7 @@ func TestBlockedRefusesAndUncordons(t *testing.T) {
 
 func TestForceDrainHandsOff(t *testing.T) {
 	f := newFakeNode(false, nil, "db-0")
-	f.protected["db-0"] = true
+	f.Protect("db-0")
 	d := newDrainer(t, f, "")
 	req := reboot()
 	req.Drain = legacy.DrainFlags{Force: true, Timeout: 500 * time.Millisecond}
@@ -212,7 +167,7 @@ func TestForceDrainHandsOff(t *testing.T) {
 
 func TestAdminCordonIsNeverUndone(t *testing.T) {
 	f := newFakeNode(true, nil, "db-0")
-	f.protected["db-0"] = true
+	f.Protect("db-0")
 	d := newDrainer(t, f, "drainTimeout: 1s\n")
 	if err := d.Prepare(context.Background(), reboot()); err == nil {
 		t.Fatal("blocked drain accepted")
@@ -281,19 +236,19 @@ func TestForceOnlyCordons(t *testing.T) {
 	if err := d.Prepare(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
-	if !f.node(t).Spec.Unschedulable || f.evictions() != 0 {
-		t.Fatalf("cordoned %v, %d evictions", f.node(t).Spec.Unschedulable, f.evictions())
+	if !f.node(t).Spec.Unschedulable || f.Evictions() != 0 {
+		t.Fatalf("cordoned %v, %d evictions", f.node(t).Spec.Unschedulable, f.Evictions())
 	}
 }
 
 func TestSignalAborts(t *testing.T) {
 	f := newFakeNode(false, nil, "web-1")
-	f.stuck["web-1"] = true
+	f.Stick("web-1")
 	d := newDrainer(t, f, "")
 	sigs := make(chan os.Signal, 1)
 	d.Signals = func() (<-chan os.Signal, func()) { return sigs, func() {} }
 	go func() {
-		for f.evictions() == 0 {
+		for f.Evictions() == 0 {
 			time.Sleep(5 * time.Millisecond)
 		}
 		sigs <- syscall.SIGTERM
