@@ -65,6 +65,7 @@ type Parser struct {
 	posix  bool // stop at the first non-option (POSIXLY_CORRECT)
 	i      int  // index of the next element of args to examine
 	next   string
+	fresh  bool // next is a whole element after its first '-'
 	pos    []string // non-option arguments seen so far, in order
 	done   bool
 	tailed bool // positional arguments after "--" already appended
@@ -119,6 +120,7 @@ func (p *Parser) advance() bool {
 		}
 		p.i++
 		p.next = a[1:]
+		p.fresh = true
 		return true
 	}
 	p.finish()
@@ -139,7 +141,11 @@ func (p *Parser) finish() {
 func (p *Parser) Args() []string { return p.pos }
 
 func (p *Parser) shortOpt() (Option, bool, error) {
-	if strings.HasPrefix(p.next, "-") {
+	// "--name" only at the start of an element: in "-p-x" glibc reads the
+	// second '-' as a (invalid) short option, not as a long option.
+	fresh := p.fresh
+	p.fresh = false
+	if fresh && strings.HasPrefix(p.next, "-") {
 		s := p.next[1:]
 		p.next = ""
 		return p.longOpt(s)

@@ -121,3 +121,19 @@ func TestExactOptionsAreNotAbbreviated(t *testing.T) {
 		}
 	}
 }
+
+// In a cluster, a second '-' is a short option (invalid here), never the
+// start of a long option: glibc checks for "--" only at an element's start.
+func TestDashInsideCluster(t *testing.T) {
+	long := []Long{{Name: "help", Key: 'H'}, {Name: "drain-timeout", HasArg: RequiredArgument, Key: 't', Exact: true}}
+	for _, arg := range []string{"-p-help", "-p-drain-timeout"} {
+		p := New([]string{"prog", arg, "1"}, "p", long, false)
+		if o, _, err := p.Next(); err != nil || o.Key != 'p' {
+			t.Fatalf("%s: first %v %v", arg, o, err)
+		}
+		_, _, err := p.Next()
+		if err == nil || err.Error() != "prog: invalid option -- '-'" {
+			t.Fatalf("%s: %v", arg, err)
+		}
+	}
+}

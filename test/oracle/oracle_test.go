@@ -63,7 +63,7 @@ var cases = [][]string{
 	{"halt", "-i", "-h"}, {"reboot", "-k"}, {"halt", "-r"}, {"halt", "--no-w"}, {"halt", "--no-wa"},
 	{"halt", "--forc=1"}, {"halt", "--show"}, {"reboot", strings.Repeat("x", 256)}, {"reboot", strings.Repeat("y", 255)},
 	{"reboot", "caf\u00e9"}, {"reboot", "--", "-f"}, {"reboot", "--help"}, {"poweroff", "--help"}, {"halt", "--help"},
-	{"reboot", "--help", "-x"},
+	{"reboot", "--help", "-x"}, {"poweroff", "-p-help"}, {"halt", "-p-no-wall"}, {"shutdown", "-r-help", "now"},
 	// -f: sync and reboot(2), no bus
 	{"reboot", "-f"}, {"reboot", "-f", "fw"}, {"poweroff", "-f"}, {"poweroff", "-f", "-n"}, {"halt", "-ff"},
 	{"reboot", "--force", "--no-sync"},
