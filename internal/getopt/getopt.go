@@ -65,7 +65,7 @@ type Parser struct {
 	posix  bool // stop at the first non-option (POSIXLY_CORRECT)
 	i      int  // index of the next element of args to examine
 	next   string
-	fresh  bool // next is a whole element after its first '-'
+	fresh  bool     // next is a whole element after its first '-'
 	pos    []string // non-option arguments seen so far, in order
 	done   bool
 	tailed bool // positional arguments after "--" already appended
