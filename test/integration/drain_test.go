@@ -464,6 +464,19 @@ func members(calls []logindtest.Call) []string {
 	return s
 }
 
+// wantHandOff checks that logind got exactly the hand-off of an
+// immediate shutdown: SetWallMessage, then method. what prefixes the
+// failure, if not "".
+func wantHandOff(t *testing.T, what string, calls []logindtest.Call, method string) {
+	t.Helper()
+	if got, want := members(calls), []string{"SetWallMessage", method}; !reflect.DeepEqual(got, want) {
+		if what != "" {
+			what += ": "
+		}
+		t.Errorf("%slogind got %q, want %q", what, got, want)
+	}
+}
+
 // wantLines checks that stderr has each of want as a whole line; "…" in
 // a want matches anything.
 func wantLines(t *testing.T, stderr string, want ...string) {
@@ -548,9 +561,7 @@ func testDrainFirst(t *testing.T, k *cluster, name string, version int, method s
 	if r.Code != 0 {
 		t.Fatalf("exit %d", r.Code)
 	}
-	if got, want := members(ld.Calls()), []string{"SetWallMessage", method}; !reflect.DeepEqual(got, want) {
-		t.Errorf("logind got %q, want %q", got, want)
-	}
+	wantHandOff(t, "", ld.Calls(), method)
 	mu.Lock()
 	if !checked || atCallErr != nil || len(atCall) != 0 {
 		t.Errorf("when logind got %s: checked %v, pods on the node %q (%v); want none", method, checked, atCall, atCallErr)
@@ -580,9 +591,7 @@ func testLogindRefuses(t *testing.T, k *cluster) {
 	if r.Code != 1 {
 		t.Fatalf("exit %d, want 1", r.Code)
 	}
-	if got := members(ld.Calls()); !reflect.DeepEqual(got, []string{"SetWallMessage", "RebootWithFlags"}) {
-		t.Errorf("logind got %q", got)
-	}
+	wantHandOff(t, "", ld.Calls(), "RebootWithFlags")
 	wantLines(t, r.Stderr, "gnsh: drained refused in …", "Call to Reboot failed: Access denied",
 		"gnsh: the reboot was not handed off; refused uncordoned")
 	n.wantCordon("")
@@ -606,9 +615,7 @@ func testPodKinds(t *testing.T, k *cluster) {
 	if r.Code != 0 {
 		t.Fatalf("exit %d", r.Code)
 	}
-	if got := members(ld.Calls()); !reflect.DeepEqual(got, []string{"SetWallMessage", "RebootWithFlags"}) {
-		t.Errorf("logind got %q", got)
-	}
+	wantHandOff(t, "", ld.Calls(), "RebootWithFlags")
 	wantLines(t, r.Stderr,
 		"gnsh: evicting ns-kinds/bare declares no controller: it will not be recreated elsewhere",
 		"gnsh: evicting ns-kinds/cache-0 uses emptyDir: its data is lost",
@@ -656,9 +663,7 @@ func testPDB(t *testing.T, k *cluster) {
 	if r.Code != 0 {
 		t.Fatalf("--force-drain: exit %d", r.Code)
 	}
-	if got := members(ld.Calls()); !reflect.DeepEqual(got, []string{"SetWallMessage", "RebootWithFlags"}) {
-		t.Errorf("--force-drain: logind got %q", got)
-	}
+	wantHandOff(t, "--force-drain", ld.Calls(), "RebootWithFlags")
 	wantLines(t, r.Stderr, "gnsh: warning: drain of pdb did not finish within 3s; eviction refused for … --force-drain: rebooting anyway")
 	n.wantCordon("reboot")
 	n.wantEvents(evStarted, evFailed, evStarted, evFailed, evShutdown)
@@ -748,9 +753,7 @@ func testUnreachableAtStart(t *testing.T, k *cluster) {
 		if r.Code != 0 {
 			t.Fatalf("%s: exit %d", tc.what, r.Code)
 		}
-		if got := members(b.ld.Calls()); !reflect.DeepEqual(got, []string{"SetWallMessage", "RebootWithFlags"}) {
-			t.Errorf("%s: logind got %q", tc.what, got)
-		}
+		wantHandOff(t, tc.what, b.ld.Calls(), "RebootWithFlags")
 		lines := strings.Split(strings.TrimSuffix(r.Stderr, "\n"), "\n")
 		if len(lines) != 1 || !strings.HasPrefix(lines[0], "gnsh: warning: API server unreachable") ||
 			!strings.Contains(lines[0], "; rebooting without ") {
@@ -807,9 +810,7 @@ func testSIGHUP(t *testing.T, k *cluster) {
 	if r.Code != 0 {
 		t.Fatalf("exit %d", r.Code)
 	}
-	if got := members(b.ld.Calls()); !reflect.DeepEqual(got, []string{"SetWallMessage", "RebootWithFlags"}) {
-		t.Errorf("logind got %q", got)
-	}
+	wantHandOff(t, "", b.ld.Calls(), "RebootWithFlags")
 	wantLines(t, r.Stderr, "gnsh: drained sighup in …")
 	n.wantCordon("reboot")
 }
@@ -843,9 +844,7 @@ func testLock(t *testing.T, k *cluster) {
 	if r.Code != 0 {
 		t.Fatalf("first: exit %d", r.Code)
 	}
-	if got := members(b.ld.Calls()); !reflect.DeepEqual(got, []string{"SetWallMessage", "RebootWithFlags"}) {
-		t.Errorf("logind got %q", got)
-	}
+	wantHandOff(t, "", b.ld.Calls(), "RebootWithFlags")
 	n.wantCordon("reboot")
 	if b, err := os.ReadFile(filepath.Join(runDir, "gnsh", "drain.lock")); err != nil || len(b) != 0 {
 		t.Errorf("lock file after the drain: %q, %v; want it empty", b, err)
@@ -1005,9 +1004,7 @@ func TestDrainAPIServerDies(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("exit %d", r.Code)
 	}
-	if got := members(b.ld.Calls()); !reflect.DeepEqual(got, []string{"SetWallMessage", "RebootWithFlags"}) {
-		t.Errorf("logind got %q", got)
-	}
+	wantHandOff(t, "", b.ld.Calls(), "RebootWithFlags")
 	wantLines(t, r.Stderr, "gnsh: warning: API server unreachable for …")
 	if !strings.Contains(r.Stderr, "; rebooting without finishing the drain of dies\n") {
 		t.Errorf("the warning does not say that the reboot goes on")
@@ -1062,7 +1059,5 @@ func TestDrainWithoutKubeconfig(t *testing.T) {
 	if r.Code != 0 || r.Stderr != "" {
 		t.Errorf("bad config, --no-drain: exit %d", r.Code)
 	}
-	if got := members(b.ld.Calls()); !reflect.DeepEqual(got, []string{"SetWallMessage", "RebootWithFlags"}) {
-		t.Errorf("bad config, --no-drain: logind got %q", got)
-	}
+	wantHandOff(t, "bad config, --no-drain", b.ld.Calls(), "RebootWithFlags")
 }
