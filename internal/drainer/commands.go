@@ -158,10 +158,7 @@ func (d *Drainer) Describe(req *legacy.Request) string {
 	if !d.cfg.Drain {
 		return "none: drain: false in " + d.configPath()
 	}
-	loc := kube.Locator{Kubeconfig: d.Kubeconfig, Getenv: d.getenv, Root: d.KubeRoot}
-	if loc.Kubeconfig == "" {
-		loc.Kubeconfig = d.cfg.Kubeconfig
-	}
+	loc := d.locator()
 	path, err := loc.FindKubeconfig()
 	switch {
 	case errors.Is(err, kube.ErrNoKubeconfig):

@@ -282,8 +282,7 @@ func (d *Drainer) watchSignals(ctx context.Context) (_ context.Context, caught, 
 // cordon is undone and *interrupted returned. Unreachable API servers
 // return *drain.UnreachableError.
 func (d *Drainer) drainNode(ctx context.Context, s *session, own drain.Ownership, timeout time.Duration) (*drain.Result, error) {
-	w := d.who()
-	lock, err := Acquire(d.lockDir(), Holder{PID: os.Getpid(), Action: own.Action, User: w.User, TTY: w.TTY, Node: s.node, Since: time.Now()})
+	lock, err := d.lock(own.Action, s.node)
 	if err != nil {
 		return nil, err
 	}
@@ -387,6 +386,12 @@ func who(o drain.Ownership) string {
 		return o.User + " on " + o.TTY
 	}
 	return o.User
+}
+
+// lock takes the drain lock for action on node, as this process and user.
+func (d *Drainer) lock(action, node string) (*Lock, error) {
+	w := d.who()
+	return Acquire(d.lockDir(), Holder{PID: os.Getpid(), Action: action, User: w.User, TTY: w.TTY, Node: node, Since: time.Now()})
 }
 
 func (d *Drainer) lockDir() string {
@@ -641,7 +646,7 @@ func (d *Drainer) uncordonCancelled(ctx context.Context) {
 	}
 	// A drain for the schedule may still be running: it would schedule
 	// its shutdown when done, after this cancel.
-	lock, err := Acquire(d.lockDir(), Holder{PID: os.Getpid(), Action: "cancel", User: d.who().User, TTY: d.who().TTY, Node: s.node, Since: time.Now()})
+	lock, err := d.lock("cancel", s.node)
 	var held *HeldError
 	if errors.As(err, &held) {
 		pid := "it"
