@@ -107,15 +107,22 @@ type Host interface {
 // Preparer runs between "parsed" and "handed off": gnsh drains the node
 // there.
 type Preparer interface {
-	// Prepare runs before anything is handed off. A non-nil error aborts
-	// the shutdown: it is reported as is (exit status 1 unless it carries
-	// its own ExitCode).
-	Prepare(ctx context.Context, req *legacy.Request) error
-	// Finish reports how the hand-off went, after a successful Prepare, and
-	// after shutdown -c: err is nil when logind (or the fallback) accepted
-	// the request or cancelled the schedule. A failed hand-off leaves the
-	// machine running, so the preparation is undone there.
-	Finish(ctx context.Context, req *legacy.Request, err error)
+	// Prepare runs before anything is handed off, and before shutdown -c
+	// cancels. A non-nil error aborts the command: nothing is handed off,
+	// the reboot parameter gnsh wrote for it is restored, and the error is
+	// reported as is (dispatch maps it to the exit status). On success the
+	// returned Prepared (nil: nothing to finish) hears how the hand-off
+	// went.
+	Prepare(ctx context.Context, req *legacy.Request) (Prepared, error)
+}
+
+// Prepared is the state of one successful preparation.
+type Prepared interface {
+	// Finish reports how the hand-off went: err is nil when logind (or a
+	// fallback) accepted the request or cancelled the schedule. A failed
+	// hand-off leaves the machine running, so the preparation is undone
+	// there. Finish is called exactly once.
+	Finish(ctx context.Context, err error)
 }
 
 // BusError is a D-Bus error reply.

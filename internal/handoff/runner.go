@@ -44,6 +44,8 @@ type Runner struct {
 	Location    *time.Location // for printed times; nil = time.Local
 	CallTimeout time.Duration
 
+	restoreParam func() // puts the reboot parameter back as it was
+
 	logind     Logind
 	logindErr  error
 	caps       *Caps
@@ -60,7 +62,13 @@ func (r *Runner) Run(ctx context.Context, req *legacy.Request) error {
 		return nil
 	}
 	// systemd changes the reboot parameter while parsing, before the chroot
-	// check and before any permission check.
+	// check and before any permission check. What was there before is kept
+	// so that a refused drain can put it back: a reboot gnsh refused must
+	// not leave a parameter behind for the next one.
+	var prevParam string
+	if req.ParamOp != legacy.ParamKeep {
+		prevParam = r.Host.RebootParam()
+	}
 	switch req.ParamOp {
 	case legacy.ParamWrite:
 		if err := r.Host.WriteRebootParam(req.Param); err != nil {
@@ -69,6 +77,20 @@ func (r *Runner) Run(ctx context.Context, req *legacy.Request) error {
 	case legacy.ParamUnlink:
 		if err := r.Host.UnlinkRebootParam(); err != nil {
 			return legacy.Fail("Failed to unlink reboot parameter file: %s", Strerror(err))
+		}
+	}
+	r.restoreParam = func() {
+		if req.ParamOp == legacy.ParamKeep || r.Host.RebootParam() == prevParam {
+			return
+		}
+		var err error
+		if prevParam == "" {
+			err = r.Host.UnlinkRebootParam()
+		} else {
+			err = r.Host.WriteRebootParam(prevParam)
+		}
+		if err != nil {
+			r.gnshWarn("cannot restore the reboot parameter file: %s", Strerror(err))
 		}
 	}
 	if r.Host.InChroot() {
@@ -88,28 +110,26 @@ func (r *Runner) Run(ctx context.Context, req *legacy.Request) error {
 // halt is systemd's halt_main() for halt, poweroff, reboot, kexec and
 // scheduled shutdowns.
 func (r *Runner) halt(ctx context.Context, req *legacy.Request) (result error) {
-	prepared := false
+	var prepared Prepared
 	defer func() {
-		if prepared {
-			r.Preparer.Finish(ctx, req, result)
+		if prepared != nil {
+			prepared.Finish(ctx, result)
 		}
 	}()
 	if req.Force == 0 {
 		var err error
 		if req.When > 0 {
-			if err := r.prepare(ctx, req); err != nil {
+			if prepared, err = r.prepare(ctx, req); err != nil {
 				return err
 			}
-			prepared = r.Preparer != nil && !req.DryRun
 			err = r.schedule(ctx, req)
 		} else {
 			if err := r.checkInhibitors(ctx, req); err != nil {
 				return err
 			}
-			if err := r.prepare(ctx, req); err != nil {
+			if prepared, err = r.prepare(ctx, req); err != nil {
 				return err
 			}
-			prepared = r.Preparer != nil && !req.DryRun
 			err = r.logindShutdown(ctx, req)
 		}
 		if err == nil {
@@ -129,19 +149,28 @@ func (r *Runner) halt(ctx context.Context, req *legacy.Request) (result error) {
 		return nil
 	}
 	if req.Force != 0 {
-		if err := r.prepare(ctx, req); err != nil {
+		var err error
+		if prepared, err = r.prepare(ctx, req); err != nil {
 			return err
 		}
-		prepared = r.Preparer != nil
 	}
 	return r.haltNow(req)
 }
 
-func (r *Runner) prepare(ctx context.Context, req *legacy.Request) error {
+// prepare runs the Preparer (never for dry runs). When it refuses, the
+// reboot parameter is put back as it was.
+func (r *Runner) prepare(ctx context.Context, req *legacy.Request) (Prepared, error) {
 	if r.Preparer == nil || req.DryRun {
-		return nil
+		return nil, nil
 	}
-	return r.Preparer.Prepare(ctx, req)
+	p, err := r.Preparer.Prepare(ctx, req)
+	if err != nil {
+		if r.restoreParam != nil {
+			r.restoreParam()
+		}
+		return nil, err
+	}
+	return p, nil
 }
 
 // dial connects to logind once and remembers the outcome.
@@ -286,11 +315,17 @@ func (r *Runner) schedule(ctx context.Context, req *legacy.Request) error {
 	return nil
 }
 
-// cancel is logind_cancel_shutdown(); the Preparer hears how it went.
+// cancel is logind_cancel_shutdown(); the Preparer hears how it went. A
+// preparation that fails does not stop the cancel: cancelling a shutdown
+// must always be possible.
 func (r *Runner) cancel(ctx context.Context, req *legacy.Request) error {
-	err := r.cancelShutdown(ctx, req)
+	var p Prepared
 	if r.Preparer != nil {
-		r.Preparer.Finish(ctx, req, err)
+		p, _ = r.Preparer.Prepare(ctx, req)
+	}
+	err := r.cancelShutdown(ctx, req)
+	if p != nil {
+		p.Finish(ctx, err)
 	}
 	return err
 }

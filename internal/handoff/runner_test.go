@@ -37,10 +37,16 @@ func (h *fakeHost) UserName(uid uint32) string    { return fmt.Sprintf("user%d",
 func (h *fakeHost) ProcessComm(pid uint32) string { return "" }
 func (h *fakeHost) WriteRebootParam(p string) error {
 	h.ops = append(h.ops, "write "+p)
+	if h.paramErr == nil {
+		h.param = p
+	}
 	return h.paramErr
 }
 func (h *fakeHost) UnlinkRebootParam() error {
 	h.ops = append(h.ops, "unlink")
+	if h.paramErr == nil {
+		h.param = ""
+	}
 	return h.paramErr
 }
 
@@ -497,15 +503,23 @@ func TestRebootParam(t *testing.T) {
 
 type prepFunc func(context.Context, *legacy.Request) error
 
-func (f prepFunc) Prepare(ctx context.Context, r *legacy.Request) error { return f(ctx, r) }
-func (f prepFunc) Finish(context.Context, *legacy.Request, error)       {}
+func (f prepFunc) Prepare(ctx context.Context, r *legacy.Request) (Prepared, error) {
+	return nil, f(ctx, r)
+}
 
 // finishRecorder prepares nothing and records what Finish hears.
 type finishRecorder struct{ got []string }
 
-func (f *finishRecorder) Prepare(context.Context, *legacy.Request) error { return nil }
-func (f *finishRecorder) Finish(_ context.Context, r *legacy.Request, err error) {
-	f.got = append(f.got, fmt.Sprintf("%s: %v", r.Action, err != nil))
+type finishOne struct {
+	f   *finishRecorder
+	req *legacy.Request
+}
+
+func (f *finishRecorder) Prepare(_ context.Context, r *legacy.Request) (Prepared, error) {
+	return finishOne{f, r}, nil
+}
+func (o finishOne) Finish(_ context.Context, err error) {
+	o.f.got = append(o.f.got, fmt.Sprintf("%s: %v", o.req.Action, err != nil))
 }
 
 func TestPreparerHearsTheOutcome(t *testing.T) {
@@ -552,4 +566,34 @@ func TestPreparerRunsBeforeHandoff(t *testing.T) {
 	e = newEnv()
 	e.prep = prepFunc(func(context.Context, *legacy.Request) error { t.Fatal("dry runs are not prepared"); return nil })
 	e.run(req(legacy.PowerOff, dry))
+}
+
+// A refused preparation puts the reboot parameter back as it was: the
+// refused reboot must not leave its parameter for the next one.
+func TestRefusalRestoresRebootParam(t *testing.T) {
+	refuse := prepFunc(func(context.Context, *legacy.Request) error { return legacy.Fail("drain blocked") })
+	for _, c := range []struct {
+		name, before string
+		op           legacy.ParamOp
+		param        string
+	}{
+		{"written over nothing", "", legacy.ParamWrite, "firmware"},
+		{"written over another", "recovery", legacy.ParamWrite, "firmware"},
+		{"unlinked", "recovery", legacy.ParamUnlink, ""},
+	} {
+		e := newEnv()
+		e.host.param = c.before
+		e.prep = refuse
+		code, _, _ := e.run(req(legacy.Reboot, func(r *legacy.Request) { r.ParamOp, r.Param = c.op, c.param }))
+		if code != 1 || e.host.param != c.before {
+			t.Errorf("%s: exit %d, param %q, want %q", c.name, code, e.host.param, c.before)
+		}
+		// Accepted: the parameter is what the command line said.
+		e = newEnv()
+		e.host.param = c.before
+		e.run(req(legacy.Reboot, func(r *legacy.Request) { r.ParamOp, r.Param = c.op, c.param }))
+		if e.host.param != c.param {
+			t.Errorf("%s accepted: param %q, want %q", c.name, e.host.param, c.param)
+		}
+	}
 }
