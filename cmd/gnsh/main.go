@@ -5,12 +5,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"time"
 
 	"github.com/gnsh/gnsh/internal/dispatch"
 	"github.com/gnsh/gnsh/internal/drainer"
 	"github.com/gnsh/gnsh/internal/gnshcli"
+	"github.com/gnsh/gnsh/internal/signals"
 	"github.com/gnsh/gnsh/internal/system"
 )
 
@@ -20,8 +22,12 @@ func main() {
 		Stdout: os.Stdout, Stderr: os.Stderr, LookupEnv: os.LookupEnv, Now: time.Now, Location: time.Local,
 		Host: &system.Host{}, Kernel: system.Kernel{}, DialLogind: buses.Logind, DialSystemd: buses.Systemd,
 	}
+	// The one signal handler: it installs nothing until a drain asks for
+	// it, so on a machine that is not a Kubernetes node every signal keeps
+	// its default action, as with systemd's own commands.
+	sig := signals.New(func(line string) { fmt.Fprintf(os.Stderr, "gnsh: %s\n", line) })
 	newDrainer := func() *drainer.Drainer {
-		return &drainer.Drainer{Stderr: os.Stderr, TTY: drainer.IsTerminal(2), Getenv: os.Getenv}
+		return &drainer.Drainer{Stderr: os.Stderr, TTY: drainer.IsTerminal(2), Getenv: os.Getenv, Signal: sig}
 	}
 	env.Preparer, env.NewDrainer = newDrainer(), newDrainer
 	ctx := context.Background()

@@ -9,6 +9,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gnsh/gnsh/internal/drainer"
@@ -108,15 +109,30 @@ func RunLegacy(ctx context.Context, name string, argv []string, env *Env) int {
 
 // Report prints err (if it has text) and returns the exit status for it.
 func Report(stderr io.Writer, err error) int {
+	if err != nil {
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintln(stderr, msg)
+		}
+	}
+	return ExitStatus(err)
+}
+
+// ExitStatus is the one mapping from errors to exit statuses: 0 for nil;
+// systemd's own status for its messages (legacy.ExitError, always 1 for
+// the legacy commands); 128+N for a command stopped by signal N (SIGINT
+// 130, SIGTERM 143), as a shell reports a command that signal killed;
+// 1 for everything else.
+func ExitStatus(err error) int {
 	if err == nil {
 		return 0
-	}
-	if msg := err.Error(); msg != "" {
-		fmt.Fprintln(stderr, msg)
 	}
 	var ec interface{ ExitCode() int }
 	if errors.As(err, &ec) {
 		return ec.ExitCode()
+	}
+	var sig interface{ Signal() syscall.Signal }
+	if errors.As(err, &sig) {
+		return 128 + int(sig.Signal())
 	}
 	return 1
 }

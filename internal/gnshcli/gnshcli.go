@@ -12,7 +12,6 @@ import (
 
 	"github.com/gnsh/gnsh/internal/dispatch"
 	"github.com/gnsh/gnsh/internal/handoff"
-	"github.com/gnsh/gnsh/internal/legacy"
 	"github.com/gnsh/gnsh/internal/version"
 )
 
@@ -35,8 +34,7 @@ func Run(ctx context.Context, argv []string, env *dispatch.Env) int {
 		ErrWriter:      env.Stderr,
 		ExitErrHandler: func(*cli.Context, error) {},
 		CommandNotFound: func(c *cli.Context, name string) {
-			fmt.Fprintf(env.Stderr, "gnsh: unknown command %q; see 'gnsh --help'\n", name)
-			code = 1
+			code = dispatch.Report(env.Stderr, fmt.Errorf("gnsh: unknown command %q; see 'gnsh --help'", name))
 		},
 		Commands: []*cli.Command{
 			legacyCommand("shutdown", "[OPTIONS...] [TIME] [WALL...]", &code, env),
@@ -57,8 +55,7 @@ func Run(ctx context.Context, argv []string, env *dispatch.Env) int {
 		},
 	}
 	if err := app.RunContext(ctx, argv); err != nil {
-		fmt.Fprintf(env.Stderr, "gnsh: %s\n", err)
-		return 1
+		return dispatch.Report(env.Stderr, fmt.Errorf("gnsh: %w", err))
 	}
 	return code
 }
@@ -115,11 +112,8 @@ func planCommand(code *int, env *dispatch.Env) *cli.Command {
 func makePlan(ctx context.Context, name string, argv []string, env *dispatch.Env) *handoff.Plan {
 	req, err := dispatch.Parse(name, argv, env.ParseEnv(name))
 	if err != nil {
-		p := &handoff.Plan{Command: name, Args: argv[1:], Calls: []handoff.Call{}, ExitCode: 1, Stderr: err.Error() + "\n"}
-		if ee, ok := err.(*legacy.ExitError); ok {
-			p.ExitCode = ee.Code
-		}
-		return p
+		return &handoff.Plan{Command: name, Args: argv[1:], Calls: []handoff.Call{}, ExitCode: dispatch.ExitStatus(err),
+			Stderr: err.Error() + "\n"}
 	}
 	p := handoff.MakePlan(ctx, req, env.Host, env.Location)
 	if env.NewDrainer != nil {
