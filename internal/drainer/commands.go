@@ -8,28 +8,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
+	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/drain"
 	"github.com/gnsh/gnsh/internal/kube"
 	"github.com/gnsh/gnsh/internal/legacy"
 )
-
-// connectForCommand is connect for the subcommands, where a missing
-// kubeconfig is an error.
-func (d *Drainer) connectForCommand(ctx context.Context) (*session, error) {
-	if err := d.LoadConfig(); err != nil {
-		return nil, legacy.Fail("gnsh: %v", err)
-	}
-	s, err := d.connect(ctx)
-	if errors.Is(err, kube.ErrNoKubeconfig) {
-		return nil, legacy.Fail("gnsh: no kubeconfig found ($KUBECONFIG, %s, %s); pass --kubeconfig", kube.GnshKubeconfig, kube.KubeletKubeconfig)
-	}
-	if err != nil {
-		return nil, legacy.Fail("gnsh: %v", err)
-	}
-	return s, nil
-}
 
 // DrainCommand is `gnsh drain`: cordon, evict, wait, with the same lock,
 // signals, Events and output as a drain before a shutdown. timeout 0 means
@@ -37,41 +20,43 @@ func (d *Drainer) connectForCommand(ctx context.Context) (*session, error) {
 // place (as kubectl drain does) and says how to undo it; an interrupted
 // one undoes it.
 func (d *Drainer) DrainCommand(ctx context.Context, timeout time.Duration, dryRun bool, stdout io.Writer) error {
-	s, err := d.connectForCommand(ctx)
-	if err != nil {
-		return err
+	r := newRun(d, forMaintenance, "drain")
+	if err := r.loadConfig(nil); err != nil {
+		return &Refusal{Msg: "gnsh: " + err.Error(), Err: err}
 	}
-	if timeout <= 0 {
-		timeout = d.cfg.DrainTimeout.D()
+	if timeout > 0 {
+		r.cfg.DrainTimeout = config.Duration(timeout)
 	}
 	if dryRun {
-		return d.dryRun(ctx, s, stdout)
+		s, err := d.connect(ctx, r.cfg, "", r.out.sayf)
+		if err != nil {
+			return r.refuse(classifyLocal(err), err)
+		}
+		return d.dryRun(ctx, r.cfg, s, stdout)
 	}
-	d.sess = s
-	_, err = d.drainNode(ctx, s, d.ownership("drain", nil), timeout)
-	var intr *interrupted
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &intr):
-		return &legacy.ExitError{Code: 128 + int(intr.sig), Msg: fmt.Sprintf("gnsh: drain %s", intr)}
-	case d.cordoned:
-		return legacy.Fail("gnsh: %v\ngnsh: %s stays cordoned; 'gnsh uncordon' makes it schedulable again", err, s.node)
-	}
-	return legacy.Fail("gnsh: %v", err)
+	_, err := r.conclude(r.attempt(ctx, nil), r.err)
+	r.end()
+	return err
+}
+
+// refuse is the error for an outcome that ends a subcommand.
+func (r *run) refuse(o outcome, err error) error {
+	_, rerr := r.conclude(o, err)
+	r.end()
+	return rerr
 }
 
 // dryRun lists what a drain would do with each pod, changing nothing.
-func (d *Drainer) dryRun(ctx context.Context, s *session, stdout io.Writer) error {
-	ctx, cancel := context.WithTimeout(ctx, 4*d.cfg.APITimeout.D())
+func (d *Drainer) dryRun(ctx context.Context, cfg config.Config, s *session, stdout io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 4*cfg.APITimeout.D())
 	defer cancel()
-	n, err := s.c.CoreV1().Nodes().Get(ctx, s.node, metav1.GetOptions{})
+	n, err := s.readNode(ctx, cfg.APITimeout.D())
 	if err != nil {
-		return legacy.Fail("gnsh: %v", err)
+		return &Refusal{Msg: "gnsh: " + errText(err, ""), Err: err}
 	}
 	pods, _, err := drain.ListNodePods(ctx, s.c, s.node)
 	if err != nil {
-		return legacy.Fail("gnsh: %v", err)
+		return &Refusal{Msg: "gnsh: " + errText(err, ""), Err: err}
 	}
 	switch {
 	case !n.Spec.Unschedulable:
@@ -102,37 +87,44 @@ func (d *Drainer) dryRun(ctx context.Context, s *session, stdout io.Writer) erro
 }
 
 // UncordonCommand is `gnsh uncordon`: make the node schedulable again. With
-// onlyIfOurs it leaves any cordon gnsh did not make.
+// onlyIfOurs it leaves any cordon gnsh did not make. It takes the drain
+// lock, so that it never races a drain's cordon.
 func (d *Drainer) UncordonCommand(ctx context.Context, onlyIfOurs bool, stdout io.Writer) error {
-	s, err := d.connectForCommand(ctx)
-	if err != nil {
-		return err
+	r := newRun(d, forMaintenance, "uncordon")
+	if err := r.loadConfig(nil); err != nil {
+		return &Refusal{Msg: "gnsh: " + err.Error(), Err: err}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*d.cfg.APITimeout.D())
+	s, err := d.connect(ctx, r.cfg, "", r.out.sayf)
+	if err != nil {
+		return r.refuse(classifyLocal(err), err)
+	}
+	r.sess = s
+	if r.lock, err = d.lock("uncordon", s.node); err != nil {
+		return r.refuse(classifyLocal(err), err)
+	}
+	defer r.end()
+	ctx, cancel := context.WithTimeout(ctx, 2*r.cfg.APITimeout.D())
 	defer cancel()
-	n, err := s.c.CoreV1().Nodes().Get(ctx, s.node, metav1.GetOptions{})
-	if err != nil {
-		return legacy.Fail("gnsh: %v", err)
+	var only drain.Only
+	if onlyIfOurs {
+		only = drain.Ours
 	}
-	ours := drain.Owner(n) != nil
-	if onlyIfOurs && !ours {
-		if n.Spec.Unschedulable {
+	undone, err := uncordonNode(ctx, s.c, s.node, only)
+	if err != nil {
+		return &Refusal{Msg: "gnsh: " + errText(err, ""), Err: err}
+	}
+	if !undone {
+		n, err := s.readNode(ctx, r.cfg.APITimeout.D())
+		switch {
+		case err == nil && n.Spec.Unschedulable:
 			fmt.Fprintf(stdout, "%s is cordoned, but not by gnsh; left as it is\n", s.node)
-		} else {
+		default:
 			fmt.Fprintf(stdout, "%s is not cordoned\n", s.node)
 		}
 		return nil
 	}
-	undone, err := drain.Uncordon(ctx, s.c, s.node, onlyIfOurs)
-	if err != nil {
-		return legacy.Fail("gnsh: %v", err)
-	}
-	if !undone {
-		fmt.Fprintf(stdout, "%s is not cordoned\n", s.node)
-		return nil
-	}
 	fmt.Fprintf(stdout, "%s uncordoned\n", s.node)
-	d.event(ctx, s, "Normal", ReasonUncordoned, "Uncordoned by %s (gnsh uncordon)", d.who().User)
+	r.event(ctx, "Normal", ReasonUncordoned, "Uncordoned by %s (gnsh uncordon)", d.who().User)
 	return nil
 }
 
@@ -149,16 +141,17 @@ func (d *Drainer) Describe(req *legacy.Request) string {
 	case req.Drain.Skip:
 		return "none: --no-drain"
 	}
-	if err := d.LoadConfig(); err != nil {
+	r := newRun(d, forShutdown, req.Action.String())
+	if err := r.loadConfig(nil); err != nil {
 		if req.Force != 0 {
 			return fmt.Sprintf("none: %v (-f goes on without a cordon)", err)
 		}
 		return fmt.Sprintf("refuse: %v (exit 1 before any call; --no-drain skips the drain)", err)
 	}
-	if !d.cfg.Drain {
+	if !r.cfg.Drain {
 		return "none: drain: false in " + d.configPath()
 	}
-	loc := d.locator()
+	loc := d.locator(r.cfg)
 	path, err := loc.FindKubeconfig()
 	switch {
 	case errors.Is(err, kube.ErrNoKubeconfig):
@@ -166,22 +159,22 @@ func (d *Drainer) Describe(req *legacy.Request) string {
 	case err != nil:
 		return fmt.Sprintf("none: %v (a warning, then the hand-off)", err)
 	}
-	timeout := d.cfg.DrainTimeout.D()
+	timeout := r.cfg.DrainTimeout.D()
 	if req.Drain.Timeout > 0 {
 		timeout = req.Drain.Timeout
 	}
 	onBlock := "refuse (exit 1, gnsh's cordon undone)"
-	if req.Drain.Force || d.cfg.ForceDrain {
+	if req.Drain.Force || r.cfg.ForceDrain {
 		onBlock = "hand off anyway (--force-drain)"
 	}
 	switch {
 	case req.Action == legacy.Cancel:
 		return "after the cancel: undo gnsh's cordon if it was made for a scheduled shutdown (kubeconfig " + path + ")"
 	case req.Force != 0:
-		return fmt.Sprintf("cordon only, best effort within %s, no drain (kubeconfig %s)", d.cfg.ForceCordonTimeout.D(), path)
-	case req.When > 0 && time.Until(legacy.FromUsec(req.When)) > timeout:
+		return fmt.Sprintf("cordon only, best effort within %s, no drain (kubeconfig %s)", r.cfg.ForceCordonTimeout.D(), path)
+	case req.When > 0 && req.DueIn(d.now()) > timeout:
 		return fmt.Sprintf("none now: due beyond the drain timeout (%s); the node agent drains before it", timeout)
 	}
-	return fmt.Sprintf("cordon, evict, wait up to %s, then the calls; not drained in time: %s; API server unreachable: a warning, then the calls (kubeconfig %s)",
+	return fmt.Sprintf("cordon, evict, wait up to %s, then the calls; not drained in time: %s; API server unreachable or failing, Node not this machine's, kubelet down: a warning, then the calls (kubeconfig %s)",
 		timeout, onBlock, path)
 }

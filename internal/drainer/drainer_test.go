@@ -4,24 +4,39 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/gnsh/gnsh/internal/drain"
 	"github.com/gnsh/gnsh/internal/drain/draintest"
+	"github.com/gnsh/gnsh/internal/handoff"
+	"github.com/gnsh/gnsh/internal/kube"
 	"github.com/gnsh/gnsh/internal/legacy"
+	"github.com/gnsh/gnsh/internal/signals"
 )
+
+var _ = dispatchable((*Interrupted)(nil))
+
+// dispatchable: dispatch maps an error with Signal() to 128+N.
+func dispatchable(e interface{ Signal() syscall.Signal }) bool { return e != nil }
 
 // fakeNode is draintest's fake API server with one node, node1, and
 // ReplicaSet-owned pods of the names given.
@@ -66,6 +81,26 @@ type testDrainer struct {
 	stderr *bytes.Buffer
 }
 
+// prepare runs Prepare and, when it returned a run, keeps it for finish.
+func (d testDrainer) prepare(t *testing.T, req *legacy.Request) (handoff.Prepared, error) {
+	t.Helper()
+	p, err := d.Prepare(context.Background(), req)
+	if err != nil && p != nil {
+		t.Fatalf("Prepare returned both a run and %v", err)
+	}
+	return p, err
+}
+
+// handOff is Prepare then Finish with the hand-off's result.
+func (d testDrainer) handOff(t *testing.T, req *legacy.Request, result error) error {
+	t.Helper()
+	p, err := d.prepare(t, req)
+	if p != nil {
+		p.Finish(context.Background(), result)
+	}
+	return err
+}
+
 func newDrainer(t *testing.T, f *fakeNode, config string) testDrainer {
 	t.Helper()
 	dir := t.TempDir()
@@ -77,7 +112,9 @@ func newDrainer(t *testing.T, f *fakeNode, config string) testDrainer {
 	}
 	var b bytes.Buffer
 	d := &Drainer{Stderr: &b, Getenv: func(string) string { return "" }, ConfigPath: cfg,
-		LockDir: filepath.Join(dir, "run"), KubeRoot: dir, Who: Requester{User: "alice", TTY: "pts/3"}, BootID: "boot-1"}
+		LockDir: filepath.Join(dir, "run"), KubeRoot: dir, Who: Requester{User: "alice", TTY: "pts/3"}, BootID: "boot-1",
+		HostID: &kube.HostID{MachineID: "machine-1", BootID: "boot-1"},
+		Signal: signals.NewDetached(func(l string) { fmt.Fprintf(&b, "gnsh: %s\n", l) })}
 	if f != nil {
 		d.Connect = func(context.Context) (kubernetes.Interface, string, error) { return f, "node1", nil }
 	}
@@ -86,15 +123,33 @@ func newDrainer(t *testing.T, f *fakeNode, config string) testDrainer {
 
 func reboot() *legacy.Request { return &legacy.Request{Command: "reboot", Action: legacy.Reboot} }
 
+func cancelReq() *legacy.Request { return &legacy.Request{Command: "shutdown", Action: legacy.Cancel} }
+
+// refusal checks that err refuses the command with text containing each
+// of want, and no run was returned.
+func refusal(t *testing.T, err error, want ...string) {
+	t.Helper()
+	var r *Refusal
+	if !errors.As(err, &r) {
+		t.Fatalf("not a refusal: %v", err)
+	}
+	for _, w := range want {
+		if !strings.Contains(r.Msg, w) {
+			t.Fatalf("refusal %q lacks %q", r.Msg, w)
+		}
+	}
+}
+
 func TestNoKubeconfigIsSilent(t *testing.T) {
 	d := newDrainer(t, nil, "")
-	if err := d.Prepare(context.Background(), reboot()); err != nil || d.stderr.Len() != 0 {
-		t.Fatalf("%v %q", err, d.stderr)
+	p, err := d.prepare(t, reboot())
+	if err != nil || p != nil || d.stderr.Len() != 0 {
+		t.Fatalf("%v %v %q", p, err, d.stderr)
 	}
 	// Nor is a schedule beyond the drain timeout worth a line there.
 	far := reboot()
 	far.Command, far.When = "shutdown", legacy.Usec(time.Now().Add(30*time.Minute))
-	if err := d.Prepare(context.Background(), far); err != nil || d.stderr.Len() != 0 {
+	if err := d.handOff(t, far, nil); err != nil || d.stderr.Len() != 0 {
 		t.Fatalf("%v %q", err, d.stderr)
 	}
 	d.Getenv = func(k string) string {
@@ -103,7 +158,7 @@ func TestNoKubeconfigIsSilent(t *testing.T) {
 		}
 		return ""
 	}
-	if err := d.Prepare(context.Background(), reboot()); err != nil || strings.Count(d.stderr.String(), "\n") != 1 ||
+	if err := d.handOff(t, reboot(), nil); err != nil || strings.Count(d.stderr.String(), "\n") != 1 ||
 		!strings.Contains(d.stderr.String(), "gnsh: debug: no kubeconfig") {
 		t.Fatalf("%v %q", err, d.stderr)
 	}
@@ -112,8 +167,9 @@ func TestNoKubeconfigIsSilent(t *testing.T) {
 func TestDrainThenHandOff(t *testing.T) {
 	f := newFakeNode(false, nil, "web-1", "web-2")
 	d := newDrainer(t, f, "")
-	if err := d.Prepare(context.Background(), reboot()); err != nil {
-		t.Fatal(err)
+	p, err := d.prepare(t, reboot())
+	if err != nil || p == nil {
+		t.Fatal(p, err)
 	}
 	n := f.node(t)
 	o := drain.Owner(n)
@@ -126,28 +182,42 @@ func TestDrainThenHandOff(t *testing.T) {
 	if !strings.Contains(d.stderr.String(), "gnsh: drained node1 in ") {
 		t.Fatalf("stderr %q", d.stderr)
 	}
+	// Until the hand-off is over, signals are held and the lock is kept.
+	if d.Signal.Mode() != signals.Hold {
+		t.Fatalf("signal mode %v during the hand-off", d.Signal.Mode())
+	}
+	if _, err := d.lock("test", "node1"); !errors.As(err, new(*HeldError)) {
+		t.Fatalf("lock not held during the hand-off: %v", err)
+	}
 	// The hand-off went through: the cordon stays for the node agent.
-	d.Finish(context.Background(), reboot(), nil)
+	p.Finish(context.Background(), nil)
 	if !f.node(t).Spec.Unschedulable {
 		t.Fatal("uncordoned after a successful hand-off")
 	}
+	if d.Signal.Mode() != signals.Default {
+		t.Fatalf("signal mode %v after Finish", d.Signal.Mode())
+	}
+	l, err := d.lock("test", "node1")
+	if err != nil {
+		t.Fatalf("lock not released by Finish: %v", err)
+	}
+	l.Release()
 }
 
 func TestBlockedRefusesAndUncordons(t *testing.T) {
 	f := newFakeNode(false, nil, "web-1", "db-0")
 	f.Protect("db-0")
 	d := newDrainer(t, f, "drainTimeout: 1s\n")
-	err := d.Prepare(context.Background(), reboot())
-	var ee *legacy.ExitError
-	if !errors.As(err, &ee) || ee.Code != 1 || !strings.Contains(ee.Msg, "app/db-0 (PodDisruptionBudget db-pdb)") ||
-		!strings.Contains(ee.Msg, "--force-drain") {
-		t.Fatalf("err %v", err)
-	}
+	_, err := d.prepare(t, reboot())
+	refusal(t, err, "app/db-0 (PodDisruptionBudget db-pdb)", "--force-drain")
 	if n := f.node(t); n.Spec.Unschedulable || drain.Owner(n) != nil {
 		t.Fatalf("node left cordoned: %+v %v", n.Spec, n.Annotations)
 	}
 	if got := strings.Join(f.reasons(), " "); got != "GnshDrainStarted GnshDrainFailed" {
 		t.Fatalf("events %q", got)
+	}
+	if d.Signal.Mode() != signals.Default {
+		t.Fatalf("signal mode %v after a refusal", d.Signal.Mode())
 	}
 }
 
@@ -157,36 +227,52 @@ func TestForceDrainHandsOff(t *testing.T) {
 	d := newDrainer(t, f, "")
 	req := reboot()
 	req.Drain = legacy.DrainFlags{Force: true, Timeout: 500 * time.Millisecond}
-	if err := d.Prepare(context.Background(), req); err != nil {
-		t.Fatal(err)
+	p, err := d.prepare(t, req)
+	if err != nil || p == nil {
+		t.Fatal(p, err)
 	}
 	if !f.node(t).Spec.Unschedulable || !strings.Contains(d.stderr.String(), "--force-drain: rebooting anyway") {
 		t.Fatalf("stderr %q", d.stderr)
 	}
+	// "Hand off anyway" holds signals through the hand-off too.
+	if d.Signal.Mode() != signals.Hold {
+		t.Fatalf("signal mode %v", d.Signal.Mode())
+	}
+	p.Finish(context.Background(), nil)
 }
 
 func TestAdminCordonIsNeverUndone(t *testing.T) {
 	f := newFakeNode(true, nil, "db-0")
 	f.Protect("db-0")
 	d := newDrainer(t, f, "drainTimeout: 1s\n")
-	if err := d.Prepare(context.Background(), reboot()); err == nil {
+	if err := d.handOff(t, reboot(), nil); err == nil {
 		t.Fatal("blocked drain accepted")
 	}
-	d.Finish(context.Background(), reboot(), errors.New("refused"))
 	if n := f.node(t); !n.Spec.Unschedulable || drain.Owner(n) != nil {
 		t.Fatalf("admin's cordon changed: %+v %v", n.Spec, n.Annotations)
+	}
+	// Nor by a refused hand-off after a forced drain.
+	req := reboot()
+	req.Drain = legacy.DrainFlags{Force: true, Timeout: 300 * time.Millisecond}
+	if err := d.handOff(t, req, errors.New("refused")); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.node(t); !n.Spec.Unschedulable {
+		t.Fatalf("admin's cordon undone after a refused hand-off: %+v", n.Spec)
 	}
 }
 
 func TestRefusedHandOffUncordons(t *testing.T) {
 	f := newFakeNode(false, nil, "web-1")
 	d := newDrainer(t, f, "")
-	if err := d.Prepare(context.Background(), reboot()); err != nil {
+	if err := d.handOff(t, reboot(), &legacy.ExitError{Code: 1}); err != nil {
 		t.Fatal(err)
 	}
-	d.Finish(context.Background(), reboot(), &legacy.ExitError{Code: 1})
 	if n := f.node(t); n.Spec.Unschedulable || drain.Owner(n) != nil {
 		t.Fatalf("still cordoned: %+v", n.Spec)
+	}
+	if !strings.Contains(d.stderr.String(), "gnsh: the reboot was not handed off; node1 uncordoned") {
+		t.Fatalf("stderr %q", d.stderr)
 	}
 }
 
@@ -196,23 +282,37 @@ func TestScheduled(t *testing.T) {
 	d := newDrainer(t, f, "drainTimeout: 2m\n")
 	req := reboot()
 	req.Command, req.When = "shutdown", legacy.Usec(time.Now().Add(30*time.Minute))
-	if err := d.Prepare(context.Background(), req); err != nil || len(f.Actions()) != 0 ||
+	if err := d.handOff(t, req, nil); err != nil || len(f.Actions()) != 0 ||
 		!strings.Contains(d.stderr.String(), "not draining now: the reboot is due in 30m") {
 		t.Fatalf("%v %q %d actions", err, d.stderr, len(f.Actions()))
 	}
 	// Within: drained now, the schedule recorded; shutdown -c undoes it.
 	req.When = legacy.Usec(time.Now().Add(time.Minute))
-	if err := d.Prepare(context.Background(), req); err != nil {
+	if err := d.handOff(t, req, nil); err != nil {
 		t.Fatal(err)
 	}
 	if o := drain.Owner(f.node(t)); o == nil || o.When == nil || time.Until(*o.When) < 30*time.Second {
 		t.Fatalf("owner %+v", o)
 	}
-	cancel := &legacy.Request{Command: "shutdown", Action: legacy.Cancel}
 	d2 := newDrainer(t, f, "")
-	d2.Finish(context.Background(), cancel, nil)
+	if err := d2.handOff(t, cancelReq(), nil); err != nil {
+		t.Fatal(err)
+	}
 	if n := f.node(t); n.Spec.Unschedulable || drain.Owner(n) != nil {
 		t.Fatalf("not uncordoned after shutdown -c: %+v", n.Spec)
+	}
+}
+
+// A TIME beyond what int64 microseconds hold is far in the future, not
+// in the past: nothing is drained now.
+func TestScheduledOverflow(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	req := reboot()
+	req.Command, req.When = "shutdown", legacy.Usec(time.Now())+60_000_000*160_000_000_000
+	if err := d.handOff(t, req, nil); err != nil || len(f.Actions()) != 0 ||
+		!strings.Contains(d.stderr.String(), "not draining now: the reboot is due in ") {
+		t.Fatalf("%v %q %d actions", err, d.stderr, len(f.Actions()))
 	}
 }
 
@@ -221,11 +321,23 @@ func TestCancelLeavesOtherCordons(t *testing.T) {
 	for _, ann := range []map[string]string{{drain.CordonAnnotation: `{"action":"reboot","user":"bob"}`}, nil} {
 		f := newFakeNode(true, ann)
 		d := newDrainer(t, f, "")
-		d.Finish(context.Background(), &legacy.Request{Command: "shutdown", Action: legacy.Cancel}, nil)
+		if err := d.handOff(t, cancelReq(), nil); err != nil {
+			t.Fatal(err)
+		}
 		if !f.node(t).Spec.Unschedulable {
 			t.Fatalf("%v: uncordoned by shutdown -c", ann)
 		}
 	}
+}
+
+// A config file shutdown -c cannot read never stops the cancel.
+func TestCancelWithBadConfig(t *testing.T) {
+	d := newDrainer(t, newFakeNode(false, nil), "drian: 1\n")
+	p, err := d.prepare(t, cancelReq())
+	if err != nil || p == nil {
+		t.Fatal(p, err)
+	}
+	p.Finish(context.Background(), nil)
 }
 
 func TestForceOnlyCordons(t *testing.T) {
@@ -233,34 +345,130 @@ func TestForceOnlyCordons(t *testing.T) {
 	d := newDrainer(t, f, "")
 	req := reboot()
 	req.Force = 2
-	if err := d.Prepare(context.Background(), req); err != nil {
-		t.Fatal(err)
+	p, err := d.prepare(t, req)
+	if err != nil || p == nil {
+		t.Fatal(p, err)
 	}
 	if !f.node(t).Spec.Unschedulable || f.Evictions() != 0 {
 		t.Fatalf("cordoned %v, %d evictions", f.node(t).Spec.Unschedulable, f.Evictions())
 	}
+	p.Finish(context.Background(), nil)
+	if !f.node(t).Spec.Unschedulable {
+		t.Fatal("uncordoned after reboot(2)")
+	}
+}
+
+// A reboot(2) that fails leaves the machine up: -f's cordon is undone.
+func TestForceFailedRebootUncordons(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	req := reboot()
+	req.Force = 2
+	if err := d.handOff(t, req, legacy.Fail("Failed to reboot: Operation not permitted")); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.node(t); n.Spec.Unschedulable || drain.Owner(n) != nil {
+		t.Fatalf("still cordoned after a failed reboot(2): %+v", n.Spec)
+	}
+}
+
+// interruptOn delivers sig the first time the fake API server sees an
+// action matching verb and resource (the drain is then in the middle of
+// that step).
+func interruptOn(f *fakeNode, d testDrainer, verb, resource string, sig syscall.Signal) {
+	var once sync.Once
+	f.PrependReactor(verb, resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+		once.Do(func() { d.Signal.Deliver(sig) })
+		return false, nil, nil
+	})
 }
 
 func TestSignalAborts(t *testing.T) {
 	f := newFakeNode(false, nil, "web-1")
 	f.Stick("web-1")
 	d := newDrainer(t, f, "")
-	sigs := make(chan os.Signal, 1)
-	d.Signals = func() (<-chan os.Signal, func()) { return sigs, func() {} }
-	go func() {
-		for f.Evictions() == 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
-		sigs <- syscall.SIGTERM
-	}()
-	err := d.Prepare(context.Background(), reboot())
-	var ee *legacy.ExitError
-	if !errors.As(err, &ee) || ee.Code != 143 {
+	interruptOn(f, d, "create", "pods", syscall.SIGTERM) // at the eviction
+	_, err := d.prepare(t, reboot())
+	var intr *Interrupted
+	if !errors.As(err, &intr) || intr.Signal() != syscall.SIGTERM ||
+		err.Error() != "gnsh: drain interrupted by SIGTERM; nothing was shut down" {
 		t.Fatalf("err %v", err)
 	}
 	if n := f.node(t); n.Spec.Unschedulable {
 		t.Fatal("still cordoned after SIGTERM")
 	}
+	if !strings.Contains(d.stderr.String(), "gnsh: drain interrupted by SIGTERM; node1 uncordoned") {
+		t.Fatalf("stderr %q", d.stderr)
+	}
+}
+
+// Every window is closed: a signal before the drain starts, during -f's
+// cordon, and a second one during the undo.
+func TestSignalWindows(t *testing.T) {
+	t.Run("before the cordon", func(t *testing.T) {
+		f := newFakeNode(false, nil, "web-1")
+		d := newDrainer(t, f, "")
+		interruptOn(f, d, "get", "nodes", syscall.SIGINT)
+		_, err := d.prepare(t, reboot())
+		if intr := new(*Interrupted); !errors.As(err, intr) || (*intr).Sig != syscall.SIGINT {
+			t.Fatalf("err %v", err)
+		}
+		if f.node(t).Spec.Unschedulable {
+			t.Fatal("cordoned after SIGINT")
+		}
+	})
+	t.Run("during -f's cordon", func(t *testing.T) {
+		f := newFakeNode(false, nil, "web-1")
+		d := newDrainer(t, f, "")
+		interruptOn(f, d, "patch", "nodes", syscall.SIGINT)
+		req := reboot()
+		req.Force = 2
+		_, err := d.prepare(t, req)
+		if intr := new(*Interrupted); !errors.As(err, intr) {
+			t.Fatalf("err %v", err)
+		}
+		if n := f.node(t); n.Spec.Unschedulable {
+			t.Fatalf("-f's cordon left after SIGINT: %+v", n.Annotations)
+		}
+	})
+	t.Run("again during the undo", func(t *testing.T) {
+		f := newFakeNode(false, nil, "web-1")
+		f.Stick("web-1")
+		d := newDrainer(t, f, "")
+		interruptOn(f, d, "create", "pods", syscall.SIGINT)
+		var second sync.Once
+		f.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if strings.Contains(string(a.(k8stesting.PatchAction).GetPatch()), `"unschedulable":false`) {
+				second.Do(func() { d.Signal.Deliver(syscall.SIGINT) })
+			}
+			return false, nil, nil
+		})
+		_, err := d.prepare(t, reboot())
+		if intr := new(*Interrupted); !errors.As(err, intr) {
+			t.Fatalf("err %v", err)
+		}
+		if f.node(t).Spec.Unschedulable {
+			t.Fatal("the undo was cut short")
+		}
+		if !strings.Contains(d.stderr.String(), "gnsh: SIGINT received while undoing gnsh's cordon of node1; not interrupting") {
+			t.Fatalf("stderr %q", d.stderr)
+		}
+	})
+	t.Run("during the hand-off", func(t *testing.T) {
+		f := newFakeNode(false, nil, "web-1")
+		d := newDrainer(t, f, "")
+		p, err := d.prepare(t, reboot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Signal.Deliver(syscall.SIGTERM)
+		d.Signal.Deliver(syscall.SIGHUP)
+		p.Finish(context.Background(), nil)
+		if !strings.Contains(d.stderr.String(), "gnsh: SIGTERM received while handing the reboot to the system; not interrupting") ||
+			!strings.Contains(d.stderr.String(), "gnsh: SIGHUP received") || d.Signal.Caught() != 0 {
+			t.Fatalf("stderr %q", d.stderr)
+		}
+	})
 }
 
 func TestLockNamesTheHolder(t *testing.T) {
@@ -271,29 +479,78 @@ func TestLockNamesTheHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Release()
-	err = d.Prepare(context.Background(), reboot())
-	if err == nil || !strings.Contains(err.Error(), "pid 4242, poweroff by bob on pts/9") {
-		t.Fatalf("err %v", err)
-	}
+	_, err = d.prepare(t, reboot())
+	refusal(t, err, "pid 4242, poweroff by bob on pts/9")
 	if f.node(t).Spec.Unschedulable {
 		t.Fatal("cordoned without the lock")
 	}
+	// -f goes on, without a cordon.
+	req := reboot()
+	req.Force = 2
+	if err := d.handOff(t, req, nil); err != nil || f.node(t).Spec.Unschedulable ||
+		!strings.Contains(d.stderr.String(), "; reboot -f goes on without a cordon") {
+		t.Fatalf("-f: %v %q", err, d.stderr)
+	}
 	l.Release()
-	if err := d.Prepare(context.Background(), reboot()); err != nil {
+	if err := d.handOff(t, reboot(), nil); err != nil {
 		t.Fatalf("after release: %v", err)
+	}
+}
+
+// The lock stays held until the undo after a refused hand-off is done.
+func TestLockHeldThroughTheUndo(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	p, err := d.prepare(t, reboot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var heldDuringUndo bool
+	f.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		_, err := Acquire(d.LockDir, Holder{PID: 1})
+		heldDuringUndo = errors.As(err, new(*HeldError))
+		return false, nil, nil
+	})
+	p.Finish(context.Background(), errors.New("refused"))
+	if !heldDuringUndo || f.node(t).Spec.Unschedulable {
+		t.Fatalf("held during the undo %v, cordoned %v", heldDuringUndo, f.node(t).Spec.Unschedulable)
+	}
+}
+
+// Not root: a kubeconfig that cannot be read, or a lock that cannot be
+// made, refuses with one line that says what to do.
+func TestNotPermitted(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	d.Connect = func(context.Context) (kubernetes.Interface, string, error) {
+		return nil, "", &kube.UnreadableError{Path: "/etc/kubernetes/kubelet.conf", Err: fs.ErrPermission}
+	}
+	_, err := d.prepare(t, reboot())
+	refusal(t, err, "cannot drain this Kubernetes node as alice", "run the command as root, or again with --no-drain")
+	if strings.Count(err.Error(), "\n") != 0 {
+		t.Fatalf("not one line: %q", err)
+	}
+	d = newDrainer(t, f, "")
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.LockDir = filepath.Join(file, "gnsh") // cannot be created
+	_, err = d.prepare(t, reboot())
+	refusal(t, err, "cannot take the drain lock", "run the command as root, or again with --no-drain")
+	if f.node(t).Spec.Unschedulable {
+		t.Fatal("cordoned without the lock")
 	}
 }
 
 func TestConfigErrors(t *testing.T) {
 	f := newFakeNode(false, nil, "web-1")
 	d := newDrainer(t, f, "drian: false\n")
-	err := d.Prepare(context.Background(), reboot())
-	if err == nil || !strings.Contains(err.Error(), `unknown key "drian"`) || !strings.Contains(err.Error(), "--no-drain") {
-		t.Fatalf("err %v", err)
-	}
+	_, err := d.prepare(t, reboot())
+	refusal(t, err, `unknown key "drian"`, "--no-drain")
 	req := reboot()
 	req.Drain.Skip = true
-	if err := d.Prepare(context.Background(), req); err != nil || len(f.Actions()) != 0 {
+	if err := d.handOff(t, req, nil); err != nil || len(f.Actions()) != 0 {
 		t.Fatalf("--no-drain: %v", err)
 	}
 }
@@ -303,9 +560,122 @@ func TestUnreachable(t *testing.T) {
 	d.Connect = func(context.Context) (kubernetes.Interface, string, error) {
 		return nil, "", &drain.UnreachableError{Err: syscall.ECONNREFUSED}
 	}
-	if err := d.Prepare(context.Background(), reboot()); err != nil ||
+	if err := d.handOff(t, reboot(), nil); err != nil ||
 		!strings.HasPrefix(d.stderr.String(), "gnsh: warning: API server unreachable") {
 		t.Fatalf("%v %q", err, d.stderr)
+	}
+}
+
+// An API server that answers but cannot be used never stops a reboot: one
+// warning naming the status and the fix, then the hand-off.
+func TestAPIServerAnswersButCannotBeUsed(t *testing.T) {
+	gr := schema.GroupResource{Resource: "nodes"}
+	for _, c := range []struct {
+		name string
+		verb string
+		err  error
+		want string
+	}{
+		{"401", "get", apierrors.NewUnauthorized("Unauthorized"), "(401 Unauthorized): renew them"},
+		{"403", "get", apierrors.NewForbidden(gr, "node1", errors.New("no")), "(403 Forbidden: "},
+		{"503", "get", apierrors.NewServiceUnavailable("etcd has no leader"), "the API server is failing (503 Service Unavailable: etcd has no leader)"},
+		{"500", "patch", apierrors.NewInternalError(errors.New("boom")), "the API server is failing (500 Internal Server Error: "},
+		{"429", "patch", apierrors.NewTooManyRequests("slow down", 1), "the API server is throttling requests (429 Too Many Requests: slow down)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFakeNode(false, nil, "web-1")
+			f.PrependReactor(c.verb, "nodes", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, c.err })
+			d := newDrainer(t, f, "")
+			if err := d.handOff(t, reboot(), nil); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(d.stderr.String()), "\n")
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], "gnsh: warning: ") || !strings.Contains(lines[0], c.want) ||
+				!strings.HasSuffix(lines[0], "; rebooting without draining") {
+				t.Fatalf("stderr %q", d.stderr)
+			}
+		})
+	}
+}
+
+// A Node of this name that is another machine is not drained.
+func TestOtherMachinesNode(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	n := f.node(t)
+	n.Status.NodeInfo.MachineID = "machine-2"
+	if _, err := f.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d := newDrainer(t, f, "")
+	if err := d.handOff(t, reboot(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if f.node(t).Spec.Unschedulable || f.Evictions() != 0 ||
+		!strings.Contains(d.stderr.String(), "gnsh: warning: the Node node1 in the cluster is not this machine (") ||
+		!strings.Contains(d.stderr.String(), "; rebooting without draining") {
+		t.Fatalf("stderr %q", d.stderr)
+	}
+}
+
+func TestUnregisteredNodeIsNotDrained(t *testing.T) {
+	f := newFakeNode(false, nil)
+	d := newDrainer(t, f, "")
+	d.Connect = func(context.Context) (kubernetes.Interface, string, error) { return f, "node9", nil }
+	if err := d.handOff(t, reboot(), nil); err != nil ||
+		!strings.Contains(d.stderr.String(), "warning: the cluster has no Node node9; rebooting without draining") {
+		t.Fatalf("%v %q", err, d.stderr)
+	}
+}
+
+func TestCancelWhileDraining(t *testing.T) {
+	when := time.Now().Add(time.Minute).UTC()
+	f := newFakeNode(true, map[string]string{drain.CordonAnnotation: `{"action":"reboot","user":"bob","when":"` + when.Format(time.RFC3339) + `"}`})
+	d := newDrainer(t, f, "")
+	l, err := Acquire(d.LockDir, Holder{PID: 77, Action: "reboot", User: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if err := d.handOff(t, cancelReq(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if !f.node(t).Spec.Unschedulable || !strings.Contains(d.stderr.String(), "interrupt pid 77 (SIGINT)") {
+		t.Fatalf("%q", d.stderr)
+	}
+}
+
+func TestPolicy(t *testing.T) {
+	type v = verdict
+	for _, c := range []struct {
+		o     outcome
+		p     purpose
+		force bool
+		want  verdict
+	}{
+		{drained, forShutdown, false, v{proceed: true}},
+		{notANode, forShutdown, false, v{proceed: true}},
+		{badConfig, forShutdown, false, v{warn: true}},
+		{badConfig, forForce, false, v{proceed: true, warn: true}},
+		{notPermitted, forShutdown, false, v{warn: true}},
+		{lockHeld, forShutdown, false, v{warn: true}},
+		{lockHeld, forForce, false, v{proceed: true, warn: true}},
+		{apiFailed, forShutdown, false, v{proceed: true, warn: true}},
+		{notRegistered, forShutdown, false, v{proceed: true, warn: true}},
+		{otherMachine, forShutdown, false, v{proceed: true, warn: true}},
+		{kubeletDown, forShutdown, false, v{proceed: true, warn: true}},
+		{blocked, forShutdown, false, v{undo: true, warn: true}},
+		{blocked, forShutdown, true, v{proceed: true, warn: true}},
+		{interrupted, forShutdown, true, v{undo: true, warn: true}},
+		{interrupted, forForce, false, v{undo: true, warn: true}},
+		{apiFailed, forForce, false, v{proceed: true, warn: true}},
+		{drained, forMaintenance, false, v{proceed: true}},
+		{blocked, forMaintenance, true, v{warn: true}},
+		{apiFailed, forMaintenance, false, v{warn: true}},
+		{interrupted, forMaintenance, false, v{undo: true, warn: true}},
+	} {
+		if got := decide(c.o, c.p, c.force); got != c.want {
+			t.Errorf("decide(%v, %d, %v) = %+v, want %+v", c.o, c.p, c.force, got, c.want)
+		}
 	}
 }
 
@@ -316,7 +686,8 @@ func TestStatusLine(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 	var b bytes.Buffer
-	p := newProgress(&b, false, "n1")
+	clk := clocktesting.NewFakeClock(time.Now())
+	p := newProgress(&b, false, "n1", clk)
 	p.update(s)
 	p.update(s) // unchanged: no second line
 	s.BlockedPods = nil
@@ -326,7 +697,7 @@ func TestStatusLine(t *testing.T) {
 		t.Fatalf("plain lines %q", b.String())
 	}
 	b.Reset()
-	p = newProgress(&b, true, "n1")
+	p = newProgress(&b, true, "n1", clk)
 	p.update(s)
 	p.printf("done")
 	if !strings.HasPrefix(b.String(), "\r\033[Kgnsh: draining n1") || !strings.HasSuffix(b.String(), "\ngnsh: done\n") {
@@ -336,33 +707,38 @@ func TestStatusLine(t *testing.T) {
 
 func TestTickAdvancesTheClock(t *testing.T) {
 	var b bytes.Buffer
-	p := newProgress(&b, true, "n1")
-	p.tick() // before any status: nothing
+	clk := clocktesting.NewFakeClock(time.Now())
+	p := newProgress(&b, true, "n1", clk)
+	stop := p.ticking()
+	clk.Step(time.Second) // before any status: nothing
 	p.update(drain.Status{Total: 1})
-	p.mu.Lock()
-	p.start = p.start.Add(-5 * time.Second)
-	p.last = time.Time{}
-	p.mu.Unlock()
-	p.tick()
-	if !strings.HasSuffix(b.String(), "0/1 pods gone, 0 evicted, 0 terminating (5s)") {
-		t.Fatalf("%q", b.String())
+	for i := 0; i < 5; i++ {
+		// Wait until the ticker is waited on, then let a second pass.
+		for !clk.HasWaiters() {
+			goruntime.Gosched()
+		}
+		clk.Step(time.Second)
 	}
-	p.done()
-	n := b.Len()
-	p.tick() // after the drain: nothing
-	if b.Len() != n {
-		t.Fatalf("tick after done: %q", b.String())
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.HasSuffix(p.text(&b), "0/1 pods gone, 0 evicted, 0 terminating (5s)") {
+		if time.Now().After(deadline) {
+			t.Fatalf("%q", p.text(&b))
+		}
+		goruntime.Gosched()
+	}
+	stop()
+	n := len(p.text(&b))
+	clk.Step(time.Second) // after the drain: nothing
+	if len(p.text(&b)) != n || !strings.HasSuffix(p.text(&b), "(5s)\n") {
+		t.Fatalf("tick after stop: %q", p.text(&b))
 	}
 }
 
-func TestUnregisteredNodeIsNotDrained(t *testing.T) {
-	f := newFakeNode(false, nil)
-	d := newDrainer(t, f, "")
-	d.Connect = func(context.Context) (kubernetes.Interface, string, error) { return f, "node9", nil }
-	if err := d.Prepare(context.Background(), reboot()); err != nil ||
-		!strings.Contains(d.stderr.String(), "warning: the cluster has no Node node9; rebooting without draining") {
-		t.Fatalf("%v %q", err, d.stderr)
-	}
+// text reads what p wrote to b, under p's lock.
+func (p *progress) text(b *bytes.Buffer) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return b.String()
 }
 
 func TestSummary(t *testing.T) {
@@ -380,42 +756,6 @@ func TestSummary(t *testing.T) {
 		if got := summary(&drain.Result{Pods: c.pods}); got != c.want {
 			t.Errorf("summary %q, want %q", got, c.want)
 		}
-	}
-}
-
-// Once drained, SIGINT/SIGTERM stay caught until Finish: the hand-off is
-// not cut in half.
-func TestSignalsHeldUntilFinish(t *testing.T) {
-	f := newFakeNode(false, nil, "web-1")
-	d := newDrainer(t, f, "")
-	sigs := make(chan os.Signal, 1)
-	released := false
-	d.Signals = func() (<-chan os.Signal, func()) { return sigs, func() { released = true } }
-	if err := d.Prepare(context.Background(), reboot()); err != nil {
-		t.Fatal(err)
-	}
-	if released {
-		t.Fatal("signals released before the hand-off")
-	}
-	sigs <- syscall.SIGINT // during the hand-off: ignored
-	d.Finish(context.Background(), reboot(), nil)
-	if !released || !f.node(t).Spec.Unschedulable {
-		t.Fatalf("released %v", released)
-	}
-}
-
-func TestCancelWhileDraining(t *testing.T) {
-	when := time.Now().Add(time.Minute).UTC()
-	f := newFakeNode(true, map[string]string{drain.CordonAnnotation: `{"action":"reboot","user":"bob","when":"` + when.Format(time.RFC3339) + `"}`})
-	d := newDrainer(t, f, "")
-	l, err := Acquire(d.LockDir, Holder{PID: 77, Action: "reboot", User: "bob"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Release()
-	d.Finish(context.Background(), &legacy.Request{Command: "shutdown", Action: legacy.Cancel}, nil)
-	if !f.node(t).Spec.Unschedulable || !strings.Contains(d.stderr.String(), "interrupt pid 77 (SIGINT)") {
-		t.Fatalf("%q", d.stderr)
 	}
 }
 

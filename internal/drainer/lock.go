@@ -49,6 +49,22 @@ func (e *HeldError) Error() string {
 	return fmt.Sprintf("another gnsh is draining this node (%s); wait for it to finish, or stop it", who)
 }
 
+// pid names the holder's process for a message: "pid 1234", or "it".
+func (e *HeldError) pid() string {
+	if e.Holder != nil && e.Holder.PID != 0 {
+		return fmt.Sprintf("pid %d", e.Holder.PID)
+	}
+	return "it"
+}
+
+// lockError is a lock that cannot be taken for another reason than another
+// gnsh holding it (no permission to create /run/gnsh as a non-root user, a
+// read-only /run): gnsh cannot drain.
+type lockError struct{ err error }
+
+func (e *lockError) Error() string { return "cannot take the drain lock: " + e.err.Error() }
+func (e *lockError) Unwrap() error { return e.err }
+
 // Lock is a held drain lock: an flock(2) on DIR/drain.lock, released when
 // the process exits, however it exits.
 type Lock struct{ f *os.File }
@@ -58,17 +74,17 @@ type Lock struct{ f *os.File }
 // symlinks and created 0644.
 func Acquire(dir string, h Holder) (*Lock, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("lock: %w", err)
+		return nil, &lockError{err}
 	}
 	if fi, err := os.Lstat(dir); err != nil {
-		return nil, fmt.Errorf("lock: %w", err)
+		return nil, &lockError{err}
 	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("lock: %s is not a directory", dir)
+		return nil, &lockError{fmt.Errorf("%s is not a directory", dir)}
 	}
 	path := filepath.Join(dir, "drain.lock")
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+		return nil, &lockError{&os.PathError{Op: "open", Path: path, Err: err}}
 	}
 	f := os.NewFile(uintptr(fd), path)
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
@@ -76,7 +92,7 @@ func Acquire(dir string, h Holder) (*Lock, error) {
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, &HeldError{Holder: readHolder(f)}
 		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+		return nil, &lockError{&os.PathError{Op: "flock", Path: path, Err: err}}
 	}
 	b, _ := json.Marshal(h)
 	if err := f.Truncate(0); err == nil {

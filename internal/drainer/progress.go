@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/gnsh/gnsh/internal/drain"
 )
 
@@ -16,9 +18,10 @@ import (
 // journal, a plain line when something changes, at most every
 // plainEvery, and at once when the set of blocked pods changes.
 type progress struct {
-	w    io.Writer
-	tty  bool
-	node string
+	w     io.Writer
+	tty   bool
+	node  string
+	clock clock.WithTicker
 
 	mu        sync.Mutex
 	last      time.Time
@@ -39,9 +42,38 @@ const (
 	plainQuiet = 30 * time.Second
 )
 
-func newProgress(w io.Writer, tty bool, node string) *progress {
-	return &progress{w: w, tty: tty, node: node, plainGap: plainEvery}
+func newProgress(w io.Writer, tty bool, node string, clk clock.WithTicker) *progress {
+	return &progress{w: w, tty: tty, node: node, clock: clk, plainGap: plainEvery}
 }
+
+// ticking redraws the status every second (the live line's clock runs
+// while nothing else changes) until the returned stop is called; stop also
+// ends the live line.
+func (p *progress) ticking() (stop func()) {
+	t := p.clock.NewTicker(time.Second)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case <-t.C():
+				p.tick()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		t.Stop()
+		close(done)
+		<-finished
+		p.done()
+	}
+}
+
+// sayf prints an API server's warning as one of gnsh's lines.
+func (p *progress) sayf(warning string) { p.printf("warning: API server: %s", warning) }
 
 // statusLine is the one-line status: pods gone of total, evictions
 // accepted, terminating, blocked (and by which PDB), elapsed.
@@ -86,7 +118,7 @@ func (p *progress) update(s drain.Status) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.have {
-		p.start = time.Now().Add(-s.Elapsed)
+		p.start = p.clock.Now().Add(-s.Elapsed)
 	}
 	p.have, p.status = true, s
 	p.render(s)
@@ -101,13 +133,13 @@ func (p *progress) tick() {
 		return
 	}
 	s := p.status
-	s.Elapsed = time.Since(p.start)
+	s.Elapsed = p.clock.Since(p.start)
 	p.render(s)
 }
 
 func (p *progress) render(s drain.Status) {
 	line := statusLine(p.node, s)
-	now := time.Now()
+	now := p.clock.Now()
 	if p.tty {
 		if now.Sub(p.last) < ttyEvery && s.Gone < s.Total {
 			return

@@ -1,0 +1,280 @@
+package drainer
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/gnsh/gnsh/internal/drain"
+	"github.com/gnsh/gnsh/internal/kube"
+	"github.com/gnsh/gnsh/internal/signals"
+)
+
+// Refusal is a command gnsh refuses: Msg is the whole text for stderr
+// (each line starting "gnsh: "); dispatch maps it to exit status 1.
+type Refusal struct {
+	Msg string
+	Err error // the cause
+}
+
+func (e *Refusal) Error() string { return e.Msg }
+func (e *Refusal) Unwrap() error { return e.Err }
+
+// Interrupted is a drain stopped by SIGINT or SIGTERM; dispatch maps it to
+// 128+signal, as a shell reports a command killed by it.
+type Interrupted struct {
+	Sig syscall.Signal
+	Msg string // the text for stderr; a default if empty
+}
+
+func (e *Interrupted) Error() string {
+	if e.Msg != "" {
+		return e.Msg
+	}
+	return "gnsh: drain interrupted by " + signals.Name(e.Sig)
+}
+
+// Signal is the signal that interrupted the drain.
+func (e *Interrupted) Signal() syscall.Signal { return e.Sig }
+
+// otherMachineError is a Node that is not this machine.
+type otherMachineError struct{ node, why string }
+
+func (e *otherMachineError) Error() string {
+	return fmt.Sprintf("the Node %s in the cluster is not this machine (%s)", e.node, e.why)
+}
+
+// tell says what the outcome means, as the verdict decided it: the
+// returned text is the refusal (each line "gnsh: …") when the command does
+// not proceed, else a warning to print ("" for none). Undoing is told by
+// undo itself.
+func (r *run) tell(o outcome, v verdict, err error) string {
+	if o == drained {
+		return ""
+	}
+	node := "the node"
+	if r.sess != nil {
+		node = r.sess.node
+	}
+	if r.purpose == forMaintenance {
+		return r.tellMaintenance(o, err, node)
+	}
+	verb, going := r.verb, r.going()
+	switch o {
+	case notANode:
+		r.debug("no kubeconfig ($KUBECONFIG, %s, %s): not a Kubernetes node, not draining",
+			filepath.Join(r.d.KubeRoot, kube.GnshKubeconfig), filepath.Join(r.d.KubeRoot, kube.KubeletKubeconfig))
+		return ""
+	case badConfig:
+		if v.proceed {
+			return fmt.Sprintf("%v; not cordoning", err)
+		}
+		return fmt.Sprintf("gnsh: %v\ngnsh: nothing was shut down; fix the file, or run the command again with --no-drain", err)
+	case notPermitted:
+		if v.proceed {
+			return fmt.Sprintf("%v; %s without a cordon", err, going)
+		}
+		return fmt.Sprintf("gnsh: cannot drain this Kubernetes node as %s (%v); run the command as root, or again with --no-drain",
+			r.d.who().User, err)
+	case lockHeld:
+		if v.proceed {
+			return fmt.Sprintf("%v; %s -f goes on without a cordon", err, verb)
+		}
+		return "gnsh: " + err.Error()
+	case interrupted:
+		return "gnsh: drain interrupted by " + signals.Name(r.d.Signal.Caught()) + "; nothing was shut down"
+	case blocked:
+		if v.proceed {
+			return fmt.Sprintf("%v; --force-drain: %s anyway", err, going)
+		}
+		return fmt.Sprintf("gnsh: %v\ngnsh: %s refused. To %s anyway, run the command again with --force-drain (evict what can be evicted, then go on) or --no-drain; or give the drain more time with --drain-timeout=DURATION.",
+			err, verb, verb)
+	case kubeletDown:
+		return fmt.Sprintf("%v; %s without waiting for them", err, going)
+	}
+	// apiFailed, notRegistered, otherMachine: the cluster's side. A cordon
+	// made stays: the node agent lifts it after the boot.
+	what := errText(err, r.kubeconfig)
+	switch {
+	case r.purpose == forForce:
+		return fmt.Sprintf("%s; %s -f goes on without a cordon", what, verb)
+	case r.draining:
+		return fmt.Sprintf("%s; %s without finishing the drain of %s", what, going, node)
+	}
+	return fmt.Sprintf("%s; %s without draining", what, going)
+}
+
+func (r *run) tellMaintenance(o outcome, err error, node string) string {
+	switch o {
+	case notANode:
+		return fmt.Sprintf("gnsh: no kubeconfig found ($KUBECONFIG, %s, %s); pass --kubeconfig", kube.GnshKubeconfig, kube.KubeletKubeconfig)
+	case interrupted:
+		return "gnsh: drain interrupted by " + signals.Name(r.d.Signal.Caught())
+	case notPermitted:
+		return fmt.Sprintf("gnsh: cannot drain as %s (%v); run gnsh drain as root", r.d.who().User, err)
+	}
+	msg := "gnsh: " + errText(err, r.kubeconfig)
+	if r.cordoned {
+		msg += fmt.Sprintf("\ngnsh: %s stays cordoned; 'gnsh uncordon' makes it schedulable again", node)
+	}
+	return msg
+}
+
+// going is "rebooting", "powering off", …
+func (r *run) going() string {
+	switch r.verb {
+	case "poweroff":
+		return "powering off"
+	case "reboot":
+		return "rebooting"
+	case "halt":
+		return "halting"
+	case "kexec":
+		return "rebooting with kexec"
+	}
+	return r.verb
+}
+
+// undoReason is the first half of the line that says a cordon was undone.
+func (r *run) undoReason(o outcome) string {
+	if o == interrupted {
+		return "drain interrupted by " + signals.Name(r.d.Signal.Caught())
+	}
+	return "nothing was shut down"
+}
+
+// errText says in words why the cluster could not be used, and what
+// fixes it: the admin reads this line while the node goes down undrained.
+func errText(err error, kubeconfig string) string {
+	if kubeconfig == "" {
+		kubeconfig = "the kubeconfig"
+	}
+	var se apierrors.APIStatus
+	var ue *drain.UnreachableError
+	var om *otherMachineError
+	switch {
+	case errors.As(err, &om):
+		return om.Error()
+	case apierrors.IsNotFound(err):
+		return "the cluster has no Node " + notFoundName(err)
+	case errors.As(err, &ue):
+		return ue.Error()
+	case apierrors.IsUnauthorized(err):
+		return fmt.Sprintf("the API server does not accept the credentials in %s (401 Unauthorized): renew them (an expired kubelet client certificate?)", kubeconfig)
+	case apierrors.IsForbidden(err):
+		return fmt.Sprintf("the identity in %s may not drain this node (403 Forbidden: %s): use the kubelet's kubeconfig or apply install/kubernetes/rbac.yaml",
+			kubeconfig, statusMessage(err))
+	case apierrors.IsTooManyRequests(err):
+		return fmt.Sprintf("the API server is throttling requests (429 Too Many Requests: %s)", statusMessage(err))
+	case errors.As(err, &se) && se.Status().Code >= 500:
+		code := int(se.Status().Code)
+		return fmt.Sprintf("the API server is failing (%d %s: %s)", code, http.StatusText(code), statusMessage(err))
+	case drain.IsUnreachable(err):
+		return fmt.Sprintf("API server unreachable (%v)", err)
+	}
+	return fmt.Sprintf("cannot drain (%v)", err)
+}
+
+func statusMessage(err error) string {
+	var se apierrors.APIStatus
+	if errors.As(err, &se) && se.Status().Message != "" {
+		return se.Status().Message
+	}
+	return err.Error()
+}
+
+// notFoundName is the name in a NotFound status ("" if none).
+func notFoundName(err error) string {
+	var se apierrors.APIStatus
+	if errors.As(err, &se) && se.Status().Details != nil {
+		return se.Status().Details.Name
+	}
+	return ""
+}
+
+// sayAlreadyCordoned tells whose cordon was there before this drain; it
+// stays whatever happens.
+func (r *run) sayAlreadyCordoned(n *corev1.Node) {
+	if o := drain.Owner(n); o != nil {
+		r.info("%s was already cordoned by gnsh (%s requested by %s at %s); that cordon stays",
+			n.Name, what(o.Action), who(*o), o.Time.Local().Format("2006-01-02 15:04"))
+		return
+	}
+	r.info("%s was already cordoned, not by gnsh; that cordon stays", n.Name)
+}
+
+// what names the request in messages: "reboot", or "gnsh drain".
+func what(action string) string {
+	if action == "drain" {
+		return "gnsh drain"
+	}
+	return action
+}
+
+func who(o drain.Ownership) string {
+	if o.TTY != "" {
+		return o.User + " on " + o.TTY
+	}
+	return o.User
+}
+
+// roundDue is a due time for a line: whole seconds.
+func roundDue(d time.Duration) time.Duration { return d.Round(time.Second) }
+
+// summary is the one-line result of a finished drain.
+func summary(r *drain.Result) string {
+	if r == nil {
+		return "nothing to do"
+	}
+	counts := map[drain.Verdict]int{}
+	warned := 0
+	for _, p := range r.Pods {
+		counts[p.Verdict]++
+		if p.Verdict == drain.Evict && p.Warning != "" {
+			warned++
+		}
+	}
+	parts := []string{plural(counts[drain.Evict], "pod") + " evicted"}
+	if warned > 0 {
+		parts[0] += fmt.Sprintf(" (%d with warnings)", warned)
+	}
+	if n := counts[drain.Terminating]; n > 0 {
+		parts = append(parts, fmt.Sprintf("%d already terminating", n))
+	}
+	var left []string
+	for _, v := range []drain.Verdict{drain.SkipDaemonSet, drain.SkipMirror, drain.SkipFinished} {
+		if n := counts[v]; n > 0 {
+			if name, ok := strings.CutSuffix(v.String(), " pod"); ok {
+				left = append(left, plural(n, name+" pod"))
+			} else {
+				left = append(left, fmt.Sprintf("%d %s", n, v))
+			}
+		}
+	}
+	if len(left) > 0 {
+		parts = append(parts, "left: "+strings.Join(left, ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// plural is "1 pod", "2 pods".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func progressOf(r *drain.Result) string {
+	if r == nil {
+		return "no pods evicted"
+	}
+	return fmt.Sprintf("%d/%d pods gone", r.Status.Gone, r.Status.Total)
+}

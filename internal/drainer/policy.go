@@ -1,0 +1,81 @@
+package drainer
+
+// outcome is how an attempt to drain ended, as the policy sees it.
+type outcome int
+
+const (
+	drained       outcome = iota // every evicted pod is gone
+	notANode                     // no kubeconfig: not a Kubernetes node
+	badConfig                    // /etc/gnsh/config.yaml is invalid
+	notPermitted                 // the kubeconfig cannot be read, or the lock made: not root
+	lockHeld                     // another gnsh is draining this node
+	apiFailed                    // the API server is unreachable, or answers 401/403/429/5xx
+	notRegistered                // the cluster has no Node of this name
+	otherMachine                 // the Node of that name is another machine
+	kubeletDown                  // pods evicted, but no kubelet to finish them
+	blocked                      // not drained within the drain timeout (PDBs, slow pods)
+	interrupted                  // SIGINT or SIGTERM
+)
+
+var outcomeNames = [...]string{"drained", "not a node", "bad config", "not permitted", "lock held", "API failed",
+	"not registered", "other machine", "kubelet down", "blocked", "interrupted"}
+
+func (o outcome) String() string { return outcomeNames[o] }
+
+// purpose is what the drain is for.
+type purpose int
+
+const (
+	forShutdown    purpose = iota // before a shutdown, reboot, poweroff or halt
+	forForce                      // before -f: a best-effort cordon, never a drain
+	forMaintenance                // gnsh drain
+)
+
+// verdict is what the policy decides for an outcome.
+type verdict struct {
+	proceed bool // hand off (or, for gnsh drain, exit 0)
+	undo    bool // undo the cordon this run made
+	warn    bool // tell the admin (a warning when proceeding)
+}
+
+// decide is the whole drain policy. Its rules:
+//
+//   - A shutdown is never refused for a fault on the cluster's side: an
+//     unreachable or failing API server, a Node unknown to the cluster or
+//     belonging to another machine, or a dead kubelet that cannot finish
+//     the evicted pods. The admin is warned and the node goes down; a
+//     cordon gnsh made stays, and the node agent lifts it after the boot.
+//   - A shutdown is refused (exit 1, nothing handed off, gnsh's cordon
+//     undone) only when the cluster's own rules say no within the drain
+//     timeout (PodDisruptionBudgets, pods not going), unless forceDrain;
+//     and for local reasons the admin can fix at once: an invalid config
+//     file, not being root, another gnsh draining.
+//   - SIGINT/SIGTERM stop the drain, undo gnsh's cordon and refuse.
+//   - -f never waits and is never refused by the drain.
+//   - gnsh drain (maintenance) succeeds only when drained; its cordon stays
+//     on failure (as kubectl drain's) except when interrupted.
+func decide(o outcome, p purpose, forceDrain bool) verdict {
+	switch {
+	case o == drained:
+		return verdict{proceed: true}
+	case o == interrupted:
+		return verdict{undo: true, warn: true}
+	case p == forMaintenance:
+		return verdict{warn: true}
+	case o == notANode:
+		return verdict{proceed: true}
+	case p == forForce:
+		return verdict{proceed: true, warn: true}
+	}
+	switch o {
+	case badConfig, notPermitted, lockHeld:
+		return verdict{warn: true}
+	case blocked:
+		if forceDrain {
+			return verdict{proceed: true, warn: true}
+		}
+		return verdict{undo: true, warn: true}
+	}
+	// apiFailed, notRegistered, otherMachine, kubeletDown
+	return verdict{proceed: true, warn: true}
+}

@@ -1,0 +1,408 @@
+package drainer
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/gnsh/gnsh/internal/config"
+	"github.com/gnsh/gnsh/internal/drain"
+	"github.com/gnsh/gnsh/internal/handoff"
+	"github.com/gnsh/gnsh/internal/kube"
+	"github.com/gnsh/gnsh/internal/legacy"
+)
+
+// run is one drain attempt and, as handoff.Prepared, what stays of it until
+// the hand-off is over: the lock, gnsh's cordon and the signal modes.
+type run struct {
+	d       *Drainer
+	purpose purpose
+	verb    string // reboot, poweroff, halt, kexec; "drain" for gnsh drain
+	cfg     config.Config
+	out     *progress
+
+	kubeconfig string   // the kubeconfig found
+	onNode     bool     // a kubeconfig was found: the signals' Drain mode is on
+	sess       *session // nil until connected
+	lock       *Lock    // held from before the cordon until Finish
+	// cordoned: this run made gnsh's cordon, or may have (a cordon request
+	// cut short by a signal or a timeout); undo checks the record first.
+	cordoned bool
+	own      drain.Ownership
+	draining bool // the drain (evictions) began
+	res      *drain.Result
+	err      error // the error behind the outcome
+
+	leaveDrain func() // leaves the signals' Drain mode
+	leaveHold  func() // leaves Hold mode (during the hand-off)
+}
+
+func newRun(d *Drainer, p purpose, verb string) *run {
+	return &run{d: d, purpose: p, verb: verb, cfg: config.Default(), out: newProgress(d.Stderr, d.TTY, "", d.clock()),
+		leaveDrain: func() {}, leaveHold: func() {}}
+}
+
+// Output: every line starts with "gnsh: " and goes to stderr.
+func (r *run) info(format string, args ...any) { r.out.printf(format, args...) }
+func (r *run) warn(format string, args ...any) { r.out.printf("warning: "+format, args...) }
+func (r *run) debug(format string, args ...any) {
+	if r.d.debugOn(r.cfg) {
+		r.out.printf("debug: "+format, args...)
+	}
+}
+
+// loadConfig reads the config file and applies the command line's drain
+// options.
+func (r *run) loadConfig(req *legacy.Request) error {
+	c, err := config.Load(r.d.configPath())
+	r.cfg = c
+	if err != nil {
+		return err
+	}
+	if req != nil && req.Drain.Timeout > 0 {
+		r.cfg.DrainTimeout = config.Duration(req.Drain.Timeout)
+	}
+	if req != nil && req.Drain.Force {
+		r.cfg.ForceDrain = true
+	}
+	return nil
+}
+
+// prepare drains (or for -f cordons) before the hand-off and applies the
+// policy to how that went.
+func (r *run) prepare(ctx context.Context, req *legacy.Request) (handoff.Prepared, error) {
+	if err := r.loadConfig(req); err != nil {
+		return r.conclude(badConfig, err)
+	}
+	if !r.cfg.Drain {
+		r.debug("drain: false in %s: not draining", r.d.configPath())
+		return nil, nil
+	}
+	var when *time.Time
+	if req.Force == 0 && req.When > 0 {
+		if due := req.DueIn(r.d.now()); due > r.cfg.DrainTimeout.D() {
+			if !r.isNode() {
+				return r.conclude(notANode, kube.ErrNoKubeconfig)
+			}
+			r.info("not draining now: the %s is due in %s, beyond the drain timeout (%s); the node agent drains before it",
+				r.verb, roundDue(due), r.cfg.DrainTimeout.D())
+			return nil, nil
+		}
+		t := legacy.FromUsec(req.When).UTC()
+		when = &t
+	}
+	if r.purpose == forForce {
+		// -f: the admin wants the machine down now. A best-effort cordon,
+		// everything (connecting, cordon, Event) within one short budget.
+		r.cfg.APITimeout = min(r.cfg.APITimeout, r.cfg.ForceCordonTimeout)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.cfg.ForceCordonTimeout.D())
+		defer cancel()
+	}
+	o := r.attempt(ctx, when)
+	return r.conclude(o, r.err)
+}
+
+// isNode reports whether a kubeconfig can be found, without asking the API
+// server: a machine without one is not a Kubernetes node.
+func (r *run) isNode() bool {
+	if r.d.Connect != nil {
+		return true
+	}
+	loc := r.d.locator(r.cfg)
+	_, err := loc.FindKubeconfig()
+	return !errors.Is(err, kube.ErrNoKubeconfig)
+}
+
+// attempt goes as far as it can: connect, lock, read the Node, check it is
+// this machine, cordon, and (unless -f) drain. It returns the outcome; r.err
+// holds the error behind it.
+func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
+	if r.d.Connect == nil {
+		loc := r.d.locator(r.cfg)
+		path, err := loc.FindKubeconfig()
+		if err != nil {
+			return r.fail(classifyLocal(err), err)
+		}
+		r.kubeconfig = path
+	}
+	// A Kubernetes node: from here on SIGINT/SIGTERM stop the drain (and
+	// undo its cordon), a dropped ssh session does not.
+	ctx, r.leaveDrain = r.d.Signal.Drain(ctx)
+	r.onNode = true
+	s, err := r.d.connect(ctx, r.cfg, r.kubeconfig, r.out.sayf)
+	if err != nil {
+		return r.fail(r.classify(ctx, err), err)
+	}
+	r.sess = s
+	r.out.node = s.node
+	r.own = r.ownership(when)
+	if r.lock, err = r.d.lock(r.verb, s.node); err != nil {
+		return r.fail(classifyLocal(err), err)
+	}
+	n, err := s.readNode(ctx, r.cfg.APITimeout.D())
+	if err == nil {
+		err = ctx.Err() // a signal while the answer was on its way
+	}
+	if err != nil {
+		return r.fail(r.classify(ctx, err), err)
+	}
+	if same, why := kube.SameMachine(n, r.d.hostID()); !same {
+		return r.fail(otherMachine, &otherMachineError{node: s.node, why: why})
+	} else if why != "" {
+		r.debug("%s: %s", s.node, why)
+	}
+	// Until the answer is in, the cordon may or may not have been made.
+	r.cordoned = !n.Spec.Unschedulable
+	made, err := cordonNode(ctx, s.c, n, r.own)
+	if err == nil {
+		r.cordoned = made
+		err = ctx.Err()
+	}
+	if err != nil {
+		return r.fail(r.classify(ctx, err), err)
+	}
+	switch {
+	case r.purpose == forForce:
+		if made {
+			r.info("cordoned %s; %s -f does not drain", s.node, r.verb)
+		}
+		r.event(ctx, "Warning", ReasonHandOff, "%s -f requested by %s: no drain", r.verb, who(r.own))
+		return drained
+	case !made:
+		r.sayAlreadyCordoned(n)
+	}
+	return r.drain(ctx)
+}
+
+// drain evicts and waits, with Events, progress and a one-line summary.
+func (r *run) drain(ctx context.Context) outcome {
+	s, timeout := r.sess, r.cfg.DrainTimeout.D()
+	r.draining = true
+	r.event(ctx, "Normal", ReasonDrainStarted, "Draining before %s requested by %s (timeout %s)", what(r.own.Action), who(r.own), timeout)
+	start := r.d.now()
+	stopTicks := r.out.ticking()
+	res, err := drain.Drain(ctx, s.c, drain.Options{
+		Node: s.node, Timeout: timeout, GracePeriod: r.cfg.PodGracePeriod,
+		UnreachableAfter: r.cfg.UnreachableAfter.D(),
+		Progress:         r.out.update,
+		Warn:             func(l string) { r.out.printf("evicting %s", l) },
+	})
+	stopTicks()
+	r.res = res
+	elapsed := r.d.now().Sub(start).Round(100 * time.Millisecond)
+	if err == nil {
+		r.info("drained %s in %s: %s", s.node, elapsed, summary(res))
+		r.event(ctx, "Normal", ReasonDrainFinished, "Drained in %s: %s", elapsed, summary(res))
+		return drained
+	}
+	o := r.classify(ctx, err)
+	switch o {
+	case interrupted:
+		err = &Interrupted{Sig: r.d.Signal.Caught()}
+	case apiFailed:
+	default:
+		r.event(ctx, "Warning", ReasonDrainFailed, "Drain failed after %s: %v", elapsed, err)
+	}
+	if o != interrupted {
+		r.info("drain of %s stopped after %s: %s", s.node, elapsed, progressOf(res))
+	}
+	return r.fail(o, err)
+}
+
+func (r *run) fail(o outcome, err error) outcome {
+	r.err = err
+	return o
+}
+
+// classify names the outcome of an error from the cluster.
+func (r *run) classify(ctx context.Context, err error) outcome {
+	var nr *drain.NodeNotReadyError
+	var be *drain.BlockedError
+	switch {
+	case r.d.Signal.Caught() != 0 && ctx.Err() != nil:
+		return interrupted
+	case errors.As(err, &be):
+		return blocked
+	case errors.As(err, &nr):
+		return kubeletDown
+	case apierrors.IsNotFound(err):
+		return notRegistered
+	}
+	if o := classifyLocal(err); o != apiFailed {
+		return o
+	}
+	return apiFailed
+}
+
+// classifyLocal names the outcome of an error that did not come from the
+// API server: no kubeconfig, one that cannot be read, the lock. Anything
+// else counts as the API server failing.
+func classifyLocal(err error) outcome {
+	var held *HeldError
+	var unreadable *kube.UnreadableError
+	switch {
+	case errors.Is(err, kube.ErrNoKubeconfig):
+		return notANode
+	case errors.As(err, &held):
+		return lockHeld
+	case errors.As(err, &unreadable), errors.Is(err, fs.ErrPermission), errors.As(err, new(*lockError)):
+		return notPermitted
+	}
+	return apiFailed
+}
+
+// conclude applies the policy to the outcome: it tells the admin, undoes
+// the cordon where the policy says so, and either returns the run as
+// handoff.Prepared (proceed) or the error that refuses the command.
+func (r *run) conclude(o outcome, err error) (handoff.Prepared, error) {
+	v := decide(o, r.purpose, r.cfg.ForceDrain)
+	if v.undo {
+		r.undo(r.undoReason(o))
+	}
+	msg := r.tell(o, v, err)
+	if !v.proceed {
+		r.end()
+		if o == interrupted {
+			var intr *Interrupted
+			if !errors.As(err, &intr) {
+				err = &Interrupted{Sig: r.d.Signal.Caught()}
+				errors.As(err, &intr)
+			}
+			intr.Msg = msg
+			return nil, intr
+		}
+		return nil, &Refusal{Msg: msg, Err: err}
+	}
+	if msg != "" {
+		r.warn("%s", msg)
+	}
+	if o == drained && r.purpose == forShutdown {
+		r.event(context.Background(), "Normal", ReasonHandOff, "%s requested by %s: drained, handing off to systemd-logind", r.verb, who(r.own))
+	}
+	if !r.onNode || r.purpose == forMaintenance {
+		r.end()
+		return nil, nil
+	}
+	// From here the hand-off (a few bounded D-Bus calls, or reboot(2)) is
+	// not cut in half by a signal; Finish leaves this mode.
+	r.leaveHold = r.d.Signal.Hold("handing the " + r.verb + " to the system")
+	return r, nil
+}
+
+// Finish is handoff.Prepared: a refused hand-off (or a failed reboot(2)
+// after -f) leaves the machine running, so gnsh's cordon is undone, still
+// under the lock.
+func (r *run) Finish(ctx context.Context, err error) {
+	r.leaveHold()
+	if err != nil && r.cordoned {
+		r.undo("the " + r.verb + " was not handed off")
+		r.event(ctx, "Warning", ReasonDrainFailed, "%s requested by %s was not handed off: %v", r.verb, r.d.who().User, err)
+	}
+	r.end()
+}
+
+// end releases the lock and leaves the signal modes.
+func (r *run) end() {
+	r.lock.Release()
+	r.lock = nil
+	r.leaveHold()
+	r.leaveDrain()
+}
+
+// undo removes the cordon this run made, held against signals (it is
+// bounded), with a fresh context: the drain's own may be cancelled.
+func (r *run) undo(why string) {
+	if !r.cordoned || r.sess == nil {
+		return
+	}
+	defer r.d.Signal.Hold("undoing gnsh's cordon of " + r.sess.node)()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*r.cfg.APITimeout.D())
+	defer cancel()
+	// Only the cordon whose record is this run's: not an admin's, nor one
+	// an earlier gnsh made (say, for a schedule).
+	undone, err := uncordonNode(ctx, r.sess.c, r.sess.node, r.mine)
+	switch {
+	case err != nil:
+		r.warn("%s, but uncordoning %s failed (%v); run 'gnsh uncordon --only-if-ours' when the API server answers", why, r.sess.node, err)
+	case undone:
+		r.cordoned = false
+		r.info("%s; %s uncordoned", why, r.sess.node)
+	}
+}
+
+// mine reports whether a cordon record is the one this run wrote.
+func (r *run) mine(o *drain.Ownership) bool {
+	return o.Action == r.own.Action && o.User == r.own.User && o.TTY == r.own.TTY && o.Time.Equal(r.own.Time) &&
+		o.BootID == r.own.BootID
+}
+
+func (r *run) ownership(when *time.Time) drain.Ownership {
+	w := r.d.who()
+	return drain.Ownership{Action: r.verb, User: w.User, TTY: w.TTY, Time: r.d.now().UTC().Truncate(time.Second),
+		BootID: r.d.bootID(), When: when}
+}
+
+func (r *run) event(ctx context.Context, typ, reason, format string, args ...any) {
+	if r.sess == nil || !r.cfg.Events {
+		return
+	}
+	// Not worth more than a debug line: the drain goes on without it.
+	if err := r.sess.event(ctx, r.cfg.APITimeout.D(), typ, reason, format, args...); err != nil {
+		r.debug("event %s not posted: %v", reason, err)
+	}
+}
+
+// cancelRun is shutdown -c: after logind cancelled, gnsh undoes the cordon
+// it made for that schedule (and only that one).
+type cancelRun struct {
+	d   *Drainer
+	req *legacy.Request
+}
+
+func (c *cancelRun) Finish(ctx context.Context, err error) {
+	if err != nil || c.req.Drain.Skip {
+		return
+	}
+	r := newRun(c.d, forShutdown, "cancel")
+	if r.loadConfig(nil) != nil || !r.cfg.Drain || !r.isNode() {
+		return
+	}
+	s, err := c.d.connect(ctx, r.cfg, "", r.out.sayf)
+	if err != nil {
+		r.warn("cannot check the node for gnsh's cordon (%v); 'gnsh uncordon --only-if-ours' undoes it", err)
+		return
+	}
+	r.sess = s
+	n, err := s.readNode(ctx, r.cfg.APITimeout.D())
+	if err != nil {
+		r.warn("cannot check %s for gnsh's cordon (%v); 'gnsh uncordon --only-if-ours' undoes it", s.node, err)
+		return
+	}
+	if o := drain.Owner(n); o == nil || o.When == nil {
+		return // not gnsh's cordon for a schedule
+	}
+	// A drain for the schedule may still be running: it would schedule its
+	// shutdown when done, after this cancel.
+	lock, err := c.d.lock("cancel", s.node)
+	var held *HeldError
+	if errors.As(err, &held) {
+		r.warn("%v. It will still schedule its shutdown when its drain ends: interrupt %s (SIGINT), which also undoes its cordon",
+			held, held.pid())
+		return
+	}
+	defer lock.Release()
+	ctx, cancel := context.WithTimeout(ctx, 2*r.cfg.APITimeout.D())
+	defer cancel()
+	undone, err := uncordonNode(ctx, s.c, s.node, func(o *drain.Ownership) bool { return o.When != nil })
+	switch {
+	case err != nil:
+		r.warn("the scheduled shutdown was cancelled, but uncordoning %s failed (%v); run 'gnsh uncordon --only-if-ours'", s.node, err)
+	case undone:
+		r.info("the scheduled shutdown was cancelled; %s uncordoned", s.node)
+		r.event(ctx, "Normal", ReasonUncordoned, "Scheduled shutdown cancelled by %s; uncordoned", c.d.who().User)
+	}
+}
