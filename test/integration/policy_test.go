@@ -1,0 +1,204 @@
+package integration
+
+// The drain policy's hard cases with the real binary, a real API server and
+// the fake logind: an API server that answers but cannot be used, a Node
+// that is another machine, a user who is not root, and a refused reboot's
+// parameter. Each scenario has its own Node.
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gnsh/gnsh/test/internal/rig"
+)
+
+var policyNodes = []string{"unauth", "forbid", "other", "nonroot", "param"}
+
+func TestDrainPolicy(t *testing.T) {
+	t.Parallel()
+	k := startCluster(t, policyNodes...)
+	// A user no RBAC rule mentions, made before the parallel scenarios
+	// (controlplane.sh's CA serial file is not safe for concurrent use).
+	stranger := k.cp.UserKubeconfig(t, "stranger")
+	for _, sc := range []struct {
+		name string
+		f    func(*testing.T, *cluster)
+	}{
+		{"401: credentials rejected", testUnauthorized},
+		{"403: identity may not", func(t *testing.T, k *cluster) { testForbidden(t, k, stranger) }},
+		{"the Node is another machine", testOtherMachine},
+		{"not root", testNotRoot},
+		{"a refused reboot leaves no parameter", testParamRestored},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			sc.f(t, k)
+		})
+	}
+}
+
+// handedOffWithOneWarning checks a run that warned once (the line matching
+// want, "…" for anything) and handed off, leaving the pods alone.
+func handedOffWithOneWarning(t *testing.T, n *node, r rig.Result, b busLogind, want string) {
+	t.Helper()
+	if r.Code != 0 {
+		t.Fatalf("exit %d, want 0", r.Code)
+	}
+	wantHandOff(t, "", b.ld.Calls(), "RebootWithFlags")
+	if lines := strings.Split(strings.TrimSpace(r.Stderr), "\n"); len(lines) != 1 {
+		t.Errorf("want one line, got %q", r.Stderr)
+	}
+	wantLines(t, r.Stderr, want)
+	n.wantCordon("")
+	if got := len(n.pods()); got != 2 {
+		t.Errorf("%d pods left, want 2", got)
+	}
+}
+
+// testUnauthorized: credentials the API server rejects (an expired kubelet
+// client certificate) never stop a reboot.
+func testUnauthorized(t *testing.T, k *cluster) {
+	n := k.newNode(t, "unauth")
+	n.replicaSet("web", 2, podOpts{})
+	n.waitRunning(2)
+	cfg, err := clientcmd.LoadFromFile(k.cp.NodeKubeconfig(t, n.name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range cfg.AuthInfos {
+		a.ClientCertificate, a.ClientKey, a.Token = "", "", "not-a-valid-token"
+	}
+	kc := filepath.Join(t.TempDir(), "expired.conf")
+	if err := clientcmd.WriteToFile(*cfg, kc); err != nil {
+		t.Fatal(err)
+	}
+	b := newLogind(t)
+	env := []string{"KUBECONFIG=" + kc, "GNSH_CONFIG=" + writeConfig(t, config("node: unauth")), "LOGNAME=alice"}
+	r := gnshRun(t, b.bus, env, "reboot")
+	handedOffWithOneWarning(t, n, r, b,
+		"gnsh: warning: the API server does not accept the credentials in "+kc+" (401 Unauthorized): renew them (an expired kubelet client certificate?); rebooting without draining")
+}
+
+// testForbidden: an identity that may not read the Node (no binding).
+func testForbidden(t *testing.T, k *cluster, kubeconfig string) {
+	n := k.newNode(t, "forbid")
+	n.replicaSet("web", 2, podOpts{})
+	n.waitRunning(2)
+	b := newLogind(t)
+	env := []string{"KUBECONFIG=" + kubeconfig, "GNSH_CONFIG=" + writeConfig(t, config("node: forbid")), "LOGNAME=alice"}
+	r := gnshRun(t, b.bus, env, "reboot")
+	handedOffWithOneWarning(t, n, r, b,
+		"gnsh: warning: the identity in "+kubeconfig+" may not drain this node (403 Forbidden: …): use the kubelet's kubeconfig or apply install/kubernetes/rbac.yaml; rebooting without draining")
+}
+
+// testOtherMachine: root's kubeconfig reaches a cluster in which a Node has
+// this host's name but another machine ID: not drained.
+func testOtherMachine(t *testing.T, k *cluster) {
+	mid, err := os.ReadFile("/etc/machine-id")
+	if err != nil || len(strings.TrimSpace(string(mid))) == 0 {
+		t.Skipf("this host has no /etc/machine-id: %v", err)
+	}
+	n := k.newNode(t, "other")
+	n.replicaSet("web", 2, podOpts{})
+	n.waitRunning(2)
+	ctx := ctxFor(t, time.Minute)
+	obj := n.get()
+	obj.Status.NodeInfo.MachineID = "0123456789abcdef0123456789abcdef"
+	if _, err := n.admin.CoreV1().Nodes().UpdateStatus(ctx, obj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b := newLogind(t)
+	r := gnshRun(t, b.bus, n.env(fastConfig), "reboot")
+	handedOffWithOneWarning(t, n, r, b, "gnsh: warning: the Node other in the cluster is not this machine (…); rebooting without draining")
+	if got := n.get().Status.NodeInfo.MachineID; got != "0123456789abcdef0123456789abcdef" {
+		t.Errorf("the machine ID was reset to %q during the test", got)
+	}
+}
+
+// testNotRoot: a user who cannot read the kubelet's 0600 kubeconfig is
+// refused with one line (root or --no-drain), and nothing is handed off;
+// --no-drain goes on.
+func testNotRoot(t *testing.T, k *cluster) {
+	n := k.newNode(t, "nonroot")
+	n.replicaSet("web", 2, podOpts{})
+	n.waitRunning(2)
+	// As kubeadm leaves it: a world-traversable directory, a 0600 file.
+	dir := filepath.Join(t.TempDir(), "etc-kubernetes")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(k.cp.NodeKubeconfigData(t, n.name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := filepath.Join(dir, "kubelet.conf")
+	if err := os.WriteFile(kc, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, fastConfig)
+	if err := os.Chmod(cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(cfg), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := newLogind(t)
+	env := []string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address(), "KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg, "LOGNAME=alice"}
+	asNobody := func(args ...string) rig.Result {
+		argv := append([]string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", filepath.Join(binDir, "reboot")}, args...)
+		r := rig.Run(t, rig.Spec{Env: env, Argv: argv})
+		logRun(t, "reboot (uid 65534)", args, r, 0)
+		return r
+	}
+	r := asNobody()
+	if r.Code != 1 {
+		t.Errorf("exit %d, want 1", r.Code)
+	}
+	if !strings.HasPrefix(r.Stderr, "gnsh: cannot drain this Kubernetes node as alice (") ||
+		!strings.HasSuffix(r.Stderr, "); run the command as root, or again with --no-drain\n") || strings.Count(r.Stderr, "\n") != 1 {
+		t.Errorf("stderr %q", r.Stderr)
+	}
+	noLogind(t, b.ld)
+	n.wantCordon("")
+
+	r = asNobody("--no-drain")
+	if r.Code != 0 || r.Stderr != "" {
+		t.Errorf("--no-drain: exit %d, stderr %q", r.Code, r.Stderr)
+	}
+	wantHandOff(t, "--no-drain", b.ld.Calls(), "RebootWithFlags")
+}
+
+// testParamRestored: reboot ARG writes /run/systemd/reboot-param before the
+// drain (systemd's order); when the drain refuses, the parameter is put
+// back as it was, so that the next reboot does not use it.
+func testParamRestored(t *testing.T, k *cluster) {
+	n := k.newNode(t, "param")
+	n.replicaSet("db", 2, podOpts{})
+	n.waitRunning(2)
+	n.pdb("db", 2)
+	b := newLogind(t)
+	env := n.env(config("drainTimeout: 3s"))
+	for _, before := range []string{"", "recovery"} {
+		r := rig.Run(t, rig.Spec{Env: append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address()}, env...),
+			Argv: []string{filepath.Join(binDir, "reboot"), "firmware"}, Param: before})
+		logRun(t, "reboot firmware", nil, r, 0)
+		want := before
+		if want == "" {
+			want = "<none>"
+		}
+		if r.Code != 1 || r.Param != want {
+			t.Errorf("before %q: exit %d, parameter after %q, want %q", before, r.Code, r.Param, want)
+		}
+	}
+	noLogind(t, b.ld)
+	n.wantCordon("")
+}
