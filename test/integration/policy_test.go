@@ -12,13 +12,16 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/gnsh/gnsh/test/internal/kwok"
 	"github.com/gnsh/gnsh/test/internal/rig"
 )
 
-var policyNodes = []string{"unauth", "forbid", "other", "nonroot", "param"}
+var policyNodes = []string{"unauth", "forbid", "other", "nonroot", "param", "deadkubelet"}
 
 func TestDrainPolicy(t *testing.T) {
 	t.Parallel()
@@ -35,6 +38,7 @@ func TestDrainPolicy(t *testing.T) {
 		{"the Node is another machine", testOtherMachine},
 		{"not root", testNotRoot},
 		{"a refused reboot leaves no parameter", testParamRestored},
+		{"the kubelet is dead", testDeadKubelet},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
@@ -201,4 +205,49 @@ func testParamRestored(t *testing.T, k *cluster) {
 	}
 	noLogind(t, b.ld)
 	n.wantCordon("")
+}
+
+// testDeadKubelet: a node whose kubelet is dead (its Lease last renewed
+// ten minutes ago, no kubelet to finish evicted pods): gnsh evicts, does
+// not wait for pods that cannot go, says so and reboots, long before the
+// drain timeout. Rebooting is how a wedged kubelet gets fixed.
+func testDeadKubelet(t *testing.T, k *cluster) {
+	ctx := ctxFor(t, time.Minute)
+	name := "deadkubelet"
+	obj := kwok.Node(name, 100)
+	delete(obj.Annotations, "kwok.x-k8s.io/node") // kwok is not its kubelet
+	if _, err := k.admin.CoreV1().Nodes().Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n := &node{cluster: k, t: t, name: name, ns: "ns-" + name}
+	if _, err := k.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n.ns}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	renewed := metav1.NewMicroTime(time.Now().Add(-10 * time.Minute))
+	holder, secs := name, int32(40)
+	if _, err := k.admin.CoordinationV1().Leases("kube-node-lease").Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-node-lease"},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &renewed},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods := n.replicaSet("web", 3, podOpts{})
+	b := newLogind(t)
+	start := time.Now()
+	r := gnshRun(t, b.bus, n.env(config("drainTimeout: 2m")), "reboot")
+	took := time.Since(start)
+	if r.Code != 0 {
+		t.Fatalf("exit %d, want 0", r.Code)
+	}
+	wantHandOff(t, "", b.ld.Calls(), "RebootWithFlags")
+	wantLines(t, r.Stderr, "gnsh: warning: … "+name+" …; rebooting without waiting for them")
+	if took > time.Minute {
+		t.Errorf("took %s: waited for pods that cannot go", took.Round(time.Second))
+	}
+	// Evicted (Terminating), not gone: nothing finishes them.
+	if got := len(n.pods()); got != len(pods) {
+		t.Errorf("%d pods left, want %d terminating", got, len(pods))
+	}
+	n.wantCordon("reboot")
 }
