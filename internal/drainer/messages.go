@@ -38,7 +38,35 @@ func (e *Interrupted) Error() string {
 	if e.Msg != "" {
 		return e.Msg
 	}
-	return "gnsh: drain interrupted by " + signals.Name(e.Sig)
+	return "gnsh: drain " + e.what()
+}
+
+// what is "interrupted by SIGINT".
+func (e *Interrupted) what() string { return "interrupted by " + signals.Name(e.Sig) }
+
+// configUnreadable is a config file that exists but cannot be read: a
+// non-root user and a 0600 file.
+type configUnreadable struct{ err error }
+
+func (e *configUnreadable) Error() string { return e.err.Error() }
+func (e *configUnreadable) Unwrap() error { return e.err }
+
+// eventText says in an Event why a shutdown went on without a finished
+// drain.
+func (o outcome) eventText() string {
+	switch o {
+	case blocked:
+		return "drain incomplete, forced"
+	case kubeletDown:
+		return "pods evicted, kubelet not running: not waiting for them"
+	case otherMachine:
+		return "not drained: the Node is another machine"
+	case notRegistered:
+		return "not drained: no such Node"
+	case lockHeld:
+		return "no cordon: another gnsh is draining"
+	}
+	return "not drained: " + o.String()
 }
 
 // Signal is the signal that interrupted the drain.

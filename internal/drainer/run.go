@@ -60,6 +60,10 @@ func (r *run) loadConfig(req *legacy.Request) error {
 	c, err := config.Load(r.d.configPath())
 	r.cfg = c
 	if err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			// Not root, most likely: a file the admin made 0600.
+			return &configUnreadable{err}
+		}
 		return err
 	}
 	if req != nil && req.Drain.Timeout > 0 {
@@ -75,7 +79,11 @@ func (r *run) loadConfig(req *legacy.Request) error {
 // policy to how that went.
 func (r *run) prepare(ctx context.Context, req *legacy.Request) (handoff.Prepared, error) {
 	if err := r.loadConfig(req); err != nil {
-		return r.conclude(badConfig, err)
+		o := badConfig
+		if errors.As(err, new(*configUnreadable)) {
+			o = notPermitted
+		}
+		return r.conclude(o, err)
 	}
 	if !r.cfg.Drain {
 		r.debug("drain: false in %s: not draining", r.d.configPath())
@@ -203,7 +211,8 @@ func (r *run) drain(ctx context.Context) outcome {
 	switch o {
 	case interrupted:
 		err = &Interrupted{Sig: r.d.Signal.Caught()}
-	case apiFailed:
+		r.event(ctx, "Warning", ReasonDrainFailed, "Drain %s after %s; gnsh's cordon is undone", (&Interrupted{Sig: r.d.Signal.Caught()}).what(), elapsed)
+	case apiFailed: // the API server would not take the Event either
 	default:
 		r.event(ctx, "Warning", ReasonDrainFailed, "Drain failed after %s: %v", elapsed, err)
 	}
@@ -280,8 +289,12 @@ func (r *run) conclude(o outcome, err error) (handoff.Prepared, error) {
 	if msg != "" {
 		r.warn("%s", msg)
 	}
-	if o == drained && r.purpose == forShutdown {
-		r.event(context.Background(), "Normal", ReasonHandOff, "%s requested by %s: drained, handing off to systemd-logind", r.verb, who(r.own))
+	if r.purpose == forShutdown {
+		if o == drained {
+			r.event(context.Background(), "Normal", ReasonHandOff, "%s requested by %s: drained, handing off to systemd-logind", r.verb, who(r.own))
+		} else if o != apiFailed {
+			r.event(context.Background(), "Warning", ReasonHandOff, "%s requested by %s: %s; handing off to systemd-logind", r.verb, who(r.own), o.eventText())
+		}
 	}
 	if !r.onNode || r.purpose == forMaintenance {
 		r.end()
