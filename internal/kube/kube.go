@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,7 +54,13 @@ type Locator struct {
 	Getenv     func(string) string
 	Root       string // prefix for the well-known paths ("" = /); for tests
 	Hostname   func() (string, error)
-	Timeout    time.Duration // per request; DefaultConnectTimeout if zero
+	// Timeout bounds each API request, from sending it to the end of
+	// reading its answer (a watch ends after it too); DefaultConnectTimeout
+	// if zero.
+	Timeout time.Duration
+	// Warn receives the API server's warnings (deprecations and the like),
+	// each distinct text once per RESTConfig; nil drops them.
+	Warn func(string)
 }
 
 func (l *Locator) path(p string) string {
@@ -93,19 +100,34 @@ func (l *Locator) FindKubeconfig() (string, error) {
 	return "", ErrNoKubeconfig
 }
 
-// RESTConfig loads a kubeconfig with drain-sized rate limits and a bounded
-// request timeout. Relative paths inside it resolve against its directory,
-// as kubectl does.
+// RESTConfig loads a kubeconfig for a drain. Relative paths inside it
+// resolve against its directory, as kubectl does.
+//
+// Every client made from the result:
+//   - sends each request once, however it fails, and bounds it by
+//     Timeout (see singleShot; rest.Config.Timeout is left at 0 on
+//     purpose);
+//   - has drain-sized rate limits (DefaultQPS, DefaultBurst) and the user
+//     agent gnsh;
+//   - hands API-server warnings to Warn.
+//
+// RESTConfig also silences klog, process wide, so that client-go prints
+// nothing of its own.
 func (l *Locator) RESTConfig(path string) (*rest.Config, error) {
+	silenceKlog()
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig %s: %w", path, err)
 	}
 	cfg.QPS, cfg.Burst = DefaultQPS, DefaultBurst
-	cfg.Timeout = l.Timeout
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultConnectTimeout
+	timeout := l.Timeout
+	if timeout <= 0 {
+		timeout = DefaultConnectTimeout
 	}
+	cfg.Timeout = 0
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &singleShot{next: rt, timeout: timeout} })
+	cfg.WarningHandler = nil
+	cfg.WarningHandlerWithContext = &warnings{warn: l.Warn}
 	cfg.UserAgent = "gnsh"
 	return cfg, nil
 }

@@ -1,0 +1,93 @@
+package kube
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// Some tests need a process of their own: klog is silenced process wide,
+// and file permissions only bind a user other than root. They re-execute
+// the test binary, which then runs TestHelperProcess only, in the mode
+// named by $GNSH_KUBE_HELPER.
+const helperEnv = "GNSH_KUBE_HELPER"
+
+func TestHelperProcess(t *testing.T) {
+	mode := os.Getenv(helperEnv)
+	if mode == "" {
+		t.Skip("helper for other tests")
+	}
+	var err error
+	switch {
+	case strings.HasPrefix(mode, "klog-"):
+		err = klogHelper(strings.TrimPrefix(mode, "klog-"))
+	default:
+		err = fmt.Errorf("unknown helper mode %q", mode)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// On success the testing package adds "PASS" to stdout, and nothing to
+	// stderr.
+}
+
+// runHelper runs the test binary in mode; uid ≠ 0 runs it as that user
+// (and group), from a copy that user can execute. It returns stdout and
+// stderr.
+func runHelper(t *testing.T, mode string, uid uint32, env ...string) (stdout, stderr string) {
+	t.Helper()
+	bin := os.Args[0]
+	cmd := exec.Command(bin, "-test.run=^TestHelperProcess$")
+	if uid != 0 {
+		dir := traversable(t)
+		bin = filepath.Join(dir, "kube.test")
+		copyFile(t, os.Args[0], bin, 0o755)
+		cmd = exec.Command(bin, "-test.run=^TestHelperProcess$")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
+		cmd.Dir = dir
+	}
+	cmd.Env = append([]string{helperEnv + "=" + mode, "PATH=" + os.Getenv("PATH"), "HOME=/nonexistent"}, env...)
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("helper %s: %v\nstdout: %s\nstderr: %s", mode, err, so.String(), se.String())
+	}
+	return so.String(), se.String()
+}
+
+// traversable returns a new temporary directory that every user may
+// search (t.TempDir makes 0700 directories).
+func traversable(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func copyFile(t *testing.T, from, to string, mode os.FileMode) {
+	t.Helper()
+	in, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
