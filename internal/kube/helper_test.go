@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -26,6 +28,8 @@ func TestHelperProcess(t *testing.T) {
 	switch {
 	case strings.HasPrefix(mode, "klog-"):
 		err = klogHelper(strings.TrimPrefix(mode, "klog-"))
+	case mode == "locate":
+		err = locateHelper(os.Getenv("GNSH_KUBE_CASE"))
 	default:
 		err = fmt.Errorf("unknown helper mode %q", mode)
 	}
@@ -34,6 +38,12 @@ func TestHelperProcess(t *testing.T) {
 	}
 	// On success the testing package adds "PASS" to stdout, and nothing to
 	// stderr.
+}
+
+// helperResult is a child's answer, one JSON line on stdout.
+type helperResult struct {
+	FindPath, FindErr, FindKind string
+	RESTErr, RESTKind, RESTPath string
 }
 
 // runHelper runs the test binary in mode; uid ≠ 0 runs it as that user
@@ -90,4 +100,44 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// locateHelper runs FindKubeconfig and RESTConfig for the Locator in
+// caseJSON and prints what they returned.
+func locateHelper(caseJSON string) error {
+	var c struct {
+		Kubeconfig, Root, KUBECONFIG string
+	}
+	if err := json.Unmarshal([]byte(caseJSON), &c); err != nil {
+		return err
+	}
+	l := &Locator{Kubeconfig: c.Kubeconfig, Root: c.Root, Getenv: func(k string) string {
+		if k == "KUBECONFIG" {
+			return c.KUBECONFIG
+		}
+		return ""
+	}}
+	var res helperResult
+	kind := func(err error) (string, string) {
+		var ue *UnreadableError
+		switch {
+		case err == nil:
+			return "", ""
+		case errors.As(err, &ue):
+			return "unreadable", ue.Path
+		case errors.Is(err, ErrNoKubeconfig):
+			return "none", ""
+		}
+		return "other", ""
+	}
+	path, err := l.FindKubeconfig()
+	res.FindPath = path
+	if err != nil {
+		res.FindErr = err.Error()
+		res.FindKind, res.FindPath = kind(err)
+	} else if _, err := l.RESTConfig(path); err != nil {
+		res.RESTErr = err.Error()
+		res.RESTKind, res.RESTPath = kind(err)
+	}
+	return json.NewEncoder(os.Stdout).Encode(res)
 }
