@@ -46,20 +46,15 @@ type helperResult struct {
 	RESTErr, RESTKind, RESTPath string
 }
 
-// runHelper runs the test binary in mode; uid ≠ 0 runs it as that user
-// (and group), from a copy that user can execute. It returns stdout and
-// stderr.
-func runHelper(t *testing.T, mode string, uid uint32, env ...string) (stdout, stderr string) {
+// runHelper runs the test binary bin (os.Args[0], or a copy from
+// userBinary) in mode; uid ≠ 0 runs it as that user and group. It returns
+// stdout and stderr.
+func runHelper(t *testing.T, bin, mode string, uid uint32, env ...string) (stdout, stderr string) {
 	t.Helper()
-	bin := os.Args[0]
 	cmd := exec.Command(bin, "-test.run=^TestHelperProcess$")
 	if uid != 0 {
-		dir := traversable(t)
-		bin = filepath.Join(dir, "kube.test")
-		copyFile(t, os.Args[0], bin, 0o755)
-		cmd = exec.Command(bin, "-test.run=^TestHelperProcess$")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
-		cmd.Dir = dir
+		cmd.Dir = filepath.Dir(bin)
 	}
 	cmd.Env = append([]string{helperEnv + "=" + mode, "PATH=" + os.Getenv("PATH"), "HOME=/nonexistent"}, env...)
 	var so, se strings.Builder
@@ -68,6 +63,15 @@ func runHelper(t *testing.T, mode string, uid uint32, env ...string) (stdout, st
 		t.Fatalf("helper %s: %v\nstdout: %s\nstderr: %s", mode, err, so.String(), se.String())
 	}
 	return so.String(), se.String()
+}
+
+// userBinary copies the test binary where any user may run it (the go
+// tool's build directory is root's alone).
+func userBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(traversable(t), "kube.test")
+	copyFile(t, os.Args[0], bin, 0o755)
+	return bin
 }
 
 // traversable returns a new temporary directory that every user may
@@ -102,27 +106,19 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 	}
 }
 
-// locateHelper runs FindKubeconfig and RESTConfig for the Locator in
-// caseJSON and prints what they returned.
-func locateHelper(caseJSON string) error {
-	var c struct {
-		Kubeconfig, Root, KUBECONFIG string
-	}
-	if err := json.Unmarshal([]byte(caseJSON), &c); err != nil {
+// locateCase is a Locator for locateHelper.
+type locateCase struct{ Kubeconfig, Root, KUBECONFIG string }
+
+// locateHelper runs FindKubeconfig and RESTConfig for each Locator in
+// casesJSON and prints what they returned, as a JSON array.
+func locateHelper(casesJSON string) error {
+	var cases []locateCase
+	if err := json.Unmarshal([]byte(casesJSON), &cases); err != nil {
 		return err
 	}
-	l := &Locator{Kubeconfig: c.Kubeconfig, Root: c.Root, Getenv: func(k string) string {
-		if k == "KUBECONFIG" {
-			return c.KUBECONFIG
-		}
-		return ""
-	}}
-	var res helperResult
 	kind := func(err error) (string, string) {
 		var ue *UnreadableError
 		switch {
-		case err == nil:
-			return "", ""
 		case errors.As(err, &ue):
 			return "unreadable", ue.Path
 		case errors.Is(err, ErrNoKubeconfig):
@@ -130,14 +126,24 @@ func locateHelper(caseJSON string) error {
 		}
 		return "other", ""
 	}
-	path, err := l.FindKubeconfig()
-	res.FindPath = path
-	if err != nil {
-		res.FindErr = err.Error()
-		res.FindKind, res.FindPath = kind(err)
-	} else if _, err := l.RESTConfig(path); err != nil {
-		res.RESTErr = err.Error()
-		res.RESTKind, res.RESTPath = kind(err)
+	results := make([]helperResult, len(cases))
+	for i, c := range cases {
+		l := &Locator{Kubeconfig: c.Kubeconfig, Root: c.Root, Getenv: func(k string) string {
+			if k == "KUBECONFIG" {
+				return c.KUBECONFIG
+			}
+			return ""
+		}}
+		res := &results[i]
+		path, err := l.FindKubeconfig()
+		res.FindPath = path
+		if err != nil {
+			res.FindErr = err.Error()
+			res.FindKind, res.FindPath = kind(err)
+		} else if _, err := l.RESTConfig(path); err != nil {
+			res.RESTErr = err.Error()
+			res.RESTKind, res.RESTPath = kind(err)
+		}
 	}
-	return json.NewEncoder(os.Stdout).Encode(res)
+	return json.NewEncoder(os.Stdout).Encode(results)
 }

@@ -89,15 +89,15 @@ current-context: x
 }
 
 func TestKlogSilenced(t *testing.T) {
-	_, plain := runHelper(t, "klog-plain", 0)
+	_, plain := runHelper(t, os.Args[0], "klog-plain", 0)
 	for _, want := range []string{"Unexpected error when reading response body", "Warning: default warning handler", "klog.Error"} {
 		if !strings.Contains(plain, want) {
 			t.Errorf("untouched klog: %q not on stderr (is the test still triggering it?):\n%s", want, plain)
 		}
 	}
-	_, output := runHelper(t, "klog-output", 0)
+	_, output := runHelper(t, os.Args[0], "klog-output", 0)
 	t.Logf("SetOutput(io.Discard) + LogToStderr(false) still prints:\n%s", output)
-	if _, quiet := runHelper(t, "klog-kube", 0); quiet != "" {
+	if _, quiet := runHelper(t, os.Args[0], "klog-kube", 0); quiet != "" {
 		t.Errorf("after Locator.RESTConfig, stderr has:\n%s", quiet)
 	}
 }

@@ -20,6 +20,7 @@ func TestUnreadable(t *testing.T) {
 		t.Skip("needs root to make files another user cannot read")
 	}
 	const nobody = 65534
+	bin := userBinary(t)
 	d := traversable(t)
 	mk := func(rel, content string, mode os.FileMode) string {
 		p := filepath.Join(d, rel)
@@ -40,8 +41,8 @@ func TestUnreadable(t *testing.T) {
 	kc := func(user string) string {
 		return strings.Replace(kubeconfig, "{client-certificate: pki/client.pem, client-key: pki/client.pem}", user, 1)
 	}
-	type locate struct{ Kubeconfig, Root, KUBECONFIG string }
-	for _, tt := range []struct {
+	type locate = locateCase
+	cases := []struct {
 		name  string
 		setup func(dir string) locate
 		// want: "find:unreadable", "rest:unreadable", "find:none" or "ok";
@@ -92,18 +93,27 @@ func TestUnreadable(t *testing.T) {
 		{"none", func(dir string) locate {
 			return locate{KUBECONFIG: d + "/" + dir + "/missing", Root: d + "/" + dir}
 		}, "find:none", ""},
-	} {
+	}
+	// Set every case up, then check them all in one child (a race-enabled
+	// test binary takes a second to start).
+	dirs := make([]string, len(cases))
+	locs := make([]locate, len(cases))
+	for i, tt := range cases {
+		dirs[i] = strings.NewReplacer(" ", "_", "$", "", "/", "", ",", "").Replace(tt.name)
+		if err := os.MkdirAll(filepath.Join(d, dirs[i]), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		locs[i] = tt.setup(dirs[i])
+	}
+	c, _ := json.Marshal(locs)
+	stdout, _ := runHelper(t, bin, "locate", nobody, "GNSH_KUBE_CASE="+string(c))
+	var results []helperResult
+	if err := json.NewDecoder(strings.NewReader(stdout)).Decode(&results); err != nil || len(results) != len(cases) {
+		t.Fatalf("helper output %q: %v", stdout, err)
+	}
+	for i, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := strings.NewReplacer(" ", "_", "$", "", "/", "").Replace(tt.name)
-			if err := os.MkdirAll(filepath.Join(d, dir), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			c, _ := json.Marshal(tt.setup(dir))
-			stdout, _ := runHelper(t, "locate", nobody, "GNSH_KUBE_CASE="+string(c))
-			var res helperResult
-			if err := json.NewDecoder(strings.NewReader(stdout)).Decode(&res); err != nil {
-				t.Fatalf("helper output %q: %v", stdout, err)
-			}
+			res := results[i]
 			got, path, msg := "ok", "", ""
 			switch {
 			case res.FindErr != "":
@@ -113,7 +123,7 @@ func TestUnreadable(t *testing.T) {
 			}
 			wantPath := ""
 			if tt.path != "" {
-				wantPath = filepath.Join(d, dir, tt.path)
+				wantPath = filepath.Join(d, dirs[i], tt.path)
 			}
 			if got != tt.want || path != wantPath {
 				t.Fatalf("as uid %d: %s %q (%s); want %s %q", nobody, got, path, msg, tt.want, wantPath)
