@@ -156,6 +156,8 @@ func (d *Drainer) Describe(req *legacy.Request) string {
 	switch {
 	case errors.Is(err, kube.ErrNoKubeconfig):
 		return "none: no kubeconfig, not a Kubernetes node"
+	case classifyLocal(err) == notPermitted:
+		return fmt.Sprintf("refuse: %v (exit 1 before any call: run it as root, or with --no-drain)", err)
 	case err != nil:
 		return fmt.Sprintf("none: %v (a warning, then the hand-off)", err)
 	}

@@ -11,10 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gnsh/gnsh/internal/drain"
-	"github.com/gnsh/gnsh/internal/kube"
 )
-
-func setWarn(loc *kube.Locator, warn func(string)) {}
 
 func cordonNode(ctx context.Context, c kubernetes.Interface, n *corev1.Node, own drain.Ownership) (bool, error) {
 	return drain.Cordon(ctx, c, n.Name, own)

@@ -31,7 +31,7 @@ func (d *Drainer) connect(ctx context.Context, cfg config.Config, path string, w
 		return &session{c: c, node: node}, nil
 	}
 	loc := d.locator(cfg)
-	setWarn(&loc, warn)
+	loc.Warn = warn
 	if path == "" {
 		var err error
 		if path, err = loc.FindKubeconfig(); err != nil {

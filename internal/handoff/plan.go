@@ -187,8 +187,28 @@ type Plan struct {
 
 // Schedule is a scheduled shutdown time.
 type Schedule struct {
-	RFC3339 string `json:"rfc3339"`
-	Usec    uint64 `json:"usec"`
+	// RFC3339 is the time in the plan's zone. It is absent for a time after
+	// the year 9999, which RFC 3339 cannot write.
+	RFC3339 string `json:"rfc3339,omitempty"`
+	// Usec is the value sent to logind, CLOCK_REALTIME µs. "shutdown m"
+	// computes it in uint64 as systemd does, so a huge m may wrap around
+	// 2^64 to a time in the past, which logind carries out at once.
+	Usec uint64 `json:"usec"`
+	// Note is set for a time too far ahead for systemd to print.
+	Note string `json:"note,omitempty"`
+}
+
+// schedule describes usec for the plan. Values above math.MaxInt64 µs are
+// not turned into dates through int64 (which would put them before 1970).
+func schedule(usec uint64, loc *time.Location) *Schedule {
+	s := &Schedule{Usec: usec}
+	if t := legacy.FromUsec(usec).In(loc); t.Year() <= 9999 {
+		s.RFC3339 = t.Format(time.RFC3339)
+	}
+	if usec > usecTimestampFormattableMax {
+		s.Note = "at the end of year 9999 or later: systemd prints it as --- XXXX-XX-XX XX:XX:XX; logind keeps it pending, in effect for ever"
+	}
+	return s
 }
 
 // Wall is the wall message sent to logind.
@@ -215,7 +235,7 @@ func MakePlan(ctx context.Context, req *legacy.Request, host Host, loc *time.Loc
 		p.Args = []string{}
 	}
 	if !req.Immediate() && req.Action.IsShutdown() {
-		p.Scheduled = &Schedule{RFC3339: legacy.FromUsec(req.When).In(loc).Format(time.RFC3339), Usec: req.When}
+		p.Scheduled = schedule(req.When, loc)
 	}
 	if req.Action.IsShutdown() || req.Action == legacy.Cancel {
 		p.Wall = &Wall{Message: req.WallMessage(), Enabled: !req.NoWall}

@@ -385,10 +385,25 @@ func (r *Runner) showWith(ctx context.Context, l Logind) error {
 	return nil
 }
 
-// formatTimestamp is systemd's FORMAT_TIMESTAMP_STYLE(usec, TIMESTAMP_PRETTY).
+// usecTimestampFormattableMax is systemd's USEC_TIMESTAMP_FORMATTABLE_MAX
+// for a 64-bit time_t: Thu 9999-12-30 23:59:59 UTC, a day short of the end
+// of year 9999 so that no time zone reaches a five-digit year.
+const usecTimestampFormattableMax = 253402214399000000
+
+// formatTimestamp is systemd 252's FORMAT_TIMESTAMP_STYLE(usec,
+// TIMESTAMP_PRETTY) as logind_show_shutdown() passes it to "%s".
+//
+// A TIME of many minutes is computed in uint64 and may lie far beyond the
+// year 9999; systemd then prints a fixed placeholder rather than a date.
+// For 0 and USEC_INFINITY format_timestamp_style() returns NULL, which
+// glibc's printf writes as "(null)"; logind reports such values only when
+// a client scheduled them itself.
 func (r *Runner) formatTimestamp(usec uint64) string {
-	if usec == 0 || usec == ^uint64(0) {
-		return "n/a"
+	switch {
+	case usec == 0 || usec == ^uint64(0):
+		return "(null)"
+	case usec > usecTimestampFormattableMax:
+		return "--- XXXX-XX-XX XX:XX:XX"
 	}
 	loc := r.Location
 	if loc == nil {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,6 +47,35 @@ const DefaultConnectTimeout = 5 * time.Second
 // node (or gnsh was not told how to reach the cluster).
 var ErrNoKubeconfig = errors.New("no kubeconfig found")
 
+// UnreadableError means a kubeconfig, or a file it names (certificate
+// authority, client certificate or key, token file), exists but this user
+// may not read it: typically a user other than root and the kubelet's 0600
+// /etc/kubernetes/kubelet.conf. It is neither "no kubeconfig" (this is a
+// Kubernetes node) nor an unreachable API server (nothing was asked).
+type UnreadableError struct {
+	Path string // the file that could not be read
+	Err  error  // the error reading it (EACCES or EPERM)
+}
+
+func (e *UnreadableError) Error() string {
+	reason := e.Err
+	var pe *fs.PathError
+	if errors.As(e.Err, &pe) {
+		reason = pe.Err // the path is already said
+	}
+	return fmt.Sprintf("cannot read %s: %v", e.Path, reason)
+}
+
+func (e *UnreadableError) Unwrap() error { return e.Err }
+
+// unreadable returns an *UnreadableError when err is a permission error.
+func unreadable(path string, err error) error {
+	if errors.Is(err, fs.ErrPermission) {
+		return &UnreadableError{Path: path, Err: err}
+	}
+	return nil
+}
+
 // Locator finds the kubeconfig and the node name.
 type Locator struct {
 	Kubeconfig string // --kubeconfig; must exist if given
@@ -53,7 +83,13 @@ type Locator struct {
 	Getenv     func(string) string
 	Root       string // prefix for the well-known paths ("" = /); for tests
 	Hostname   func() (string, error)
-	Timeout    time.Duration // per request; DefaultConnectTimeout if zero
+	// Timeout bounds each API request, from sending it to the end of
+	// reading its answer (a watch ends after it too); DefaultConnectTimeout
+	// if zero.
+	Timeout time.Duration
+	// Warn receives the API server's warnings (deprecations and the like),
+	// each distinct text once per RESTConfig; nil drops them.
+	Warn func(string)
 }
 
 func (l *Locator) path(p string) string {
@@ -66,11 +102,20 @@ func (l *Locator) path(p string) string {
 // FindKubeconfig returns the first kubeconfig in order: --kubeconfig (an
 // error if missing), the first existing file of $KUBECONFIG (a colon
 // list), /etc/gnsh/kubeconfig, /etc/kubernetes/kubelet.conf. It returns
-// ErrNoKubeconfig when there is none.
+// ErrNoKubeconfig when there is none, and an *UnreadableError when the
+// first one that exists (or whose directory may not be searched) cannot
+// be read: the next one may belong to another cluster, so it does not go
+// on.
 func (l *Locator) FindKubeconfig() (string, error) {
 	if l.Kubeconfig != "" {
 		if _, err := os.Stat(l.Kubeconfig); err != nil {
+			if u := unreadable(l.Kubeconfig, err); u != nil {
+				return "", u
+			}
 			return "", fmt.Errorf("--kubeconfig: %w", err)
+		}
+		if err := canRead(l.Kubeconfig); err != nil {
+			return "", err
 		}
 		return l.Kubeconfig, nil
 	}
@@ -84,30 +129,106 @@ func (l *Locator) FindKubeconfig() (string, error) {
 	}
 	candidates = append(candidates, l.path(GnshKubeconfig), l.path(KubeletKubeconfig))
 	for _, p := range candidates {
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+		fi, err := os.Stat(p)
+		switch {
+		case err == nil && fi.Mode().IsRegular():
+			if err := canRead(p); err != nil {
+				return "", err
+			}
 			return p, nil
-		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			if u := unreadable(p, err); u != nil {
+				return "", u
+			}
 			return "", fmt.Errorf("kubeconfig %s: %w", p, err)
 		}
 	}
 	return "", ErrNoKubeconfig
 }
 
-// RESTConfig loads a kubeconfig with drain-sized rate limits and a bounded
-// request timeout. Relative paths inside it resolve against its directory,
-// as kubectl does.
+// canRead opens path for reading: stat succeeds on a file this user may
+// not read. It returns an *UnreadableError for a permission error and nil
+// otherwise (other errors show when the file is used).
+func canRead(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return unreadable(path, err)
+	}
+	return f.Close()
+}
+
+// RESTConfig loads a kubeconfig for a drain. Relative paths inside it
+// resolve against its directory, as kubectl does. It returns an
+// *UnreadableError when the kubeconfig, or a file its current context
+// names, exists but cannot be read.
+//
+// Every client made from the result:
+//   - sends each request once, however it fails, and bounds it by
+//     Timeout (see singleShot; rest.Config.Timeout is left at 0 on
+//     purpose);
+//   - has drain-sized rate limits (DefaultQPS, DefaultBurst) and the user
+//     agent gnsh;
+//   - hands API-server warnings to Warn.
+//
+// RESTConfig also silences klog, process wide, so that client-go prints
+// nothing of its own.
 func (l *Locator) RESTConfig(path string) (*rest.Config, error) {
+	silenceKlog()
+	if err := checkReadable(path); err != nil {
+		return nil, err
+	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig %s: %w", path, err)
 	}
 	cfg.QPS, cfg.Burst = DefaultQPS, DefaultBurst
-	cfg.Timeout = l.Timeout
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultConnectTimeout
+	timeout := l.Timeout
+	if timeout <= 0 {
+		timeout = DefaultConnectTimeout
 	}
+	cfg.Timeout = 0
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &singleShot{next: rt, timeout: timeout} })
+	cfg.WarningHandler = nil
+	cfg.WarningHandlerWithContext = &warnings{warn: l.Warn}
 	cfg.UserAgent = "gnsh"
 	return cfg, nil
+}
+
+// checkReadable reports an *UnreadableError for the kubeconfig at path or
+// for a file its current context names. clientcmd would fail on them too,
+// but with a message that does not say which file, or only once a request
+// is made.
+func checkReadable(path string) error {
+	raw, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		if u := unreadable(path, err); u != nil {
+			return u
+		}
+		return nil // BuildConfigFromFlags reports it
+	}
+	if err := clientcmd.ResolveLocalPaths(raw); err != nil {
+		return nil
+	}
+	ctx := raw.Contexts[raw.CurrentContext]
+	if ctx == nil {
+		return nil
+	}
+	var files []string
+	if c := raw.Clusters[ctx.Cluster]; c != nil {
+		files = append(files, c.CertificateAuthority)
+	}
+	if a := raw.AuthInfos[ctx.AuthInfo]; a != nil {
+		files = append(files, a.ClientCertificate, a.ClientKey, a.TokenFile)
+	}
+	for _, f := range files {
+		if f == "" {
+			continue
+		}
+		if err := canRead(f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // NodeIdentity returns NAME when the client certificate's subject is

@@ -109,8 +109,10 @@ func TestRESTConfigAndIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.QPS != DefaultQPS || cfg.Burst != DefaultBurst || cfg.Timeout != DefaultConnectTimeout {
-		t.Fatalf("limits %v/%v/%v", cfg.QPS, cfg.Burst, cfg.Timeout)
+	// The per-request bound is in the transport (singleShot), not in
+	// http.Client.Timeout.
+	if cfg.QPS != DefaultQPS || cfg.Burst != DefaultBurst || cfg.Timeout != 0 || cfg.UserAgent != "gnsh" {
+		t.Fatalf("limits %v/%v/%v, agent %q", cfg.QPS, cfg.Burst, cfg.Timeout, cfg.UserAgent)
 	}
 	if got := NodeIdentity(cfg); got != "worker-7" {
 		t.Fatalf("NodeIdentity = %q (cert file resolved relative to the kubeconfig)", got)

@@ -6,6 +6,7 @@ package legacy
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -143,5 +144,61 @@ func Fail(format string, args ...any) *ExitError {
 // Usec converts a time to CLOCK_REALTIME microseconds.
 func Usec(t time.Time) uint64 { return uint64(t.UnixMicro()) }
 
+// MaxTime is the latest time FromUsec returns: math.MaxInt64 µs after the
+// epoch, in the year 294247.
+var MaxTime = time.UnixMicro(math.MaxInt64)
+
 // FromUsec converts CLOCK_REALTIME microseconds to a time.
-func FromUsec(u uint64) time.Time { return time.UnixMicro(int64(u)) }
+//
+// systemd's usec_t is unsigned, and "shutdown 160000000000" really asks
+// logind for now + 9.6e18 µs, above math.MaxInt64. Converting that through
+// int64 would give a time before 1970, so that a shutdown logind keeps
+// pending for ever would look overdue. FromUsec saturates instead: every
+// value above math.MaxInt64 gives MaxTime, so the result is never before
+// the epoch and never earlier than the time asked for. Use Until or
+// Request.DueIn for how long is left.
+func FromUsec(u uint64) time.Time {
+	if u > math.MaxInt64 {
+		return MaxTime
+	}
+	return time.UnixMicro(int64(u))
+}
+
+// Until is how long from now until the CLOCK_REALTIME time usec, computed
+// over the whole uint64 range as logind's timer sees it: 0 when usec is not
+// after now (logind acts at once on a time in the past), and
+// math.MaxInt64 (about 292 years) when the wait is longer than a
+// time.Duration holds.
+func Until(usec uint64, now time.Time) time.Duration {
+	var left uint64
+	if n := now.UnixMicro(); n >= 0 {
+		if usec <= uint64(n) {
+			return 0
+		}
+		left = usec - uint64(n)
+	} else {
+		// Only tests live before 1970; -n is at most 2^63.
+		left = usec + uint64(-n)
+		if left < usec {
+			return math.MaxInt64
+		}
+	}
+	if left > math.MaxInt64/uint64(time.Microsecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(left) * time.Microsecond
+}
+
+// DueIn is how long from now until a request's shutdown is due, which is
+// what the drain policy needs: 0 for an immediate request (When 0) and for
+// a TIME at or before now. The minutes of "shutdown m" are multiplied and
+// added in uint64 arithmetic, as systemd does, so a huge m can wrap around
+// 2^64 to a time in the past (logind then shuts down at once: due now) or
+// a few seconds ahead; a TIME beyond what a time.Duration holds gives
+// math.MaxInt64.
+func (r *Request) DueIn(now time.Time) time.Duration {
+	if r.When == 0 {
+		return 0
+	}
+	return Until(r.When, now)
+}

@@ -50,12 +50,11 @@ func startRig(t *testing.T, nodes ...string) *rig {
 	t.Helper()
 	controlplane.Need(t)
 	cp := controlplane.StartWith(t, controlplane.Options{Kwok: true, Nodes: nodes})
-	cfg, err := (&kube.Locator{}).RESTConfig(cp.AdminKubeconfig)
+	cfg, err := (&kube.Locator{Timeout: 30 * time.Second}).RESTConfig(cp.AdminKubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.QPS, cfg.Burst = -1, 0
-	cfg.Timeout = 30 * time.Second
 	return &rig{cp: cp, admin: kubernetes.NewForConfigOrDie(cfg)}
 }
 

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +48,13 @@ var cases = [][]string{
 	{"shutdown", "08"}, {"shutdown", "-1"}, {"shutdown", "+5m"}, {"shutdown", "tomorrow"}, {"shutdown", "24:00"},
 	{"shutdown", "12:60"}, {"shutdown", "1:2:3"}, {"shutdown", "x:30"}, {"shutdown", "NOW"}, {"shutdown", ""},
 	{"shutdown", "18446744073709551616"},
+	// Huge TIMEs: systemd computes now + 60e6·m µs in uint64. Past the year
+	// 9999 it prints a placeholder; above INT64_MAX µs; near UINT64_MAX;
+	// the sum wrapping around 2^64 to 49.5 s ago; the product wrapping to
+	// 10.4 s ahead; m = UINT64_MAX (the product is -1 min).
+	{"shutdown", "10000000000"}, {"shutdown", "-r", "160000000000", "far", "away"}, {"shutdown", "-k", "160000000000"},
+	{"shutdown", "0x2400000000"}, {"shutdown", "307400000000"}, {"shutdown", "-r", "307445734561"},
+	{"shutdown", "307445734562"}, {"shutdown", "18446744073709551615"},
 	// -k, -c, --show
 	{"shutdown", "-k"}, {"shutdown", "-k", "+3", "test", "only"}, {"shutdown", "-k", "now"}, {"shutdown", "-k", "-r", "now"},
 	{"shutdown", "-c"}, {"shutdown", "-c", "now", "never", "mind"}, {"shutdown", "-c", "--no-wall"}, {"shutdown", "--show"},
@@ -101,6 +109,28 @@ func rootfs(t *testing.T) string {
 func TestAgainstSystemd252(t *testing.T) {
 	rig.Need(t, "dbus-daemon", "chroot")
 	root := rootfs(t)
+	localBin := buildGnsh(t)
+	for _, argv := range cases {
+		t.Run(strings.Join(argv, " "), func(t *testing.T) {
+			t0 := time.Now()
+			want := runOne(t, root, "", argv, t0, nil)
+			got := runOne(t, root, localBin, argv, t0, nil)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("gnsh differs from systemd 252\n gnsh:    %+v\n systemd: %+v", got, want)
+			}
+			plan := planOne(t, filepath.Join(localBin, "gnsh"), argv, t0)
+			want.Systemd = nil // the plan's calls list logind's answer path only
+			if !reflect.DeepEqual(plan, want) {
+				t.Errorf("gnsh plan differs from systemd 252\n plan:    %+v\n systemd: %+v", plan, want)
+			}
+		})
+	}
+}
+
+// buildGnsh builds gnsh into a temporary directory with the four command
+// names linked to it, to be mounted over /usr/local/sbin in the chroot.
+func buildGnsh(t *testing.T) string {
+	t.Helper()
 	localBin := t.TempDir()
 	build := exec.Command("go", "build", "-o", filepath.Join(localBin, "gnsh"), "github.com/gnsh/gnsh/cmd/gnsh")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -112,18 +142,33 @@ func TestAgainstSystemd252(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, argv := range cases {
-		t.Run(strings.Join(argv, " "), func(t *testing.T) {
+	return localBin
+}
+
+// TestShowUnprintable compares "shutdown --show" when logind holds a
+// schedule that systemd cannot print as a date: 0 and UINT64_MAX (unset to
+// format_timestamp_style, which returns NULL for them) and a time past the
+// year 9999. Another client put it there; the test schedules it over the
+// bus first.
+func TestShowUnprintable(t *testing.T) {
+	rig.Need(t, "dbus-daemon", "chroot")
+	root := rootfs(t)
+	localBin := buildGnsh(t)
+	for _, usec := range []uint64{0, math.MaxUint64, math.MaxInt64 + 1, 253402214399000000, 253402214399000001} {
+		t.Run(strconv.FormatUint(usec, 10), func(t *testing.T) {
+			schedule := func(bus *logindtest.Bus) {
+				err := bus.Connect(t).Object("org.freedesktop.login1", "/org/freedesktop/login1").
+					Call("org.freedesktop.login1.Manager.ScheduleShutdown", 0, "reboot", usec).Err
+				if err != nil {
+					t.Fatalf("ScheduleShutdown(reboot, %d): %v", usec, err)
+				}
+			}
 			t0 := time.Now()
-			want := runOne(t, root, "", argv, t0)
-			got := runOne(t, root, localBin, argv, t0)
+			argv := []string{"shutdown", "--show"}
+			want := runOne(t, root, "", argv, t0, schedule)
+			got := runOne(t, root, localBin, argv, t0, schedule)
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("gnsh differs from systemd 252\n gnsh:    %+v\n systemd: %+v", got, want)
-			}
-			plan := planOne(t, filepath.Join(localBin, "gnsh"), argv, t0)
-			want.Systemd = nil // the plan's calls list logind's answer path only
-			if !reflect.DeepEqual(plan, want) {
-				t.Errorf("gnsh plan differs from systemd 252\n plan:    %+v\n systemd: %+v", plan, want)
 			}
 		})
 	}
@@ -193,11 +238,15 @@ func planOne(t *testing.T, gnsh string, argv []string, t0 time.Time) outcome {
 }
 
 // runOne runs argv in the bookworm chroot against a fresh fake logind;
-// localBin = "" runs systemd's own commands.
-func runOne(t *testing.T, root, localBin string, argv []string, t0 time.Time) outcome {
+// localBin = "" runs systemd's own commands. before, if set, runs once the
+// fake services are up.
+func runOne(t *testing.T, root, localBin string, argv []string, t0 time.Time, before func(*logindtest.Bus)) outcome {
 	bus := logindtest.StartBus(t)
 	ld := bus.StartLogind(t, logindtest.Options{Version: 252})
 	sd := bus.StartSystemd(t, logindtest.SystemdOptions{})
+	if before != nil {
+		before(bus)
+	}
 	sock := strings.TrimPrefix(bus.Address(), "unix:path=")
 	sock, _, _ = strings.Cut(sock, ",")
 	r := rig.Run(t, rig.Spec{
@@ -222,12 +271,28 @@ func render(c logindtest.Call, t0 time.Time) string {
 	for i, a := range c.Args {
 		args[i] = fmt.Sprintf("%#v", a)
 		if u, ok := a.(uint64); ok && c.Member == "ScheduleShutdown" {
-			if u%60_000_000 == 0 { // hh:mm: a whole minute, independent of t0
-				args[i] = time.UnixMicro(int64(u)).UTC().Format(time.RFC3339)
-			} else { // now + m minutes, with now's microseconds
-				args[i] = fmt.Sprintf("now+%dmin", time.UnixMicro(int64(u)).Sub(t0).Round(time.Minute)/time.Minute)
-			}
+			args[i] = renderWhen(u, t0)
 		}
 	}
 	return fmt.Sprintf("%s(%s:%s)", c.Member, c.Signature, strings.Join(args, ","))
+}
+
+const usecPerMinute = 60_000_000
+
+// renderWhen prints a ScheduleShutdown time. hh:mm is a whole minute within
+// a day of t0, printed as is. Anything else is now + m minutes, computed in
+// uint64 by both programs (wrapping around 2^64 for a huge m): the offset
+// from t0 modulo 2^64, rounded to minutes, gives m back whatever the
+// wrap-around did.
+func renderWhen(u uint64, t0 time.Time) string {
+	t0u := uint64(t0.UnixMicro())
+	if u%usecPerMinute == 0 && u > t0u && u-t0u <= 24*60*usecPerMinute {
+		return time.UnixMicro(int64(u)).UTC().Format(time.RFC3339)
+	}
+	d := u - t0u // modulo 2^64
+	m := d / usecPerMinute
+	if d%usecPerMinute >= usecPerMinute/2 {
+		m++
+	}
+	return fmt.Sprintf("now+%dmin", m)
 }

@@ -2,6 +2,7 @@ package shutdown
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -177,6 +178,52 @@ func TestTime(t *testing.T) {
 	}
 }
 
+// TestHugeTime pins what systemd does with TIMEs of many minutes: now +
+// 60e6·m µs in uint64, wrapping around 2^64 as C does, and what that means
+// for the drain policy (Request.DueIn).
+func TestHugeTime(t *testing.T) {
+	n := usec(now)
+	// plus is n + m minutes with C's wrap-around (Go constants refuse it).
+	plus := func(m uint64) uint64 { return n + m*minute }
+	for _, tt := range []struct {
+		spec  string
+		when  uint64
+		dueIn time.Duration
+	}{
+		{"+5", n + 5*minute, 5 * time.Minute},
+		{"153722867", n + 153722867*minute, 153722867 * time.Minute}, // 292 years: the longest time.Duration in minutes
+		{"153722868", n + 153722868*minute, math.MaxInt64},           // saturates
+		{"10000000000", plus(10000000000), math.MaxInt64},            // year 21039
+		// The first m whose time is above math.MaxInt64 µs: through int64
+		// it would read as before 1970, i.e. overdue.
+		{"153722867281", plus(153722867281), math.MaxInt64},
+		{"160000000000", plus(160000000000), math.MaxInt64},
+		{"0x4000000000", plus(0x4000000000), math.MaxInt64},
+		// The largest m whose product fits; the sum wraps past 2^64 to 49.5 s
+		// ago: logind acts at once, so the drain is due now.
+		{"307445734561", n - 49_551_616, 0},
+		// The product itself wraps: 10.448384 s from now.
+		{"307445734562", n + 10_448_384, 10_448_384 * time.Microsecond},
+		{"18446744073709551615", n - minute, 0},
+	} {
+		t.Run(tt.spec, func(t *testing.T) {
+			r, err := Parse([]string{"shutdown", "-r", tt.spec}, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.When != tt.when || r.Immediate() {
+				t.Errorf("When = %d, want %d (scheduled)", r.When, tt.when)
+			}
+			if got := r.DueIn(now); got != tt.dueIn {
+				t.Errorf("DueIn = %v, want %v", got, tt.dueIn)
+			}
+			if tt.when > math.MaxInt64 && legacy.FromUsec(r.When).Before(now) {
+				t.Errorf("FromUsec(%d) = %v: before now", r.When, legacy.FromUsec(r.When))
+			}
+		})
+	}
+}
+
 // TestTimeColonHour pins the C behaviour for ":30": strtol finds no digits,
 // returns 0 and leaves the end at ':', so the hour is 0 and the time is
 // 00:30 (tomorrow, at 10:15).
@@ -229,12 +276,26 @@ func FuzzParse(f *testing.F) {
 // in the future, at most a day away and on a whole minute. (Numbers wrap
 // around 2^64 as in C, so they have no such bound.)
 func FuzzTime(f *testing.F) {
-	for _, s := range []string{"now", "+5", "0x10", "010", "10:20", "10:15", " 1: 2", "-0", "0b11", "99999999999999999999"} {
+	for _, s := range []string{"now", "+5", "0x10", "010", "10:20", "10:15", " 1: 2", "-0", "0b11", "99999999999999999999",
+		"160000000000", "307445734561", "307445734562", "0xffffffffffffffff"} {
 		f.Add(s)
 	}
 	n := usec(now)
 	f.Fuzz(func(t *testing.T, s string) {
 		got, ok := ParseTime(s, now, cet)
+		if ok {
+			// Over the whole uint64 range: never negative, 0 exactly when
+			// not after now, else the exact wait or the saturated maximum.
+			d := (&legacy.Request{When: got}).DueIn(now)
+			switch {
+			case got <= n && d != 0:
+				t.Fatalf("ParseTime(%q) = %d, not after now, but DueIn = %v", s, got, d)
+			case got > n && got-n <= math.MaxInt64/1000 && d != time.Duration(got-n)*time.Microsecond:
+				t.Fatalf("ParseTime(%q) = %d, DueIn = %v, want %dµs", s, got, d, got-n)
+			case got > n && got-n > math.MaxInt64/1000 && d != math.MaxInt64:
+				t.Fatalf("ParseTime(%q) = %d, DueIn = %v, want saturation", s, got, d)
+			}
+		}
 		switch {
 		case !ok || s == "now":
 		case strings.Contains(s, ":"):
