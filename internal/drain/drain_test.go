@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/gnsh/gnsh/internal/drain/draintest"
 	k8stesting "k8s.io/client-go/testing"
@@ -74,54 +74,12 @@ func node(unschedulable bool, ann map[string]string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", Annotations: ann}, Spec: corev1.NodeSpec{Unschedulable: unschedulable}}
 }
 
-func getNode(t *testing.T, c *fake.Clientset) *corev1.Node {
+func getNode(t *testing.T, c kubernetes.Interface) *corev1.Node {
 	n, err := c.CoreV1().Nodes().Get(context.Background(), "node1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return n
-}
-
-func TestCordonOwnership(t *testing.T) {
-	ctx := context.Background()
-	own := Ownership{Action: "reboot", User: "alice", TTY: "pts/0", Time: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC), BootID: "b1"}
-
-	c := fake.NewClientset(node(false, nil))
-	if ok, err := Cordon(ctx, c, "node1", own); !ok || err != nil {
-		t.Fatalf("cordon: %v %v", ok, err)
-	}
-	n := getNode(t, c)
-	if !n.Spec.Unschedulable || Owner(n) == nil || Owner(n).User != "alice" || Owner(n).BootID != "b1" {
-		t.Fatalf("node after cordon: %+v %+v", n.Spec, n.Annotations)
-	}
-	if ok, err := Uncordon(ctx, c, "node1", true); !ok || err != nil {
-		t.Fatalf("uncordon ours: %v %v", ok, err)
-	}
-	n = getNode(t, c)
-	if n.Spec.Unschedulable || Owner(n) != nil {
-		t.Fatalf("node after uncordon: %+v %+v", n.Spec, n.Annotations)
-	}
-
-	// An admin's cordon: gnsh records nothing and never removes it.
-	c = fake.NewClientset(node(true, nil))
-	if ok, err := Cordon(ctx, c, "node1", own); ok || err != nil {
-		t.Fatalf("cordon of a cordoned node: %v %v", ok, err)
-	}
-	if Owner(getNode(t, c)) != nil {
-		t.Fatal("annotation added to an admin's cordon")
-	}
-	if ok, _ := Uncordon(ctx, c, "node1", true); ok || !getNode(t, c).Spec.Unschedulable {
-		t.Fatal("an admin's cordon was removed")
-	}
-	// gnsh uncordon without --only-if-ours behaves like kubectl uncordon.
-	if ok, _ := Uncordon(ctx, c, "node1", false); !ok || getNode(t, c).Spec.Unschedulable {
-		t.Fatal("explicit uncordon failed")
-	}
-	// Ours, but someone already uncordoned: only the annotation goes.
-	c = fake.NewClientset(node(false, map[string]string{CordonAnnotation: `{"action":"reboot"}`}))
-	if ok, _ := Uncordon(ctx, c, "node1", true); ok || Owner(getNode(t, c)) != nil {
-		t.Fatal("stale annotation not cleared")
-	}
 }
 
 // cluster is draintest's fake API server with the node and pods given.

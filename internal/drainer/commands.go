@@ -123,7 +123,11 @@ func (d *Drainer) UncordonCommand(ctx context.Context, onlyIfOurs bool, stdout i
 		}
 		return nil
 	}
-	undone, err := drain.Uncordon(ctx, s.c, s.node, onlyIfOurs)
+	only := drain.Only(nil)
+	if onlyIfOurs {
+		only = drain.Ours
+	}
+	undone, err := drain.Uncordon(ctx, s.c, s.node, only)
 	if err != nil {
 		return legacy.Fail("gnsh: %v", err)
 	}

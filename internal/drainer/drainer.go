@@ -300,7 +300,13 @@ func (d *Drainer) drainNode(ctx context.Context, s *session, own drain.Ownership
 	p := newProgress(d.Stderr, d.TTY, s.node)
 	d.prog = p
 	start := time.Now()
-	made, err := drain.Cordon(ctx, s.c, s.node, own)
+	made := false
+	n, err := s.c.CoreV1().Nodes().Get(ctx, s.node, metav1.GetOptions{})
+	if err != nil {
+		err = fmt.Errorf("cordon %s: %w", s.node, err)
+	} else {
+		made, err = drain.Cordon(ctx, s.c, n, own)
+	}
 	if err != nil {
 		if sg := caught(); sg != 0 {
 			return nil, &interrupted{sg}
@@ -409,7 +415,7 @@ func (d *Drainer) undoCordon(s *session, why string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*d.cfg.APITimeout.D())
 	defer cancel()
-	undone, err := drain.Uncordon(ctx, s.c, s.node, true)
+	undone, err := drain.Uncordon(ctx, s.c, s.node, drain.Ours)
 	switch {
 	case err != nil:
 		d.warn("%s, but uncordoning %s failed (%v); run 'gnsh uncordon --only-if-ours' when the API server answers", why, s.node, err)
@@ -520,7 +526,14 @@ func (d *Drainer) Prepare(ctx context.Context, req *legacy.Request) error {
 			return nil
 		}
 		own := d.ownership(verb, nil)
-		if made, err := drain.Cordon(ctx, s.c, s.node, own); err != nil {
+		made := false
+		n, err := s.c.CoreV1().Nodes().Get(ctx, s.node, metav1.GetOptions{})
+		if err != nil {
+			err = fmt.Errorf("cordon %s: %w", s.node, err)
+		} else {
+			made, err = drain.Cordon(ctx, s.c, n, own)
+		}
+		if err != nil {
 			d.warn("cordoning %s failed (%v); %s -f goes on", s.node, err, verb)
 		} else if made {
 			d.info("cordoned %s; %s -f does not drain", s.node, verb)

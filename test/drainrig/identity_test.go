@@ -73,7 +73,7 @@ func testDedicatedIdentity(t *testing.T, r *rig) {
 	if err != nil || name != node {
 		t.Fatalf("ResolveNodeName: %q %v", name, err)
 	}
-	if ok, err := drain.Cordon(ctx, c, node, owner(t)); !ok || err != nil {
+	if ok, err := cordon(ctx, t, c, node, owner(t)); !ok || err != nil {
 		t.Fatalf("Cordon: %v %v", ok, err)
 	}
 	res, err := drain.Drain(ctx, c, drain.Options{Node: node, Timeout: time.Minute})
@@ -86,7 +86,7 @@ func testDedicatedIdentity(t *testing.T, r *rig) {
 	if left := r.podNames(t, node); len(left) != 2 {
 		t.Errorf("pods left %v, want the DaemonSet and the mirror pod", left)
 	}
-	if ok, err := drain.Uncordon(ctx, c, node, true); !ok || err != nil {
+	if ok, err := drain.Uncordon(ctx, c, node, drain.Ours); !ok || err != nil {
 		t.Fatalf("Uncordon: %v %v", ok, err)
 	}
 	if n := r.getNode(t, node); n.Spec.Unschedulable || drain.Owner(n) != nil {
