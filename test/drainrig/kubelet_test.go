@@ -29,7 +29,8 @@ import (
 // control plane, in parallel, each on its own Node and namespace.
 func TestDrainRig(t *testing.T) {
 	t.Parallel()
-	r := startRig(t, "plain", "cordoned", "kinds", "pdb", "scale", "named", "dedicated")
+	r := startRig(t, "plain", "cordoned", "kinds", "pdb", "scale", "named", "dedicated",
+		"failing", "blip", "denied", "deadlease", "notready", "owned")
 	for _, tc := range []struct {
 		name string
 		fn   func(*testing.T, *rig)
@@ -41,6 +42,12 @@ func TestDrainRig(t *testing.T) {
 		{"200Pods", test200Pods},
 		{"NodeName", testNodeName},
 		{"DedicatedIdentity", testDedicatedIdentity},
+		{"ServerFailing", testServerFailing},
+		{"ServerFailsBriefly", testServerFailsBriefly},
+		{"EvictionDenied", testEvictionDenied},
+		{"KubeletDead", testKubeletDead},
+		{"NodeNotReady", testNodeNotReady},
+		{"Ownership", testOwnership},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
