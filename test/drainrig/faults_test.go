@@ -214,7 +214,9 @@ func testEvictionDenied(t *testing.T, r *rig) {
 			t.Errorf("refused: %s", d)
 		}
 	}
-	if len(denied) != injected {
+	// Both pods' evictions go out at once; the drain ends at the first
+	// refusal and may cancel the other before its answer is read.
+	if len(denied) < 2 || len(denied) > injected {
 		t.Errorf("%d refusals, %d injected", len(denied), injected)
 	}
 }
