@@ -3,7 +3,8 @@
 // kubelet's own credentials allow under the Node authorizer and
 // NodeRestriction: it reads and patches only its own Node, lists pods only
 // with spec.nodeName=NODE, never GETs DaemonSets (ownerReferences decide)
-// and never GETs a pod after deleting it (that answers 403, not 404).
+// and never GETs a pod after deleting it (that answers 403, not 404); it
+// GETs its node's Lease, which a kubelet may.
 package drain
 
 import (
@@ -19,10 +20,22 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// CordonAnnotation marks a cordon that gnsh made. Its value is a JSON
-// Ownership. gnsh uncordons only nodes that carry it and are still
-// unschedulable: an admin's cordon is never undone.
+// CordonAnnotation records who had gnsh cordon the node, as a JSON
+// Ownership. It describes gnsh's cordon only while that cordon stands:
+// see Owner.
 const CordonAnnotation = "gnsh.io/cordoned"
+
+// FieldManager is the field manager of every write gnsh makes to a Node.
+// The API server then records in the Node's managedFields whether
+// spec.unschedulable is still the value gnsh set: anyone who changes it
+// afterwards (kubectl uncordon and cordon use "kubectl-cordon") becomes its
+// manager. gnsh's client also sends the user agent "gnsh", which the API
+// server would take as manager name anyway.
+const FieldManager = "gnsh"
+
+// conflictRetries is how often Cordon and Uncordon read the Node again
+// after their resourceVersion-guarded patch met a newer Node.
+const conflictRetries = 3
 
 // Ownership records who cordoned the node, for what, and in which boot.
 type Ownership struct {
@@ -35,30 +48,76 @@ type Ownership struct {
 	When *time.Time `json:"when,omitempty"`
 }
 
-// Cordon marks node unschedulable and records gnsh's ownership, but only
-// if it is schedulable now. It reports whether gnsh made the cordon. The
-// patch carries the resourceVersion it read, so a cordon made by someone
-// else in between is not overwritten (the conflict is retried once read
-// again).
-func Cordon(ctx context.Context, c kubernetes.Interface, node string, own Ownership) (bool, error) {
-	for attempt := 0; ; attempt++ {
-		n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return false, fmt.Errorf("cordon %s: %w", node, err)
+// Owner returns gnsh's record of n's cordon while gnsh's own cordon
+// stands, else nil. That is: n is unschedulable, carries CordonAnnotation
+// holding a readable Ownership, and its managedFields show FieldManager
+// as the manager of spec.unschedulable, i.e. nobody has set it since gnsh
+// did. The annotation alone does not do: kubectl uncordon leaves it in
+// place, so after an admin's uncordon and later cordon it would claim the
+// admin's cordon. An unreadable annotation is not gnsh's either.
+func Owner(n *corev1.Node) *Ownership {
+	if n == nil || !n.Spec.Unschedulable {
+		return nil
+	}
+	v, ok := n.Annotations[CordonAnnotation]
+	if !ok {
+		return nil
+	}
+	var o Ownership
+	if json.Unmarshal([]byte(v), &o) != nil {
+		return nil
+	}
+	if !managesUnschedulable(n.ManagedFields, FieldManager) {
+		return nil
+	}
+	return &o
+}
+
+// managesUnschedulable reports whether manager owns spec.unschedulable of
+// the Node itself (not a subresource), per its managedFields.
+func managesUnschedulable(entries []metav1.ManagedFieldsEntry, manager string) bool {
+	for _, e := range entries {
+		if e.Manager != manager || e.Subresource != "" || e.FieldsType != "FieldsV1" || e.FieldsV1 == nil {
+			continue
 		}
+		var fields struct {
+			Spec map[string]json.RawMessage `json:"f:spec"`
+		}
+		if json.Unmarshal(e.FieldsV1.Raw, &fields) != nil {
+			continue
+		}
+		if _, ok := fields.Spec["f:unschedulable"]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Cordon marks n unschedulable and records gnsh's ownership, in one patch,
+// if n is schedulable; n is the Node as the caller has just read it (and
+// checked). It reports whether gnsh made the cordon. The patch carries n's
+// resourceVersion, so a cordon someone else made in between is never
+// overwritten: on a conflict Cordon reads the Node again and starts over
+// (up to 3 times).
+func Cordon(ctx context.Context, c kubernetes.Interface, n *corev1.Node, own Ownership) (made bool, err error) {
+	val, err := json.Marshal(own)
+	if err != nil {
+		return false, err
+	}
+	node := n.Name
+	for attempt := 0; ; attempt++ {
 		if n.Spec.Unschedulable {
 			return false, nil
-		}
-		val, err := json.Marshal(own)
-		if err != nil {
-			return false, err
 		}
 		patch, _ := json.Marshal(map[string]any{
 			"metadata": map[string]any{"resourceVersion": n.ResourceVersion, "annotations": map[string]string{CordonAnnotation: string(val)}},
 			"spec":     map[string]any{"unschedulable": true},
 		})
-		_, err = c.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-		if apierrors.IsConflict(err) && attempt < 3 {
+		err = patchNode(ctx, c, node, patch)
+		if apierrors.IsConflict(err) && attempt < conflictRetries {
+			if n, err = c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err != nil {
+				return false, fmt.Errorf("cordon %s: %w", node, err)
+			}
 			continue
 		}
 		if err != nil {
@@ -68,44 +127,50 @@ func Cordon(ctx context.Context, c kubernetes.Interface, node string, own Owners
 	}
 }
 
-// Owner returns gnsh's ownership record of node's cordon, or nil.
-func Owner(n *corev1.Node) *Ownership {
-	v, ok := n.Annotations[CordonAnnotation]
-	if !ok {
-		return nil
-	}
-	var o Ownership
-	if json.Unmarshal([]byte(v), &o) != nil {
-		return &Ownership{} // ours, though unreadable
-	}
-	return &o
-}
+// Only chooses which of gnsh's cordons Uncordon undoes, from their
+// Ownership.
+type Only func(*Ownership) bool
 
-// Uncordon makes node schedulable again if gnsh cordoned it (the
-// annotation is present and the node is still unschedulable) and removes
-// the annotation in the same patch. With onlyIfOurs false it uncordons any
-// cordon, as kubectl uncordon does, and still clears the annotation. It
-// reports whether it uncordoned.
-func Uncordon(ctx context.Context, c kubernetes.Interface, node string, onlyIfOurs bool) (bool, error) {
+// Ours undoes any cordon of gnsh's own that still stands.
+var Ours Only = func(*Ownership) bool { return true }
+
+// Uncordon makes node schedulable again and reports whether it did.
+//
+// With only nil it undoes any cordon, as kubectl uncordon does, and
+// clears gnsh's annotation. Otherwise it undoes only gnsh's own standing
+// cordon (Owner) that only accepts, clearing the annotation in the same
+// patch; anyone else's cordon is left as it is.
+//
+// A schedulable node that still carries gnsh's annotation (someone
+// uncordoned it) only loses the annotation, and Uncordon reports false.
+// Every patch carries the resourceVersion read, so a change made in
+// between is never overwritten: on a conflict Uncordon reads the Node
+// again and starts over (up to 3 times).
+func Uncordon(ctx context.Context, c kubernetes.Interface, node string, only Only) (uncordoned bool, err error) {
 	for attempt := 0; ; attempt++ {
 		n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return false, fmt.Errorf("uncordon %s: %w", node, err)
 		}
-		ours := Owner(n) != nil
-		if onlyIfOurs && !ours {
-			return false, nil
-		}
-		if !n.Spec.Unschedulable && !ours {
-			return false, nil
-		}
+		_, annotated := n.Annotations[CordonAnnotation]
 		meta := map[string]any{"resourceVersion": n.ResourceVersion}
-		if ours {
+		if annotated {
 			meta["annotations"] = map[string]any{CordonAnnotation: nil}
 		}
-		patch, _ := json.Marshal(map[string]any{"metadata": meta, "spec": map[string]any{"unschedulable": false}})
-		_, err = c.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-		if apierrors.IsConflict(err) && attempt < 3 {
+		patch := map[string]any{"metadata": meta}
+		switch o := Owner(n); {
+		case !n.Spec.Unschedulable && !annotated:
+			return false, nil
+		case !n.Spec.Unschedulable:
+			// Only the stale annotation goes.
+		case only != nil && (o == nil || !only(o)):
+			return false, nil
+		default:
+			patch["spec"] = map[string]any{"unschedulable": false}
+		}
+		body, _ := json.Marshal(patch)
+		err = patchNode(ctx, c, node, body)
+		if apierrors.IsConflict(err) && attempt < conflictRetries {
 			continue
 		}
 		if err != nil {
@@ -113,4 +178,10 @@ func Uncordon(ctx context.Context, c kubernetes.Interface, node string, onlyIfOu
 		}
 		return n.Spec.Unschedulable, nil
 	}
+}
+
+// patchNode sends a strategic-merge patch of node as FieldManager.
+func patchNode(ctx context.Context, c kubernetes.Interface, node string, patch []byte) error {
+	_, err := c.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	return err
 }

@@ -4,21 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 )
 
 // Options control one drain.
@@ -40,9 +33,14 @@ type Options struct {
 	// no controller).
 	Warn func(string)
 	// UnreachableAfter ends the drain with *UnreachableError once the API
-	// server has not answered for this long (DefaultUnreachableAfter if
-	// zero).
+	// server has been unusable for this long (DefaultUnreachableAfter if
+	// zero); see UnreachableError for what counts.
 	UnreachableAfter time.Duration
+	// Clock runs the drain's time: its Timeout and UnreachableAfter, the
+	// retry backoff, the watcher's pauses and the kubelet checks. nil is
+	// the real clock; tests use k8s.io/utils/clock/testing.FakeClock. (Each
+	// request's own timeout is the client's, on the real clock.)
+	Clock clock.WithTicker
 }
 
 // Defaults for Options.
@@ -51,6 +49,26 @@ const (
 	DefaultMaxRetryDelay = 5 * time.Second
 	DefaultWorkers       = 16
 )
+
+// withDefaults fills in the zero fields.
+func (o Options) withDefaults() Options {
+	if o.RetryDelay <= 0 {
+		o.RetryDelay = DefaultRetryDelay
+	}
+	if o.MaxRetryDelay < o.RetryDelay {
+		o.MaxRetryDelay = max(DefaultMaxRetryDelay, o.RetryDelay)
+	}
+	if o.Workers <= 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.UnreachableAfter <= 0 {
+		o.UnreachableAfter = DefaultUnreachableAfter
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	return o
+}
 
 // Status is the drain's progress.
 type Status struct {
@@ -105,442 +123,356 @@ func (e *BlockedError) Error() string {
 	return msg
 }
 
-type evictOutcome struct {
-	uid         types.UID
-	err         error
-	blocked     *Blocked
-	unreachable bool // the API server did not answer
-}
+// errTimedOut cancels a drain's context at its Timeout.
+var errTimedOut = errors.New("drain timeout")
 
 // Drain evicts every evictable pod on opts.Node and waits, on a watch,
 // until they and the pods already terminating are gone. It does not
 // cordon: call Cordon first.
+//
+// It ends with nil (drained), *BlockedError (Timeout passed),
+// *UnreachableError (the API server unusable for UnreachableAfter),
+// *NodeNotReadyError (every eviction accepted, but the kubelet that would
+// finish the pods' deletion is not alive), the caller's context.Canceled,
+// or another error (e.g. an eviction answered 401 or 403, for which
+// IsAPIFailure is true). The Result is filled in as far as the drain got.
 func Drain(ctx context.Context, c kubernetes.Interface, opts Options) (*Result, error) {
-	start := time.Now()
-	if opts.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
-		defer cancel()
+	opts = opts.withDefaults()
+	r := &run{
+		c: c, opts: opts, clk: opts.Clock, start: opts.Clock.Now(),
+		res:          &Result{},
+		pending:      map[types.UID]*Pod{},
+		blocked:      map[types.UID]Blocked{},
+		terminating:  map[types.UID]bool{},
+		attempts:     map[types.UID]int{},
+		serverFailed: map[types.UID]bool{},
+		evictor:      newEvictor(c, opts.GracePeriod),
+		sem:          make(chan struct{}, opts.Workers),
+		health:       &health{clk: opts.Clock},
+		failing:      make(chan struct{}, 1),
+		gone:         make(chan types.UID, 64),
+		watchErr:     make(chan error, 1),
+		checked:      make(chan kubeletState, 1),
 	}
-	if opts.RetryDelay <= 0 {
-		opts.RetryDelay = DefaultRetryDelay
+	return r.drain(ctx)
+}
+
+// run is one drain. Its fields belong to the goroutine running drain;
+// the watcher, the evictions, the retry timers and the kubelet checks
+// talk to it through the channels (and health, which locks).
+type run struct {
+	c     kubernetes.Interface
+	opts  Options
+	clk   clock.WithTicker
+	start time.Time
+	ctx   context.Context // ends at Timeout or with the caller's
+
+	res         *Result
+	pending     map[types.UID]*Pod    // must be seen gone
+	blocked     map[types.UID]Blocked // last eviction refused or failed
+	terminating map[types.UID]bool    // evicted or already terminating
+	attempts    map[types.UID]int     // refused or failed evictions so far
+	// serverFailed are the pods whose last eviction failed with the
+	// server (evictServerFailing): while there are any, the evictions'
+	// run of failures in health counts.
+	serverFailed map[types.UID]bool
+
+	evictor  *evictor
+	sem      chan struct{} // bounds concurrent evictions (Workers)
+	outcomes chan evictOutcome
+	retry    chan *Pod
+
+	health  *health
+	failing chan struct{} // the watcher recorded a failure in health
+
+	gone     chan types.UID
+	watchErr chan error
+
+	checking  bool              // a kubelet check is under way
+	checked   chan kubeletState // its answer
+	nextCheck clock.Timer       // the next check, once the last said alive
+	noLease   bool              // no Lease to read: check the Node
+}
+
+func (r *run) drain(parent context.Context) (*Result, error) {
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	r.ctx = ctx
+	if r.opts.Timeout > 0 {
+		t := r.clk.NewTimer(r.opts.Timeout)
+		defer t.Stop()
+		go func() {
+			select {
+			case <-t.C():
+				cancel(errTimedOut)
+			case <-ctx.Done():
+			}
+		}()
 	}
-	if opts.MaxRetryDelay < opts.RetryDelay {
-		opts.MaxRetryDelay = max(DefaultMaxRetryDelay, opts.RetryDelay)
-	}
-	if opts.Workers <= 0 {
-		opts.Workers = DefaultWorkers
-	}
-	if opts.UnreachableAfter <= 0 {
-		opts.UnreachableAfter = DefaultUnreachableAfter
-	}
-	list, rv, err := ListNodePods(ctx, c, opts.Node)
+	defer func() {
+		if r.nextCheck != nil {
+			r.nextCheck.Stop()
+		}
+	}()
+
+	list, rv, err := ListNodePods(ctx, r.c, r.opts.Node)
 	if err != nil {
-		if IsUnreachable(err) && ctx.Err() == nil {
+		if serverFailing(err) && ctx.Err() == nil {
 			return nil, &UnreachableError{Err: err}
 		}
 		return nil, err
 	}
-	res := &Result{}
-	pending := map[types.UID]*Pod{} // must be seen gone
-	var queue []*Pod
-	for _, p := range list {
-		cp := Classify(p)
-		res.Pods = append(res.Pods, cp)
-		switch cp.Verdict {
-		case Evict:
-			if cp.Warning != "" && opts.Warn != nil {
-				opts.Warn(cp.Name() + " " + cp.Warning)
-			}
-			pending[p.UID] = &res.Pods[len(res.Pods)-1]
-		case Terminating:
-			pending[p.UID] = &res.Pods[len(res.Pods)-1]
-		}
+	queue := r.classify(list)
+	if len(r.pending) == 0 {
+		return r.finish(nil)
 	}
-	for _, p := range pending {
-		if p.Verdict == Evict {
-			queue = append(queue, p)
-		}
+	r.outcomes = make(chan evictOutcome, len(queue))
+	r.retry = make(chan *Pod, len(queue))
+	w := &watcher{c: r.c, clk: r.clk, node: r.opts.Node, tracked: map[types.UID]bool{}, gone: r.gone,
+		health: r.health, failing: r.failing}
+	for uid := range r.pending {
+		w.tracked[uid] = true
 	}
-	st := &res.Status
-	st.Total = len(pending)
-	blocked := map[types.UID]Blocked{}
-	terminating := map[types.UID]bool{}
-	for uid, p := range pending {
-		if p.Verdict == Terminating {
-			terminating[uid] = true
-		}
-	}
-	report := func() {
-		st.Elapsed = time.Since(start)
-		st.Terminating = len(terminating)
-		st.Blocked = len(blocked)
-		// A fresh slice: Progress may keep the Status it was given.
-		st.BlockedPods = make([]Blocked, 0, len(blocked))
-		for _, b := range blocked {
-			st.BlockedPods = append(st.BlockedPods, b)
-		}
-		sort.Slice(st.BlockedPods, func(i, j int) bool { return st.BlockedPods[i].Pod < st.BlockedPods[j].Pod })
-		if opts.Progress != nil {
-			opts.Progress(*st)
-		}
-	}
-	finish := func(err error) (*Result, error) {
-		report()
-		res.Elapsed = time.Since(start)
-		return res, err
-	}
-	if len(pending) == 0 {
-		return finish(nil)
-	}
-
-	gone := make(chan types.UID, 64)
-	watchErr := make(chan error, 1)
-	unreach := make(chan error, 1) // the watcher cannot reach the API server
-	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	tracked := make([]types.UID, 0, len(pending))
-	for uid := range pending {
-		tracked = append(tracked, uid)
-	}
-	go func() { watchErr <- watchGone(wctx, c, opts.Node, rv, tracked, gone, unreach) }()
-	// unreachableSince is when the API server stopped answering; any
-	// answer resets it.
-	var unreachableSince time.Time
-	var lastUnreachable error
-	stillUnreachable := func(err error) bool {
-		if unreachableSince.IsZero() {
-			unreachableSince = time.Now()
-		}
-		lastUnreachable = err
-		return time.Since(unreachableSince) < opts.UnreachableAfter
-	}
-
-	evictor := newEvictor(c, opts.GracePeriod)
-	outcomes := make(chan evictOutcome, len(queue))
-	retry := make(chan *Pod, len(queue))
-	sem := make(chan struct{}, opts.Workers)
-	inFlight := 0
-	launch := func(p *Pod) {
-		inFlight++
-		go func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			outcomes <- evictor.evict(ctx, &p.Pod)
-		}()
-	}
+	go func() { r.watchErr <- w.run(ctx, rv) }()
 	for _, p := range queue {
-		launch(p)
+		r.launch(p)
 	}
-	attempts := map[types.UID]int{}
-	report()
+	r.report()
+	return r.loop(parent)
+}
+
+// classify decides each listed pod's fate, warns, and returns the pods to
+// evict, in list order.
+func (r *run) classify(list []corev1.Pod) []*Pod {
+	r.res.Pods = make([]Pod, 0, len(list))
+	for _, p := range list {
+		r.res.Pods = append(r.res.Pods, Classify(p))
+	}
+	var queue []*Pod
+	for i := range r.res.Pods {
+		p := &r.res.Pods[i]
+		switch p.Verdict {
+		case Evict:
+			if p.Warning != "" && r.opts.Warn != nil {
+				r.opts.Warn(p.Name() + " " + p.Warning)
+			}
+			r.pending[p.Pod.UID] = p
+			queue = append(queue, p)
+		case Terminating:
+			r.pending[p.Pod.UID] = p
+			r.terminating[p.Pod.UID] = true
+		}
+	}
+	r.res.Status.Total = len(r.pending)
+	return queue
+}
+
+// loop runs the drain until every pending pod is gone or it ends otherwise.
+func (r *run) loop(parent context.Context) (*Result, error) {
 	for {
+		r.maybeCheckKubelet()
 		select {
-		case <-ctx.Done():
-			e := &BlockedError{Node: opts.Node, Timeout: opts.Timeout}
-			for uid, p := range pending {
-				if b, ok := blocked[uid]; ok {
-					e.Blocked = append(e.Blocked, b)
-				} else {
-					e.Waiting = append(e.Waiting, p.Name())
-				}
+		case <-r.ctx.Done():
+			return r.finish(r.stopped(parent))
+		case err := <-r.watchErr:
+			if r.ctx.Err() == nil {
+				return r.finish(fmt.Errorf("watch pods on %s: %w", r.opts.Node, err))
 			}
-			sort.Slice(e.Blocked, func(i, j int) bool { return e.Blocked[i].Pod < e.Blocked[j].Pod })
-			sort.Strings(e.Waiting)
-			if errors.Is(ctx.Err(), context.Canceled) {
-				return finish(ctx.Err())
+		case <-r.failing:
+			if err := r.unusable(); err != nil {
+				return r.finish(err)
 			}
-			return finish(e)
-		case err := <-watchErr:
-			if ctx.Err() == nil {
-				return finish(fmt.Errorf("watch pods on %s: %w", opts.Node, err))
+		case uid := <-r.gone:
+			if r.podGone(uid) {
+				return r.finish(nil)
 			}
-		case err := <-unreach:
-			if !stillUnreachable(err) {
-				return finish(&UnreachableError{For: time.Since(unreachableSince), Err: lastUnreachable})
+		case o := <-r.outcomes:
+			if err := r.evicted(o); err != nil {
+				return r.finish(err)
 			}
-		case uid := <-gone:
-			unreachableSince = time.Time{}
-			if _, ok := pending[uid]; ok {
-				delete(pending, uid)
-				delete(blocked, uid)
-				delete(terminating, uid)
-				st.Gone++
-				report()
-				if len(pending) == 0 {
-					return finish(nil)
-				}
+		case p := <-r.retry:
+			if _, ok := r.pending[p.Pod.UID]; ok && r.ctx.Err() == nil {
+				r.launch(p)
 			}
-		case o := <-outcomes:
-			inFlight--
-			p := pending[o.uid]
-			if !o.unreachable {
-				unreachableSince = time.Time{}
-			} else if !stillUnreachable(o.err) {
-				return finish(&UnreachableError{For: time.Since(unreachableSince), Err: lastUnreachable})
-			}
-			switch {
-			case p == nil: // already gone
-			case o.err == nil:
-				delete(blocked, o.uid)
-				terminating[o.uid] = true
-				st.Evicted++
-				report()
-			case o.blocked != nil:
-				blocked[o.uid] = *o.blocked
-				report()
-				n := attempts[o.uid]
-				attempts[o.uid] = n + 1
-				d := backoff(opts.RetryDelay, opts.MaxRetryDelay, n)
-				time.AfterFunc(d, func() { retry <- p })
-			default:
-				return finish(fmt.Errorf("evict %s: %w", p.Name(), o.err))
-			}
-		case p := <-retry:
-			if _, ok := pending[p.Pod.UID]; ok && ctx.Err() == nil {
-				launch(p)
+		case <-r.checkDue():
+			r.nextCheck = nil
+		case k := <-r.checked:
+			if err := r.kubeletChecked(k); err != nil {
+				return r.finish(err)
 			}
 		}
 	}
 }
 
-// backoff is delay·2^n capped at max, with ±20 % jitter so that refused
-// pods do not retry in lockstep.
-func backoff(delay, maxDelay time.Duration, n int) time.Duration {
-	d := delay
-	for i := 0; i < n && d < maxDelay; i++ {
-		d *= 2
+// stopped is why the drain's context ended: the caller's cancellation, or
+// the deadline (Timeout, or the caller's own) as a *BlockedError.
+func (r *run) stopped(parent context.Context) error {
+	if errors.Is(parent.Err(), context.Canceled) {
+		return parent.Err()
 	}
-	d = min(d, maxDelay)
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+	e := &BlockedError{Node: r.opts.Node, Timeout: r.opts.Timeout}
+	for uid, p := range r.pending {
+		if b, ok := r.blocked[uid]; ok {
+			e.Blocked = append(e.Blocked, b)
+		} else {
+			e.Waiting = append(e.Waiting, p.Name())
+		}
+	}
+	sort.Slice(e.Blocked, func(i, j int) bool { return e.Blocked[i].Pod < e.Blocked[j].Pod })
+	sort.Strings(e.Waiting)
+	return e
 }
 
-// watchGone reports the UIDs of tracked pods as they are deleted from
-// node, watching from rv. A watch the server ended after delivering
-// events is resumed from its last resourceVersion; otherwise (a quiet or
-// failed watch, or 410 Gone) watchGone re-lists: a tracked pod missing
-// from the list is gone too. One watch replaces kubectl's GET per pod per
-// second.
-//
-// When the API server does not answer, watchGone keeps trying every second
-// and reports each failure on unreach (without blocking); Drain decides
-// when to give up.
-func watchGone(ctx context.Context, c kubernetes.Interface, node, rv string, tracked []types.UID, gone chan<- types.UID, unreach chan<- error) error {
-	sel := fields.OneTermEqualSelector("spec.nodeName", node).String()
-	seen := map[types.UID]bool{}
-	for _, uid := range tracked {
-		seen[uid] = true
+// launch evicts p on its own goroutine once a worker slot is free.
+func (r *run) launch(p *Pod) {
+	go func() {
+		r.sem <- struct{}{}
+		defer func() { <-r.sem }()
+		r.outcomes <- r.evictor.evict(r.ctx, p)
+	}()
+}
+
+// evicted takes in the answer to one eviction.
+func (r *run) evicted(o evictOutcome) error {
+	uid := o.pod.Pod.UID
+	_, pending := r.pending[uid]
+	if o.result == evictServerFailing {
+		if !pending {
+			return nil // gone meanwhile: nothing depends on this eviction
+		}
+		r.serverFailed[uid] = true
+		r.health.failed(evictRequests, o.err)
+	} else {
+		delete(r.serverFailed, uid)
+		r.health.answered(evictRequests)
 	}
-	for ctx.Err() == nil {
-		started := time.Now()
-		w, err := watchPods(ctx, c, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
-		if err == nil {
-			var last string
-			last, err = drainEvents(ctx, w, seen, gone)
-			w.Stop()
-			if last != "" {
-				rv = last
-			}
-			// The server ends every watch at the request timeout (5 s):
-			// resume from the last resourceVersion, one request, instead
-			// of re-listing. Only after a watch that delivered events:
-			// client-go turns a watch request that timed out into an
-			// empty watch without an error, so a quiet watch may mean a
-			// hung API server, which only the re-list below notices. A
-			// watch that ends at once re-lists too, so a misbehaving
-			// server cannot make this spin.
-			if errors.Is(err, errWatchClosed) && last != "" && ctx.Err() == nil && time.Since(started) > time.Second {
-				continue
-			}
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if IsUnreachable(err) {
-			notify(unreach, err)
-		} else if err != nil && !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) && !isTransient(err) {
-			return err
-		}
-		// Re-list: whatever is no longer there is gone.
-		time.Sleep(200 * time.Millisecond)
-		pods, newRV, lerr := ListNodePods(ctx, c, node)
-		if lerr != nil {
-			if IsUnreachable(lerr) {
-				notify(unreach, lerr)
-				select {
-				case <-time.After(time.Second):
-				case <-ctx.Done():
-				}
-				continue
-			}
-			if isTransient(lerr) {
-				continue
-			}
-			return lerr
-		}
-		present := map[types.UID]bool{}
-		for _, p := range pods {
-			present[p.UID] = true
-		}
-		for uid := range seen {
-			if !present[uid] {
-				select {
-				case gone <- uid:
-				case <-ctx.Done():
-					return nil
-				}
-				delete(seen, uid)
-			}
-		}
-		rv = newRV
+	if !pending {
+		return nil
+	}
+	switch o.result {
+	case evictAccepted:
+		delete(r.blocked, uid)
+		r.terminating[uid] = true
+		r.res.Status.Evicted++
+		r.report()
+	case evictRefused, evictServerFailing:
+		r.blocked[uid] = *o.blocked
+		r.report()
+		r.retryLater(o.pod)
+		return r.unusable()
+	default:
+		return fmt.Errorf("evict %s: %w", o.pod.Name(), o.err)
 	}
 	return nil
 }
 
-// watchPods starts a watch of all pods matching opts. With a real client
-// it turns off client-go's own retries: a watch request that times out or
-// loses its connection is otherwise retried up to ten times, a second
-// apart, each bounded only by the request timeout, and then "succeeds" as
-// an empty watch without an error. Against an API server that accepts
-// connections but does not answer, that hid the outage from watchGone for
-// about a minute, whatever UnreachableAfter said.
-func watchPods(ctx context.Context, c kubernetes.Interface, opts metav1.ListOptions) (watch.Interface, error) {
-	if rc, ok := c.CoreV1().RESTClient().(*rest.RESTClient); ok && rc != nil {
-		// As the typed client's Watch, plus MaxRetries(0).
-		var timeout time.Duration
-		if opts.TimeoutSeconds != nil {
-			timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
-		}
-		opts.Watch = true
-		return rc.Get().Resource("pods").VersionedParams(&opts, scheme.ParameterCodec).Timeout(timeout).MaxRetries(0).Watch(ctx)
-	}
-	return c.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, opts)
-}
-
-// notify sends err on ch unless a report is already waiting there.
-func notify(ch chan<- error, err error) {
-	select {
-	case ch <- err:
-	default:
-	}
-}
-
-func drainEvents(ctx context.Context, w watch.Interface, seen map[types.UID]bool, gone chan<- types.UID) (string, error) {
-	rv := ""
-	for {
+// retryLater evicts p again after its backoff.
+func (r *run) retryLater(p *Pod) {
+	n := r.attempts[p.Pod.UID]
+	r.attempts[p.Pod.UID] = n + 1
+	t := r.clk.NewTimer(backoff(r.opts.RetryDelay, r.opts.MaxRetryDelay, n))
+	go func() {
+		defer t.Stop()
 		select {
-		case <-ctx.Done():
-			return rv, nil
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return rv, errWatchClosed
-			}
-			switch ev.Type {
-			case watch.Error:
-				return rv, apierrors.FromObject(ev.Object)
-			case watch.Deleted:
-				if p, ok := ev.Object.(*corev1.Pod); ok {
-					delete(seen, p.UID)
-					select {
-					case gone <- p.UID:
-					case <-ctx.Done():
-						return rv, nil
-					}
-				}
-			}
-			if o, ok := ev.Object.(metav1.Object); ok && o.GetResourceVersion() != "" {
-				rv = o.GetResourceVersion()
-			}
+		case <-t.C():
+			r.retry <- p // buffered for every pod: never blocks
+		case <-r.ctx.Done():
 		}
-	}
+	}()
 }
 
-// errWatchClosed is a watch the server ended; the drain re-lists.
-var errWatchClosed = errors.New("watch closed")
-
-func isTransient(err error) bool {
-	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
-		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || errors.Is(err, errWatchClosed)
-}
-
-// evictor posts evictions. With a real client it bypasses client-go's
-// hidden Retry-After loop (up to ten 429 retries, about 100 s per call)
-// so that the drain's own backoff and deadline govern.
-type evictor struct {
-	c     kubernetes.Interface
-	rc    *rest.RESTClient
-	grace *int64
-}
-
-func newEvictor(c kubernetes.Interface, grace *int64) *evictor {
-	e := &evictor{c: c, grace: grace}
-	if core, ok := c.CoreV1().RESTClient().(*rest.RESTClient); ok && core != nil {
-		e.rc = core
-	}
-	return e
-}
-
-func (e *evictor) evict(ctx context.Context, pod *corev1.Pod) evictOutcome {
-	uid := pod.UID
-	ev := &policyv1.Eviction{
-		TypeMeta:      metav1.TypeMeta{APIVersion: "policy/v1", Kind: "Eviction"},
-		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
-		DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: e.grace, Preconditions: &metav1.Preconditions{UID: &uid}},
-	}
-	var err error
-	if e.rc != nil {
-		err = e.rc.Post().AbsPath("/api/v1").Namespace(pod.Namespace).Resource("pods").Name(pod.Name).
-			SubResource("eviction").Body(ev).MaxRetries(0).Do(ctx).Error()
-	} else {
-		err = e.c.PolicyV1().Evictions(pod.Namespace).Evict(ctx, ev)
-	}
-	switch {
-	case err == nil, apierrors.IsNotFound(err), apierrors.IsConflict(err):
-		// NotFound: already deleted. Conflict: the UID precondition
-		// failed, so this pod is gone and another has its name. The watch
-		// reports both as gone.
-		return evictOutcome{uid: uid}
-	case apierrors.IsTooManyRequests(err):
-		return evictOutcome{uid: uid, err: err, blocked: pdbBlock(pod, err)}
-	case apierrors.IsForbidden(err) && hasCause(err, corev1.NamespaceTerminatingCause):
-		return evictOutcome{uid: uid, err: err, blocked: &Blocked{Pod: pod.Namespace + "/" + pod.Name, Reason: "namespace terminating"}}
-	case ctx.Err() != nil || isTransient(err):
-		return evictOutcome{uid: uid, err: err, blocked: &Blocked{Pod: pod.Namespace + "/" + pod.Name, Reason: err.Error()}}
-	case IsUnreachable(err):
-		return evictOutcome{uid: uid, err: err, unreachable: true,
-			blocked: &Blocked{Pod: pod.Namespace + "/" + pod.Name, Reason: "API server unreachable"}}
-	default:
-		return evictOutcome{uid: uid, err: err}
-	}
-}
-
-func hasCause(err error, t metav1.CauseType) bool {
-	var se apierrors.APIStatus
-	if !errors.As(err, &se) || se.Status().Details == nil {
+// podGone takes in a pod the watcher saw gone; true once none is left.
+func (r *run) podGone(uid types.UID) bool {
+	if _, ok := r.pending[uid]; !ok {
 		return false
 	}
-	for _, c := range se.Status().Details.Causes {
-		if c.Type == t {
-			return true
+	delete(r.pending, uid)
+	delete(r.blocked, uid)
+	delete(r.terminating, uid)
+	if r.serverFailed[uid] {
+		delete(r.serverFailed, uid)
+		if len(r.serverFailed) == 0 {
+			// No eviction left that the failing server holds up.
+			r.health.answered(evictRequests)
 		}
 	}
-	return false
+	r.res.Status.Gone++
+	r.report()
+	return len(r.pending) == 0
 }
 
-// pdbBlock turns a 429 into a Blocked, naming the PodDisruptionBudget from
-// the DisruptionBudget cause ("The disruption budget NAME needs …").
-func pdbBlock(pod *corev1.Pod, err error) *Blocked {
-	b := &Blocked{Pod: pod.Namespace + "/" + pod.Name, Reason: err.Error()}
-	var se apierrors.APIStatus
-	if errors.As(err, &se) && se.Status().Details != nil {
-		for _, c := range se.Status().Details.Causes {
-			if c.Type == policyv1.DisruptionBudgetCause {
-				b.Reason = c.Message
-				if rest, ok := strings.CutPrefix(c.Message, "The disruption budget "); ok {
-					b.PDB, _, _ = strings.Cut(rest, " ")
-				}
-			}
-		}
+// unusable is an *UnreachableError once a kind of request the drain
+// depends on has done nothing but fail for UnreachableAfter.
+func (r *run) unusable() error {
+	if d, err := r.health.worst(); err != nil && d >= r.opts.UnreachableAfter {
+		return &UnreachableError{For: d, Err: err}
 	}
-	return b
+	return nil
+}
+
+// allAccepted: every pod still to go is terminating (its eviction was
+// accepted, or it was being deleted already); none waits for its
+// eviction or is being refused it.
+func (r *run) allAccepted() bool {
+	return len(r.pending) > 0 && len(r.terminating) == len(r.pending)
+}
+
+func (r *run) checkDue() <-chan time.Time {
+	if r.nextCheck == nil {
+		return nil
+	}
+	return r.nextCheck.C()
+}
+
+// maybeCheckKubelet starts a kubelet check when every eviction is
+// accepted and none is under way or scheduled: at once the first time,
+// then every kubeletCheckInterval.
+func (r *run) maybeCheckKubelet() {
+	if r.checking || r.nextCheck != nil || !r.allAccepted() || r.ctx.Err() != nil {
+		return
+	}
+	r.checking = true
+	noLease := r.noLease
+	go func() { r.checked <- checkKubelet(r.ctx, r.c, r.clk, r.opts.Node, noLease) }()
+}
+
+// kubeletChecked takes in a kubelet check: a *NodeNotReadyError if the
+// kubelet is dead while every remaining pod is terminating.
+func (r *run) kubeletChecked(k kubeletState) error {
+	r.checking = false
+	r.noLease = k.noLease
+	if k.dead && r.allAccepted() && r.ctx.Err() == nil {
+		e := &NodeNotReadyError{Node: r.opts.Node, Reason: k.reason}
+		for _, p := range r.pending {
+			e.Waiting = append(e.Waiting, p.Name())
+		}
+		sort.Strings(e.Waiting)
+		return e
+	}
+	r.nextCheck = r.clk.NewTimer(kubeletCheckInterval)
+	return nil
+}
+
+// report updates the Status and passes it to Progress.
+func (r *run) report() {
+	st := &r.res.Status
+	st.Elapsed = r.clk.Since(r.start)
+	st.Terminating = len(r.terminating)
+	st.Blocked = len(r.blocked)
+	// A fresh slice: Progress may keep the Status it was given.
+	st.BlockedPods = make([]Blocked, 0, len(r.blocked))
+	for _, b := range r.blocked {
+		st.BlockedPods = append(st.BlockedPods, b)
+	}
+	sort.Slice(st.BlockedPods, func(i, j int) bool { return st.BlockedPods[i].Pod < st.BlockedPods[j].Pod })
+	if r.opts.Progress != nil {
+		r.opts.Progress(*st)
+	}
+}
+
+// finish reports a last time and returns the Result with err.
+func (r *run) finish(err error) (*Result, error) {
+	r.report()
+	r.res.Elapsed = r.clk.Since(r.start)
+	return r.res, err
 }

@@ -17,10 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/gnsh/gnsh/internal/drain/draintest"
 	k8stesting "k8s.io/client-go/testing"
+	testclock "k8s.io/utils/clock/testing"
 )
 
 func ctrl(kind, name string) []metav1.OwnerReference {
@@ -74,54 +75,12 @@ func node(unschedulable bool, ann map[string]string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", Annotations: ann}, Spec: corev1.NodeSpec{Unschedulable: unschedulable}}
 }
 
-func getNode(t *testing.T, c *fake.Clientset) *corev1.Node {
+func getNode(t *testing.T, c kubernetes.Interface) *corev1.Node {
 	n, err := c.CoreV1().Nodes().Get(context.Background(), "node1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return n
-}
-
-func TestCordonOwnership(t *testing.T) {
-	ctx := context.Background()
-	own := Ownership{Action: "reboot", User: "alice", TTY: "pts/0", Time: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC), BootID: "b1"}
-
-	c := fake.NewClientset(node(false, nil))
-	if ok, err := Cordon(ctx, c, "node1", own); !ok || err != nil {
-		t.Fatalf("cordon: %v %v", ok, err)
-	}
-	n := getNode(t, c)
-	if !n.Spec.Unschedulable || Owner(n) == nil || Owner(n).User != "alice" || Owner(n).BootID != "b1" {
-		t.Fatalf("node after cordon: %+v %+v", n.Spec, n.Annotations)
-	}
-	if ok, err := Uncordon(ctx, c, "node1", true); !ok || err != nil {
-		t.Fatalf("uncordon ours: %v %v", ok, err)
-	}
-	n = getNode(t, c)
-	if n.Spec.Unschedulable || Owner(n) != nil {
-		t.Fatalf("node after uncordon: %+v %+v", n.Spec, n.Annotations)
-	}
-
-	// An admin's cordon: gnsh records nothing and never removes it.
-	c = fake.NewClientset(node(true, nil))
-	if ok, err := Cordon(ctx, c, "node1", own); ok || err != nil {
-		t.Fatalf("cordon of a cordoned node: %v %v", ok, err)
-	}
-	if Owner(getNode(t, c)) != nil {
-		t.Fatal("annotation added to an admin's cordon")
-	}
-	if ok, _ := Uncordon(ctx, c, "node1", true); ok || !getNode(t, c).Spec.Unschedulable {
-		t.Fatal("an admin's cordon was removed")
-	}
-	// gnsh uncordon without --only-if-ours behaves like kubectl uncordon.
-	if ok, _ := Uncordon(ctx, c, "node1", false); !ok || getNode(t, c).Spec.Unschedulable {
-		t.Fatal("explicit uncordon failed")
-	}
-	// Ours, but someone already uncordoned: only the annotation goes.
-	c = fake.NewClientset(node(false, map[string]string{CordonAnnotation: `{"action":"reboot"}`}))
-	if ok, _ := Uncordon(ctx, c, "node1", true); ok || Owner(getNode(t, c)) != nil {
-		t.Fatal("stale annotation not cleared")
-	}
 }
 
 // cluster is draintest's fake API server with the node and pods given.
@@ -191,21 +150,25 @@ func TestDrain(t *testing.T) {
 func TestDrainBlockedByPDB(t *testing.T) {
 	cl := newCluster(pod("web-1"), pod("db-0"), pod("db-1"))
 	cl.Protect("db-0", "db-1")
-	start := time.Now()
-	_, err := Drain(context.Background(), cl, Options{Node: "node1", Timeout: 1500 * time.Millisecond,
-		RetryDelay: 100 * time.Millisecond, MaxRetryDelay: 400 * time.Millisecond})
+	// A 429 from a PodDisruptionBudget is no API failure: however short
+	// UnreachableAfter, the drain runs to its Timeout.
+	d := fakeDrain(t, cl, Options{Node: "node1", Timeout: 1500 * time.Millisecond, UnreachableAfter: 200 * time.Millisecond,
+		RetryDelay: 100 * time.Millisecond, MaxRetryDelay: 400 * time.Millisecond}, 20*time.Millisecond, nil)
 	var be *BlockedError
-	if !errors.As(err, &be) {
-		t.Fatalf("err %v, want BlockedError", err)
+	if !errors.As(d.err, &be) {
+		t.Fatalf("err %v, want BlockedError", d.err)
 	}
-	if time.Since(start) > 5*time.Second {
-		t.Fatalf("deadline not honoured: %v", time.Since(start))
+	if d.took < 1500*time.Millisecond {
+		t.Fatalf("BlockedError after %v, before the Timeout", d.took)
 	}
 	if len(be.Blocked) != 2 || be.Blocked[0].Pod != "app/db-0" || be.Blocked[0].PDB != "db-pdb" {
 		t.Fatalf("blocked %+v", be.Blocked)
 	}
 	if !strings.Contains(be.Error(), "app/db-0 (PodDisruptionBudget db-pdb), app/db-1 (PodDisruptionBudget db-pdb)") {
 		t.Fatalf("message %q", be.Error())
+	}
+	if IsAPIFailure(d.err) {
+		t.Fatalf("IsAPIFailure(%v)", d.err)
 	}
 	// Backoff, not a hot loop: 100, 200, 400, 400 ms … ≈ 5 tries in 1.5 s.
 	if n := cl.Evicted("db-0"); n < 2 || n > 8 {
@@ -240,15 +203,17 @@ func TestDrainUnreachableMidDrain(t *testing.T) {
 		return true, nil, down
 	})
 	cl.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) { return true, nil, down })
-	start := time.Now()
-	_, err := Drain(context.Background(), cl, Options{Node: "node1", Timeout: 30 * time.Second,
-		RetryDelay: 50 * time.Millisecond, UnreachableAfter: 300 * time.Millisecond})
+	d := fakeDrain(t, cl, Options{Node: "node1", Timeout: 30 * time.Second,
+		RetryDelay: 50 * time.Millisecond, UnreachableAfter: 300 * time.Millisecond}, 50*time.Millisecond, nil)
 	var ue *UnreachableError
-	if !errors.As(err, &ue) || !IsUnreachable(err) {
-		t.Fatalf("err %v, want UnreachableError", err)
+	if !errors.As(d.err, &ue) || !IsUnreachable(d.err) || !IsAPIFailure(d.err) {
+		t.Fatalf("err %v, want UnreachableError", d.err)
 	}
-	if time.Since(start) > 10*time.Second {
-		t.Fatalf("gave up after %v", time.Since(start))
+	if ue.For < 300*time.Millisecond || d.took > 10*time.Second {
+		t.Fatalf("gave up after %v, unreachable for %v", d.took, ue.For)
+	}
+	if !strings.HasPrefix(ue.Error(), "API server unreachable for ") || !strings.Contains(ue.Error(), "connection refused") {
+		t.Fatalf("message %q", ue.Error())
 	}
 }
 
@@ -268,3 +233,47 @@ func TestIsUnreachable(t *testing.T) {
 		}
 	}
 }
+
+// drained is what fakeDrain saw.
+type drained struct {
+	res  *Result
+	err  error
+	took time.Duration // on the fake clock
+}
+
+// fakeDrain runs Drain on a FakeClock and moves that clock on by step
+// about every millisecond of real time, so that the drain's goroutines and
+// the fake API server keep up, until Drain returns. No test waits for a
+// timeout in real time: a drain of five fake minutes takes 300 real
+// milliseconds at a step of a second. each, if set, is called before
+// every step with the fake time so far.
+func fakeDrain(t *testing.T, c kubernetes.Interface, opts Options, step time.Duration, each func(time.Duration)) drained {
+	t.Helper()
+	clk := testclock.NewFakeClock(fakeNow)
+	opts.Clock = clk
+	done := make(chan drained, 1)
+	go func() {
+		res, err := Drain(context.Background(), c, opts)
+		done <- drained{res: res, err: err}
+	}()
+	limit := opts.Timeout + time.Minute
+	for {
+		select {
+		case d := <-done:
+			d.took = clk.Since(fakeNow)
+			return d
+		case <-time.After(time.Millisecond):
+		}
+		took := clk.Since(fakeNow)
+		if took > limit {
+			t.Fatalf("Drain still running after %v on the fake clock (Timeout %v)", took, opts.Timeout)
+		}
+		if each != nil {
+			each(took)
+		}
+		clk.Step(step)
+	}
+}
+
+// fakeNow is when fakeDrain's clock starts.
+var fakeNow = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)

@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 )
 
 // MirrorAnnotation marks the API copy of a static pod.
@@ -40,46 +42,6 @@ type Pod struct {
 // Name is namespace/name.
 func (p *Pod) Name() string { return p.Pod.Namespace + "/" + p.Pod.Name }
 
-// Classify decides a pod's fate from the pod alone: DaemonSet ownership is
-// read from the controller ownerReference, never by GETting the DaemonSet
-// (the kubelet's credentials may not).
-func Classify(pod corev1.Pod) Pod {
-	p := Pod{Pod: pod, Verdict: Evict}
-	switch {
-	case pod.Annotations[MirrorAnnotation] != "":
-		p.Verdict = SkipMirror
-	case pod.DeletionTimestamp != nil:
-		p.Verdict = Terminating
-	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
-		p.Verdict = SkipFinished
-	default:
-		ref := metav1.GetControllerOf(&pod)
-		switch {
-		case ref != nil && ref.Kind == "DaemonSet":
-			p.Verdict = SkipDaemonSet
-		case ref == nil:
-			p.Warning = "declares no controller: it will not be recreated elsewhere"
-		}
-		if p.Verdict == Evict && hasEmptyDir(pod) {
-			w := "uses emptyDir: its data is lost"
-			if p.Warning != "" {
-				w = p.Warning + "; " + w
-			}
-			p.Warning = w
-		}
-	}
-	return p
-}
-
-func hasEmptyDir(pod corev1.Pod) bool {
-	for _, v := range pod.Spec.Volumes {
-		if v.EmptyDir != nil {
-			return true
-		}
-	}
-	return false
-}
-
 // listPageSize bounds one LIST response, as kubectl's --chunk-size.
 const listPageSize = 500
 
@@ -87,10 +49,28 @@ const listPageSize = 500
 // spec.nodeName=NODE, the only pod list the Node authorizer allows a
 // kubelet) and returns them with the resourceVersion to watch from.
 func ListNodePods(ctx context.Context, c kubernetes.Interface, node string) ([]corev1.Pod, string, error) {
+	return listPods(ctx, c, node, false)
+}
+
+// listPods is ListNodePods. With once, and a real client, client-go's own
+// retries are off: it otherwise retries an answer carrying Retry-After
+// (429, 5xx) up to ten times, sleeping as told, and the drain would see
+// an overloaded server's failures only after all of them, on no clock of
+// its own.
+func listPods(ctx context.Context, c kubernetes.Interface, node string, once bool) ([]corev1.Pod, string, error) {
 	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(), Limit: listPageSize}
+	rc, _ := c.CoreV1().RESTClient().(*rest.RESTClient)
 	var pods []corev1.Pod
 	for {
-		l, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+		var l *corev1.PodList
+		var err error
+		if once && rc != nil {
+			// As the typed client's List, plus MaxRetries(0).
+			l = &corev1.PodList{}
+			err = rc.Get().Resource("pods").VersionedParams(&opts, scheme.ParameterCodec).MaxRetries(0).Do(ctx).Into(l)
+		} else {
+			l, err = c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+		}
 		if err != nil {
 			return nil, "", fmt.Errorf("list pods on %s: %w", node, err)
 		}

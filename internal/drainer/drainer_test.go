@@ -121,6 +121,27 @@ func newDrainer(t *testing.T, f *fakeNode, config string) testDrainer {
 	return testDrainer{d, &b}
 }
 
+// fastClock gives d a fake clock that runs a second ahead every real
+// millisecond, so drain timeouts pass without the test sleeping for them.
+func fastClock(t *testing.T, d testDrainer) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	d.Clock = clk
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				clk.Step(time.Second)
+			}
+		}
+	}()
+}
+
 func reboot() *legacy.Request { return &legacy.Request{Command: "reboot", Action: legacy.Reboot} }
 
 func cancelReq() *legacy.Request { return &legacy.Request{Command: "shutdown", Action: legacy.Cancel} }
@@ -207,7 +228,8 @@ func TestDrainThenHandOff(t *testing.T) {
 func TestBlockedRefusesAndUncordons(t *testing.T) {
 	f := newFakeNode(false, nil, "web-1", "db-0")
 	f.Protect("db-0")
-	d := newDrainer(t, f, "drainTimeout: 1s\n")
+	d := newDrainer(t, f, "drainTimeout: 1m\n")
+	fastClock(t, d)
 	_, err := d.prepare(t, reboot())
 	refusal(t, err, "app/db-0 (PodDisruptionBudget db-pdb)", "--force-drain")
 	if n := f.node(t); n.Spec.Unschedulable || drain.Owner(n) != nil {
@@ -225,8 +247,9 @@ func TestForceDrainHandsOff(t *testing.T) {
 	f := newFakeNode(false, nil, "db-0")
 	f.Protect("db-0")
 	d := newDrainer(t, f, "")
+	fastClock(t, d)
 	req := reboot()
-	req.Drain = legacy.DrainFlags{Force: true, Timeout: 500 * time.Millisecond}
+	req.Drain = legacy.DrainFlags{Force: true, Timeout: time.Minute}
 	p, err := d.prepare(t, req)
 	if err != nil || p == nil {
 		t.Fatal(p, err)
@@ -244,7 +267,8 @@ func TestForceDrainHandsOff(t *testing.T) {
 func TestAdminCordonIsNeverUndone(t *testing.T) {
 	f := newFakeNode(true, nil, "db-0")
 	f.Protect("db-0")
-	d := newDrainer(t, f, "drainTimeout: 1s\n")
+	d := newDrainer(t, f, "drainTimeout: 1m\n")
+	fastClock(t, d)
 	if err := d.handOff(t, reboot(), nil); err == nil {
 		t.Fatal("blocked drain accepted")
 	}
@@ -253,7 +277,7 @@ func TestAdminCordonIsNeverUndone(t *testing.T) {
 	}
 	// Nor by a refused hand-off after a forced drain.
 	req := reboot()
-	req.Drain = legacy.DrainFlags{Force: true, Timeout: 300 * time.Millisecond}
+	req.Drain = legacy.DrainFlags{Force: true, Timeout: time.Minute}
 	if err := d.handOff(t, req, errors.New("refused")); err != nil {
 		t.Fatal(err)
 	}
@@ -595,6 +619,28 @@ func TestAPIServerAnswersButCannotBeUsed(t *testing.T) {
 				t.Fatalf("stderr %q", d.stderr)
 			}
 		})
+	}
+}
+
+// A dead kubelet: the evicted pods cannot go. gnsh does not wait for them
+// (nor refuse at the timeout): one warning, the hand-off; its cordon stays.
+func TestKubeletDeadHandsOff(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1", "web-2")
+	f.Stick("web-1", "web-2")
+	if err := f.Tracker().Add(draintest.NodeLease("node1", time.Now().Add(-10*time.Minute), 40*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	d := newDrainer(t, f, "drainTimeout: 1h\n")
+	p, err := d.prepare(t, reboot())
+	if err != nil || p == nil {
+		t.Fatal(p, err)
+	}
+	p.Finish(context.Background(), nil)
+	if !strings.Contains(d.stderr.String(), "; rebooting without waiting for them") || !f.node(t).Spec.Unschedulable {
+		t.Fatalf("stderr %q", d.stderr)
+	}
+	if got := strings.Join(f.reasons(), " "); got != "GnshDrainStarted GnshDrainFailed GnshShutdown" {
+		t.Fatalf("events %q", got)
 	}
 }
 

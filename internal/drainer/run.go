@@ -165,7 +165,7 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 	}
 	// Until the answer is in, the cordon may or may not have been made.
 	r.cordoned = !n.Spec.Unschedulable
-	made, err := cordonNode(ctx, s.c, n, r.own)
+	made, err := drain.Cordon(ctx, s.c, n, r.own)
 	if err == nil {
 		r.cordoned = made
 		err = ctx.Err()
@@ -196,6 +196,7 @@ func (r *run) drain(ctx context.Context) outcome {
 	res, err := drain.Drain(ctx, s.c, drain.Options{
 		Node: s.node, Timeout: timeout, GracePeriod: r.cfg.PodGracePeriod,
 		UnreachableAfter: r.cfg.UnreachableAfter.D(),
+		Clock:            r.d.clock(),
 		Progress:         r.out.update,
 		Warn:             func(l string) { r.out.printf("evicting %s", l) },
 	})
@@ -337,7 +338,7 @@ func (r *run) undo(why string) {
 	defer cancel()
 	// Only the cordon whose record is this run's: not an admin's, nor one
 	// an earlier gnsh made (say, for a schedule).
-	undone, err := uncordonNode(ctx, r.sess.c, r.sess.node, r.mine)
+	undone, err := drain.Uncordon(ctx, r.sess.c, r.sess.node, r.mine)
 	switch {
 	case err != nil:
 		r.warn("%s, but uncordoning %s failed (%v); run 'gnsh uncordon --only-if-ours' when the API server answers", why, r.sess.node, err)
@@ -410,7 +411,7 @@ func (c *cancelRun) Finish(ctx context.Context, err error) {
 	defer lock.Release()
 	ctx, cancel := context.WithTimeout(ctx, 2*r.cfg.APITimeout.D())
 	defer cancel()
-	undone, err := uncordonNode(ctx, s.c, s.node, func(o *drain.Ownership) bool { return o.When != nil })
+	undone, err := drain.Uncordon(ctx, s.c, s.node, func(o *drain.Ownership) bool { return o.When != nil })
 	switch {
 	case err != nil:
 		r.warn("the scheduled shutdown was cancelled, but uncordoning %s failed (%v); run 'gnsh uncordon --only-if-ours'", s.node, err)

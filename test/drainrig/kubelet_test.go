@@ -1,6 +1,7 @@
 package drainrig_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -28,7 +29,8 @@ import (
 // control plane, in parallel, each on its own Node and namespace.
 func TestDrainRig(t *testing.T) {
 	t.Parallel()
-	r := startRig(t, "plain", "cordoned", "kinds", "pdb", "scale", "named", "dedicated")
+	r := startRig(t, "plain", "cordoned", "kinds", "pdb", "scale", "named", "dedicated",
+		"failing", "blip", "denied", "deadlease", "notready", "owned")
 	for _, tc := range []struct {
 		name string
 		fn   func(*testing.T, *rig)
@@ -40,6 +42,12 @@ func TestDrainRig(t *testing.T) {
 		{"200Pods", test200Pods},
 		{"NodeName", testNodeName},
 		{"DedicatedIdentity", testDedicatedIdentity},
+		{"ServerFailing", testServerFailing},
+		{"ServerFailsBriefly", testServerFailsBriefly},
+		{"EvictionDenied", testEvictionDenied},
+		{"KubeletDead", testKubeletDead},
+		{"NodeNotReady", testNodeNotReady},
+		{"Ownership", testOwnership},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -58,6 +66,16 @@ func (r *rig) rsPods(t *testing.T, ns, rsName, node string, n int) []string {
 		names = append(names, ns+"/"+p.Name)
 	}
 	return names
+}
+
+// cordon is drain.Cordon of the Node as c reads it, as gnsh does it.
+func cordon(ctx context.Context, t *testing.T, c kubernetes.Interface, node string, own drain.Ownership) (bool, error) {
+	t.Helper()
+	n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	return drain.Cordon(ctx, c, n, own)
 }
 
 func owner(t *testing.T) drain.Ownership {
@@ -80,7 +98,7 @@ func testPlainDrain(t *testing.T, r *rig) {
 	}
 	ctx := ctxFor(t, 2*time.Minute)
 	own := owner(t)
-	if ok, err := drain.Cordon(ctx, c, node, own); !ok || err != nil {
+	if ok, err := cordon(ctx, t, c, node, own); !ok || err != nil {
 		t.Fatalf("Cordon: %v %v", ok, err)
 	}
 	n := r.getNode(t, node)
@@ -92,7 +110,7 @@ func testPlainDrain(t *testing.T, r *rig) {
 		t.Errorf("ownership %+v, want %+v", *got, own)
 	}
 	// Cordoning again (a second gnsh run) changes nothing.
-	if ok, err := drain.Cordon(ctx, c, node, drain.Ownership{Action: "poweroff"}); ok || err != nil {
+	if ok, err := cordon(ctx, t, c, node, drain.Ownership{Action: "poweroff"}); ok || err != nil {
 		t.Fatalf("second Cordon: %v %v", ok, err)
 	}
 	if o := drain.Owner(r.getNode(t, node)); o == nil || o.Action != "reboot" {
@@ -116,14 +134,14 @@ func testPlainDrain(t *testing.T, r *rig) {
 		t.Errorf("pods left after the drain: %v", left)
 	}
 
-	if ok, err := drain.Uncordon(ctx, c, node, true); !ok || err != nil {
+	if ok, err := drain.Uncordon(ctx, c, node, drain.Ours); !ok || err != nil {
 		t.Fatalf("Uncordon: %v %v", ok, err)
 	}
 	n = r.getNode(t, node)
 	if n.Spec.Unschedulable || drain.Owner(n) != nil {
 		t.Fatalf("after Uncordon: unschedulable=%v annotations=%v", n.Spec.Unschedulable, n.Annotations)
 	}
-	if ok, err := drain.Uncordon(ctx, c, node, true); ok || err != nil {
+	if ok, err := drain.Uncordon(ctx, c, node, drain.Ours); ok || err != nil {
 		t.Fatalf("second Uncordon: %v %v", ok, err)
 	}
 
@@ -162,7 +180,7 @@ func testAdminCordonKept(t *testing.T, r *rig) {
 
 	rec := &recorder{}
 	_, c := r.nodeClient(t, node, rec)
-	if ok, err := drain.Cordon(ctx, c, node, owner(t)); ok || err != nil {
+	if ok, err := cordon(ctx, t, c, node, owner(t)); ok || err != nil {
 		t.Fatalf("Cordon of an admin-cordoned node: %v %v", ok, err)
 	}
 	if o := drain.Owner(r.getNode(t, node)); o != nil {
@@ -171,7 +189,7 @@ func testAdminCordonKept(t *testing.T, r *rig) {
 	if _, err := drain.Drain(ctx, c, drain.Options{Node: node, Timeout: time.Minute}); err != nil {
 		t.Fatalf("Drain: %v", err)
 	}
-	if ok, err := drain.Uncordon(ctx, c, node, true); ok || err != nil {
+	if ok, err := drain.Uncordon(ctx, c, node, drain.Ours); ok || err != nil {
 		t.Fatalf("Uncordon(onlyIfOurs) of the admin's cordon: %v %v", ok, err)
 	}
 	if n := r.getNode(t, node); !n.Spec.Unschedulable {
@@ -221,7 +239,7 @@ func testPodKinds(t *testing.T, r *rig) {
 	})
 
 	ctx := ctxFor(t, 2*time.Minute)
-	if ok, err := drain.Cordon(ctx, c, node, owner(t)); !ok || err != nil {
+	if ok, err := cordon(ctx, t, c, node, owner(t)); !ok || err != nil {
 		t.Fatalf("Cordon: %v %v", ok, err)
 	}
 	var mu sync.Mutex
@@ -289,7 +307,7 @@ func testPDBBlocks(t *testing.T, r *rig) {
 
 	rec := &recorder{}
 	_, c := r.nodeClient(t, node, rec)
-	if ok, err := drain.Cordon(ctx, c, node, owner(t)); !ok || err != nil {
+	if ok, err := cordon(ctx, t, c, node, owner(t)); !ok || err != nil {
 		t.Fatalf("Cordon: %v %v", ok, err)
 	}
 	const timeout = 4 * time.Second
@@ -375,7 +393,7 @@ func test200Pods(t *testing.T, r *rig) {
 	t.Logf("%d pods created in %v, Running and Ready after %v", n, created.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 
 	_, cordoner := r.nodeClient(t, node, nil)
-	if ok, err := drain.Cordon(ctx, cordoner, node, owner(t)); !ok || err != nil {
+	if ok, err := cordon(ctx, t, cordoner, node, owner(t)); !ok || err != nil {
 		t.Fatalf("Cordon: %v %v", ok, err)
 	}
 	rec := &recorder{}

@@ -72,7 +72,7 @@ func lostMidDrain(t *testing.T, r *rig, node string, lose func() error, within t
 
 	_, c := r.nodeClient(t, node, nil)
 	ctx := ctxFor(t, 2*time.Minute)
-	if ok, err := drain.Cordon(ctx, c, node, owner(t)); !ok || err != nil {
+	if ok, err := cordon(ctx, t, c, node, owner(t)); !ok || err != nil {
 		t.Fatalf("Cordon: %v %v", ok, err)
 	}
 	evicted := make(chan struct{})
@@ -189,7 +189,8 @@ func TestAPIServerDownAtStart(t *testing.T) {
 		}{
 			{"Cordon", func(ctx context.Context, t *testing.T, kc string) error {
 				_, c := client(t, kc, nil)
-				_, err := drain.Cordon(ctx, c, "node1", drain.Ownership{Action: "reboot"})
+				// gnsh reads the Node, then cordons it.
+				_, err := cordon(ctx, t, c, "node1", drain.Ownership{Action: "reboot"})
 				return err
 			}},
 			{"ListNodePods", func(ctx context.Context, t *testing.T, kc string) error {

@@ -2,21 +2,43 @@
 // clientset whose evictions act like a kubelet (the pod goes a moment
 // later) and like a PodDisruptionBudget (429 for protected pods), and
 // which records every eviction.
+//
+// Like a real API server, the fake records managedFields for every
+// create, update and patch with the FieldManager given (fake.NewClientset
+// does that itself), which drain.Owner reads. KubectlCordon changes a
+// Node as an admin's kubectl cordon or uncordon would.
 package draintest
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
+
+// These are drain.FieldManager and drain.CordonAnnotation (draintest cannot
+// import drain: drain's own tests use draintest); drain's tests check that
+// they agree.
+const (
+	GnshFieldManager = "gnsh"
+	CordonAnnotation = "gnsh.io/cordoned"
+)
+
+// KubectlFieldManager is the field manager of kubectl cordon and uncordon.
+const KubectlFieldManager = "kubectl-cordon"
 
 // PDB names the PodDisruptionBudget that refuses protected pods.
 const PDB = "db-pdb"
@@ -32,7 +54,24 @@ type Cluster struct {
 }
 
 // New returns a Cluster holding objs.
+//
+// A Node given unschedulable, with gnsh's annotation and without
+// managedFields, is taken as cordoned by gnsh: it gets the managedFields
+// the API server records for drain.Cordon's patch (gnsh manages
+// spec.unschedulable and the annotation). To seed anyone else's cordon
+// with a leftover annotation, give the Node managedFields of its own, or
+// seed it and then call KubectlCordon.
 func New(objs ...runtime.Object) *Cluster {
+	objs = append([]runtime.Object(nil), objs...) // the caller's slice stays as it was
+	for i, o := range objs {
+		if n, ok := o.(*corev1.Node); ok && n.Spec.Unschedulable && n.ManagedFields == nil {
+			if _, ok := n.Annotations[CordonAnnotation]; ok {
+				n = n.DeepCopy()
+				n.ManagedFields = []metav1.ManagedFieldsEntry{GnshCordonFields()}
+				objs[i] = n
+			}
+		}
+	}
 	c := &Cluster{Clientset: fake.NewClientset(objs...), protected: map[string]bool{}, stuck: map[string]bool{},
 		evictions: map[string]int{}}
 	c.PrependReactor("create", "pods", c.evict)
@@ -101,4 +140,45 @@ func (c *Cluster) Evictions() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.total
+}
+
+// GnshCordonFields is the managedFields entry a real API server records
+// for drain.Cordon's patch: manager gnsh, owning spec.unschedulable and the
+// annotation.
+func GnshCordonFields() metav1.ManagedFieldsEntry {
+	return metav1.ManagedFieldsEntry{
+		Manager: GnshFieldManager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
+		Time: &metav1.Time{Time: time.Now().UTC().Truncate(time.Second)}, FieldsType: "FieldsV1",
+		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{".":{},"f:` + CordonAnnotation +
+			`":{}}},"f:spec":{"f:unschedulable":{}}}`)},
+	}
+}
+
+// KubectlCordon does to node what an admin's "kubectl cordon" (unschedulable
+// true) or "kubectl uncordon" (false) does: nothing if it already is so,
+// else a strategic-merge patch of spec.unschedulable alone, as field
+// manager "kubectl-cordon", which leaves any gnsh annotation in place. It
+// works on any client: this fake or a real API server.
+func KubectlCordon(ctx context.Context, c kubernetes.Interface, node string, unschedulable bool) error {
+	n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if n.Spec.Unschedulable == unschedulable {
+		return nil
+	}
+	_, err = c.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType,
+		fmt.Appendf(nil, `{"spec":{"unschedulable":%t}}`, unschedulable), metav1.PatchOptions{FieldManager: KubectlFieldManager})
+	return err
+}
+
+// NodeLease is the Lease kube-node-lease/node that a kubelet renewing every
+// so often last renewed at renewed, with leaseDurationSeconds duration.
+func NodeLease(node string, renewed time.Time, duration time.Duration) *coordinationv1.Lease {
+	secs := int32(duration / time.Second)
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: node, Namespace: corev1.NamespaceNodeLease},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &node, LeaseDurationSeconds: &secs,
+			RenewTime: &metav1.MicroTime{Time: renewed}},
+	}
 }
