@@ -478,6 +478,25 @@ func TestSignalWindows(t *testing.T) {
 			t.Fatalf("stderr %q", d.stderr)
 		}
 	})
+	t.Run("as the drain ends", func(t *testing.T) {
+		// The last pod goes, then SIGINT comes before the hand-off: it
+		// still stops the command (nothing handed off yet).
+		f := newFakeNode(false, nil, "web-1")
+		d := newDrainer(t, f, "")
+		f.PrependReactor("create", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.(k8stesting.CreateAction).GetObject().(*corev1.Event).Reason == ReasonDrainFinished {
+				d.Signal.Deliver(syscall.SIGINT)
+			}
+			return false, nil, nil
+		})
+		_, err := d.prepare(t, reboot())
+		if intr := new(*Interrupted); !errors.As(err, intr) || (*intr).Sig != syscall.SIGINT {
+			t.Fatalf("err %v", err)
+		}
+		if f.node(t).Spec.Unschedulable {
+			t.Fatal("still cordoned")
+		}
+	})
 	t.Run("during the hand-off", func(t *testing.T) {
 		f := newFakeNode(false, nil, "web-1")
 		d := newDrainer(t, f, "")

@@ -269,6 +269,16 @@ func classifyLocal(err error) outcome {
 // the cordon where the policy says so, and either returns the run as
 // handoff.Prepared (proceed) or the error that refuses the command.
 func (r *run) conclude(o outcome, err error) (handoff.Prepared, error) {
+	if r.onNode && r.purpose != forMaintenance {
+		// From here the hand-off (a few bounded D-Bus calls, or reboot(2))
+		// is not cut in half by a signal; Finish (or end) leaves this
+		// mode. Entered before Caught is read, so that a SIGINT that came
+		// as the drain ended is not lost: it still stops the command.
+		r.leaveHold = r.d.Signal.Hold("handing the " + r.verb + " to the system")
+	}
+	if sig := r.d.Signal.Caught(); sig != 0 && o != interrupted {
+		o, err = interrupted, &Interrupted{Sig: sig}
+	}
 	v := decide(o, r.purpose, r.cfg.ForceDrain)
 	if v.undo {
 		r.undo(r.undoReason(o))
@@ -301,9 +311,6 @@ func (r *run) conclude(o outcome, err error) (handoff.Prepared, error) {
 		r.end()
 		return nil, nil
 	}
-	// From here the hand-off (a few bounded D-Bus calls, or reboot(2)) is
-	// not cut in half by a signal; Finish leaves this mode.
-	r.leaveHold = r.d.Signal.Hold("handing the " + r.verb + " to the system")
 	return r, nil
 }
 
