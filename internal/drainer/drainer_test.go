@@ -862,3 +862,23 @@ func TestDescribe(t *testing.T) {
 		t.Errorf("bad config: %q", got)
 	}
 }
+
+// gnsh uncordon takes the drain lock: it never races a drain's cordon.
+func TestUncordonTakesTheLock(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	p, err := d.prepare(t, reboot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err = d.UncordonCommand(context.Background(), true, &out)
+	refusal(t, err, "another gnsh is draining this node")
+	if !f.node(t).Spec.Unschedulable {
+		t.Fatal("uncordoned while a drain held the lock")
+	}
+	p.Finish(context.Background(), nil)
+	if err := d.UncordonCommand(context.Background(), true, &out); err != nil || out.String() != "node1 uncordoned\n" {
+		t.Fatalf("after the drain: %v %q", err, out.String())
+	}
+}

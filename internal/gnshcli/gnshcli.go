@@ -115,7 +115,7 @@ func makePlan(ctx context.Context, name string, argv []string, env *dispatch.Env
 		return &handoff.Plan{Command: name, Args: argv[1:], Calls: []handoff.Call{}, ExitCode: dispatch.ExitStatus(err),
 			Stderr: err.Error() + "\n"}
 	}
-	p := handoff.MakePlan(ctx, req, env.Host, env.Location)
+	p := handoff.MakePlan(ctx, req, env.Host, env.Location, dispatch.ExitStatus)
 	if env.NewDrainer != nil {
 		p.Drain = env.NewDrainer().Describe(req)
 	}

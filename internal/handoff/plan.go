@@ -225,8 +225,9 @@ type Param struct {
 
 // MakePlan runs req through a Runner whose bus and kernel are recorders.
 // host supplies read-only facts (euid, tty, chroot, kexec); loc is the zone
-// used for printed times.
-func MakePlan(ctx context.Context, req *legacy.Request, host Host, loc *time.Location) *Plan {
+// used for printed times; status maps the command's error to its exit
+// status (dispatch.ExitStatus: dispatch is the only place that does).
+func MakePlan(ctx context.Context, req *legacy.Request, host Host, loc *time.Location, status func(error) int) *Plan {
 	p := &Plan{
 		Command: req.Command, Args: req.Args, Action: req.Action.String(), Force: req.Force,
 		DryRun: req.DryRun, Immediate: req.Immediate(), NoSync: req.NoSync, Help: req.Help != "",
@@ -256,13 +257,9 @@ func MakePlan(ctx context.Context, req *legacy.Request, host Host, loc *time.Loc
 			},
 			DialSystemd: func(context.Context) (Systemd, error) { return rec, nil },
 		}
-		code := 0
-		if err := r.Run(ctx, req); err != nil {
-			code = 1
-			var ee *legacy.ExitError
-			if errors.As(err, &ee) {
-				code = ee.Code
-			}
+		err := r.Run(ctx, req)
+		code := status(err)
+		if err != nil {
 			if msg := err.Error(); msg != "" {
 				errb.WriteString(msg + "\n")
 			}
