@@ -171,9 +171,21 @@ func unwrapNet(err error) error {
 // Close closes the connection.
 func (c *Conn) Close() error { return c.conn.Close() }
 
+// Done is closed when the connection is closed or lost (the bus daemon went
+// away, or a read failed). A long-lived user such as the node agent selects
+// on it to know when to dial again: godbus never reconnects by itself, and
+// every match rule, watch and inhibitor lock taken over a lost connection
+// must be taken again (a lock's fd stays valid, see Inhibit).
+func (c *Conn) Done() <-chan struct{} { return c.conn.Context().Done() }
+
+// SupportsUnixFDs reports whether UNIX fd passing was negotiated during
+// authentication. Dial negotiates it on every unix socket; without it
+// logind's Inhibit reply cannot be delivered (see Inhibit).
+func (c *Conn) SupportsUnixFDs() bool { return c.conn.SupportsUnixFDs() }
+
 // Logind returns the login1 Manager on this connection.
 func (c *Conn) Logind() *Logind {
-	return &Logind{obj: c.conn.Object(Login1Service, Login1Path)}
+	return &Logind{conn: c.conn, obj: c.conn.Object(Login1Service, Login1Path)}
 }
 
 // Systemd returns the systemd1 Manager on this connection.
@@ -181,8 +193,12 @@ func (c *Conn) Systemd() *Systemd {
 	return &Systemd{obj: c.conn.Object(SystemdService, SystemdPath)}
 }
 
-// Logind implements handoff.Logind.
-type Logind struct{ obj dbus.BusObject }
+// Logind implements handoff.Logind, and the inhibitor, property and signal
+// calls the node agent needs (inhibit.go, watch.go).
+type Logind struct {
+	conn *dbus.Conn
+	obj  dbus.BusObject
+}
 
 var _ handoff.Logind = (*Logind)(nil)
 
@@ -250,11 +266,19 @@ func (l *Logind) CancelScheduledShutdown(ctx context.Context) (bool, error) {
 	return ok, convert(err)
 }
 
-// ScheduledShutdown reads the ScheduledShutdown (st) property.
+// ScheduledShutdown reads the ScheduledShutdown (st) property: the type
+// without logind's "dry-" prefix and the time in CLOCK_REALTIME µs. Nothing
+// scheduled reads ("", 0) on systemd 247 and ("", UINT64_MAX) on 252
+// (both checked by the e2e test; the change lies in between), and from
+// v251 an immediate PowerOff/Reboot/Halt reads (type, 0): ScheduledTime
+// sorts these out. Neither 247 nor 252 sends PropertiesChanged for it
+// (checked), so an agent that follows it polls it, or watches
+// /run/systemd/shutdown/scheduled. v219 lacks the property: that is a
+// *handoff.BusError named org.freedesktop.DBus.Error.UnknownProperty.
 func (l *Logind) ScheduledShutdown(ctx context.Context) (string, uint64, error) {
-	var v dbus.Variant
-	if err := l.call(ctx, "org.freedesktop.DBus.Properties.Get", Login1Manager, "ScheduledShutdown").Store(&v); err != nil {
-		return "", 0, convert(err)
+	v, err := l.property(ctx, "ScheduledShutdown")
+	if err != nil {
+		return "", 0, err
 	}
 	var s struct {
 		Type string
@@ -266,7 +290,12 @@ func (l *Logind) ScheduledShutdown(ctx context.Context) (string, uint64, error) 
 	return s.Type, s.Usec, nil
 }
 
-// ListInhibitors calls ListInhibitors() → a(ssssuu).
+// ListInhibitors calls ListInhibitors() → a(ssssuu): every lock logind
+// holds, each with What (a colon list such as "shutdown:sleep"), Who and Why
+// as the holder gave them, Mode ("block", "delay", "block-weak" from v257),
+// and the holder's effective UID and PID as logind saw them (a PID in
+// logind's PID namespace). FindInhibitors answers "is kubelet's lock
+// there? gnsh's?" from it.
 func (l *Logind) ListInhibitors(ctx context.Context) ([]handoff.Inhibitor, error) {
 	var raw []struct {
 		What, Who, Why, Mode string

@@ -18,4 +18,13 @@
 //
 // The fakes never shut anything down: PowerOff, Reboot and Halt only
 // record the call, update the state and emit PrepareForShutdown.
+//
+// Inhibit returns a real descriptor (the write end of a pipe, as logind's
+// is the write end of a FIFO); the lock is listed with the caller's UID and
+// PID until every copy of it is closed. With Options.WaitForDelayLocks a
+// shutdown goes on as logind's does: PrepareForShutdown(true), a wait for
+// delay locks bounded by InhibitDelayMax, then State.ShutdownStarted.
+// Tests of an inhibitor-holding agent drive it with Logind.Wait (instead
+// of sleeping), Options.After (timers they fire themselves),
+// EmitPrepareForShutdown, CancelShutdown and HoldReplies.
 package logindtest

@@ -1,6 +1,10 @@
 package logindtest
 
 import (
+	"context"
+	"io"
+	"math"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -40,6 +44,7 @@ const (
 	versionSetWallMessage                 = 225
 	versionHalt                           = 235 // Halt, CanHalt
 	versionWithFlags                      = 248
+	versionHandleRebootKey                = 251 // inhibitor "handle-reboot-key" (present in v251; may be a little older)
 	versionScheduledOnImmediate           = 251 // ScheduledShutdown = (type, 0) on an immediate action
 	versionKexecMessage                   = 254 // "Reboot via kexec option is only applicable…"
 	versionPrepareWithMetadataSignal      = 255
@@ -63,15 +68,41 @@ type Options struct {
 	// fails with InvalidArgs. See also Logind.SetError.
 	Errors map[string]*dbus.Error
 
-	// Inhibitors is returned by ListInhibitors. Block locks on
-	// "shutdown" are also enforced as logind does for a root caller:
+	// Inhibitors are locks held from the start, by nobody in particular:
+	// ListInhibitors returns them before the locks taken with Inhibit, and
+	// they are never released. Block locks on "shutdown" (these and those
+	// taken with Inhibit) are enforced as logind does for a root caller:
 	// before v257 only with FlagRootCheckInhibitors and only for locks of
 	// other users (UID != 0); from v257 every "block" lock and other
-	// users' "block-weak" locks, unless FlagSkipInhibitors.
+	// users' "block-weak" locks, unless FlagSkipInhibitors. A "delay" lock
+	// on "shutdown" here makes WaitForDelayLocks wait the whole
+	// InhibitDelayMax.
 	Inhibitors []Inhibitor
 
 	// InhibitDelayMax is the InhibitDelayMaxUSec property; zero means 5s.
+	// Logind.SetInhibitDelayMax changes it later.
 	InhibitDelayMax time.Duration
+
+	// WaitForDelayLocks makes shutdowns go on as logind's do. Without it
+	// (the default) an accepted PowerOff/Reboot/Halt[WithFlags] stops at
+	// PrepareForShutdown(true) and a scheduled shutdown never fires. With
+	// it, an accepted request, and a scheduled shutdown when its time
+	// comes (per Now and After), sends PrepareForShutdown(true), waits
+	// until no "delay" lock on "shutdown" is left or InhibitDelayMax has
+	// passed, and then records that the shutdown started
+	// (State.ShutdownStarted; nothing real ever happens). While it waits
+	// and afterwards, Inhibit refuses new "shutdown" locks with
+	// OperationInProgress, as logind does. A scheduled dry run ("dry-"
+	// type) fires by clearing the schedule, without PrepareForShutdown.
+	// Logind.CancelShutdown plays a failed shutdown job.
+	WaitForDelayLocks bool
+
+	// After makes the timers of WaitForDelayLocks (InhibitDelayMax, and a
+	// scheduled shutdown's time minus Now) so that tests can fire them
+	// without waiting; nil means time.After. It is called without the
+	// fake's lock held, on a goroutine of the fake, so it may block
+	// (e.g. to tell the test what was armed).
+	After func(time.Duration) <-chan time.Time
 
 	// KexecLoaded makes RebootWithFlags(FlagRebootViaKexec) act as kexec.
 	KexecLoaded bool
@@ -104,8 +135,22 @@ type State struct {
 	DryRun               bool   // ScheduleShutdown was given a "dry-" type
 	WallMessage          string
 	EnableWallMessages   bool
-	PreparingForShutdown bool   // an immediate PowerOff/Reboot/Halt was accepted
+	PreparingForShutdown bool   // an immediate PowerOff/Reboot/Halt was accepted (or SetPreparingForShutdown)
 	Action               string // that action: poweroff, reboot, halt, kexec or soft-reboot
+
+	// Inhibitors is what ListInhibitors returns now: Options.Inhibitors,
+	// then the locks taken with Inhibit and not released, oldest first.
+	Inhibitors []Inhibitor
+	// Released lists the locks taken with Inhibit whose descriptor has
+	// been closed everywhere, in the order the fake noticed it.
+	Released []Inhibitor
+
+	// With WaitForDelayLocks: the wait for delay locks is over and the
+	// shutdown "started" at ShutdownStartedAt (from Options.Now);
+	// DelayTimedOut tells whether InhibitDelayMax ran out first.
+	ShutdownStarted   bool
+	ShutdownStartedAt time.Time
+	DelayTimedOut     bool
 }
 
 // Logind is a fake org.freedesktop.login1 manager.
@@ -113,24 +158,41 @@ type Logind struct {
 	svc      *service
 	version  int
 	o        Options
-	delayMax time.Duration
+	after    func(time.Duration) <-chan time.Time
+	delayMax time.Duration // guarded by svc.mu
 
-	st State // guarded by svc.mu
+	// Guarded by svc.mu:
+	st        State
+	live      []*lock       // taken with Inhibit, not yet released
+	changed   chan struct{} // closed and replaced on every change
+	actionGen int           // bumped when an action starts or is cancelled
+	schedGen  int           // bumped when the schedule changes
+}
+
+// lock is an inhibitor taken with Inhibit: the fake keeps the read end of
+// a pipe whose write end went to the caller, as logind keeps a FIFO.
+type lock struct {
+	Inhibitor
+	r *os.File
 }
 
 // NewLogind connects to the bus at address and serves a fake logind as
 // org.freedesktop.login1 at /org/freedesktop/login1. Call Close to stop it.
 func NewLogind(address string, o Options) (*Logind, error) {
-	l := &Logind{version: o.Version, o: o, delayMax: o.InhibitDelayMax}
+	l := &Logind{version: o.Version, o: o, delayMax: o.InhibitDelayMax, after: o.After, changed: make(chan struct{})}
 	if l.version == 0 {
 		l.version = DefaultVersion
 	}
 	if l.delayMax == 0 {
 		l.delayMax = defaultInhibitDelayMax
 	}
+	if l.after == nil {
+		l.after = time.After
+	}
 	l.o.Inhibitors = slices.Clone(o.Inhibitors)
 	l.st.WallMessage, l.st.EnableWallMessages = o.WallMessage, o.EnableWallMessages
 	l.svc = newService(LogindName, o.Now, o.OnCall, o.Errors)
+	l.svc.onChange = l.notify
 	l.svc.objects[LogindPath] = []*ifaceDef{l.manager()}
 	if err := l.svc.start(address); err != nil {
 		return nil, err
@@ -138,8 +200,17 @@ func NewLogind(address string, o Options) (*Logind, error) {
 	return l, nil
 }
 
-// Close releases the name and disconnects.
-func (l *Logind) Close() error { return l.svc.close() }
+// Close releases the name and disconnects. Locks taken with Inhibit are
+// forgotten (their holders' descriptors stay open but mean nothing).
+func (l *Logind) Close() error {
+	err := l.svc.close()
+	l.svc.mu.Lock()
+	defer l.svc.mu.Unlock()
+	for _, lk := range l.live {
+		_ = lk.r.Close()
+	}
+	return err
+}
 
 // Version returns the emulated systemd version.
 func (l *Logind) Version() int { return l.version }
@@ -168,7 +239,108 @@ func (l *Logind) Scheduled() (typ string, usec uint64) {
 func (l *Logind) State() State {
 	l.svc.mu.Lock()
 	defer l.svc.mu.Unlock()
-	return l.st
+	return l.snapshot()
+}
+
+// snapshot copies the state; svc.mu must be held.
+func (l *Logind) snapshot() State {
+	st := l.st
+	st.Inhibitors = l.inhibitors()
+	st.Released = slices.Clone(l.st.Released)
+	return st
+}
+
+// Wait blocks until cond holds and returns the state it last saw, or
+// returns ctx's error. cond gets a snapshot of the state and is evaluated
+// again after every change (a call handled, a lock taken or released, a
+// timer fired, a test control used). Tests use it instead of sleeping,
+// e.g. until State.Released shows that the code under test closed its lock.
+func (l *Logind) Wait(ctx context.Context, cond func(State) bool) (State, error) {
+	for {
+		l.svc.mu.Lock()
+		st := l.snapshot()
+		ch := l.changed
+		l.svc.mu.Unlock()
+		if cond(st) {
+			return st, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return st, ctx.Err()
+		}
+	}
+}
+
+// notify wakes Wait and the delay wait; svc.mu must be held.
+func (l *Logind) notify() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// HoldReplies holds the replies to member (e.g. "Inhibit") until release
+// is called: the call is carried out at once (an Inhibit lock is granted
+// and listed) but its caller hears nothing, as when a reply comes late.
+func (l *Logind) HoldReplies(member string) (release func()) { return l.svc.hold(member) }
+
+// EmitPrepareForShutdown sends PrepareForShutdown(start) (preceded, from
+// v255, by PrepareForShutdownWithMetadata) and changes nothing else: a
+// test of code that reacts to the signal alone. CancelShutdown plays
+// logind's own PrepareForShutdown(false).
+func (l *Logind) EmitPrepareForShutdown(start bool) {
+	l.svc.mu.Lock()
+	defer l.svc.mu.Unlock()
+	l.emitPrepare(start)
+}
+
+// SetPreparingForShutdown sets the PreparingForShutdown property.
+func (l *Logind) SetPreparingForShutdown(b bool) {
+	l.svc.mu.Lock()
+	defer l.svc.mu.Unlock()
+	l.st.PreparingForShutdown = b
+	l.notify()
+}
+
+// SetInhibitDelayMax sets InhibitDelayMaxUSec, as a logind.conf change and
+// a reload would. A wait for delay locks already under way keeps its timer.
+func (l *Logind) SetInhibitDelayMax(d time.Duration) {
+	l.svc.mu.Lock()
+	defer l.svc.mu.Unlock()
+	l.delayMax = d
+	l.notify()
+}
+
+// CancelShutdown ends the shutdown in progress the way logind does when the
+// shutdown job fails or is cancelled: PrepareForShutdown(false), the
+// action and PreparingForShutdown cleared, and "shutdown" locks may be
+// taken again. It reports whether a shutdown was in progress.
+func (l *Logind) CancelShutdown() bool {
+	l.svc.mu.Lock()
+	defer l.svc.mu.Unlock()
+	if l.st.Action == "" {
+		return false
+	}
+	if l.version >= versionScheduledOnImmediate && l.st.ScheduledType == l.st.Action && l.st.ScheduledUSec == 0 {
+		l.st.ScheduledType = ""
+	}
+	l.actionGen++
+	l.st.Action, l.st.PreparingForShutdown = "", false
+	l.st.ShutdownStarted, l.st.ShutdownStartedAt, l.st.DelayTimedOut = false, time.Time{}, false
+	l.emitPrepare(false)
+	l.notify()
+	return true
+}
+
+// emitPrepare sends the PrepareForShutdown signals; svc.mu must be held.
+func (l *Logind) emitPrepare(start bool) {
+	if l.version >= versionPrepareWithMetadataSignal {
+		md := map[string]dbus.Variant{}
+		if l.st.Action != "" {
+			md["type"] = dbus.MakeVariant(l.st.Action)
+		}
+		l.svc.emit(LogindPath, LogindInterface, "PrepareForShutdownWithMetadata", start, md)
+	}
+	l.svc.emit(LogindPath, LogindInterface, "PrepareForShutdown", start)
 }
 
 // manager builds the org.freedesktop.login1.Manager interface of the
@@ -193,7 +365,13 @@ func (l *Logind) manager() *ifaceDef {
 	can := func([]any) ([]any, *dbus.Error) { return []any{"yes"}, nil }
 
 	method(0, "ListInhibitors", []introspect.Arg{out("inhibitors", "a(ssssuu)")}, func([]any) ([]any, *dbus.Error) {
-		return []any{append([]Inhibitor{}, l.o.Inhibitors...)}, nil
+		return []any{append([]Inhibitor{}, l.inhibitors()...)}, nil
+	})
+	i.methods = append(i.methods, &methodDef{
+		name:  "Inhibit",
+		in:    []introspect.Arg{in("what", "s"), in("who", "s"), in("why", "s"), in("mode", "s")},
+		out:   []introspect.Arg{out("pipe_fd", "h")},
+		later: l.inhibit,
 	})
 	method(0, "PowerOff", []introspect.Arg{in("interactive", "b")}, l.action("poweroff", false))
 	method(0, "Reboot", []introspect.Arg{in("interactive", "b")}, l.action("reboot", false))
@@ -207,6 +385,7 @@ func (l *Logind) manager() *ifaceDef {
 	method(versionSchedule, "ScheduleShutdown", []introspect.Arg{in("type", "s"), in("usec", "t")}, l.schedule)
 	method(versionSchedule, "CancelScheduledShutdown", []introspect.Arg{out("cancelled", "b")}, func([]any) ([]any, *dbus.Error) {
 		cancelled := l.st.ScheduledType != ""
+		l.schedGen++
 		l.st.ScheduledType, l.st.ScheduledUSec, l.st.DryRun = "", 0, false
 		return []any{cancelled}, nil
 	})
@@ -309,17 +488,178 @@ func (l *Logind) action(kind string, withFlags bool) func([]any) ([]any, *dbus.E
 			return nil, err
 		}
 
-		l.st.Action, l.st.PreparingForShutdown = typ, true
 		if l.version >= versionScheduledOnImmediate {
+			l.schedGen++
 			l.st.ScheduledType, l.st.ScheduledUSec, l.st.DryRun = typ, 0, false
 		}
-		if l.version >= versionPrepareWithMetadataSignal {
-			l.svc.emit(LogindPath, LogindInterface, "PrepareForShutdownWithMetadata", true,
-				map[string]dbus.Variant{"type": dbus.MakeVariant(typ)})
-		}
-		l.svc.emit(LogindPath, LogindInterface, "PrepareForShutdown", true)
+		l.start(typ)
 		return nil, nil
 	}
+}
+
+// start begins a shutdown of type typ; svc.mu must be held. It sends
+// PrepareForShutdown(true) and, with WaitForDelayLocks, waits for delay
+// locks (bus_manager_shutdown_or_sleep_now_or_later).
+func (l *Logind) start(typ string) {
+	l.st.Action, l.st.PreparingForShutdown = typ, true
+	l.emitPrepare(true)
+	if !l.o.WaitForDelayLocks {
+		return
+	}
+	l.actionGen++
+	gen := l.actionGen
+	if l.delayMax <= 0 || !l.delayLocked() {
+		l.shutdownStarted(false)
+		return
+	}
+	delay := l.delayMax
+	go func() {
+		timeout := l.after(delay)
+		for {
+			l.svc.mu.Lock()
+			if gen != l.actionGen {
+				l.svc.mu.Unlock()
+				return
+			}
+			if !l.delayLocked() {
+				l.shutdownStarted(false)
+				l.svc.mu.Unlock()
+				return
+			}
+			changed := l.changed
+			l.svc.mu.Unlock()
+			select {
+			case <-changed:
+			case <-timeout:
+				l.svc.mu.Lock()
+				if gen == l.actionGen {
+					l.shutdownStarted(true)
+				}
+				l.svc.mu.Unlock()
+				return
+			case <-l.svc.done:
+				return
+			}
+		}
+	}()
+}
+
+// shutdownStarted records the end of the wait; svc.mu must be held.
+func (l *Logind) shutdownStarted(timedOut bool) {
+	l.actionGen++ // the wait is over
+	l.st.ShutdownStarted, l.st.ShutdownStartedAt, l.st.DelayTimedOut = true, l.svc.now(), timedOut
+	l.notify()
+}
+
+// delayLocked reports whether a delay lock on shutdown is held; svc.mu
+// must be held.
+func (l *Logind) delayLocked() bool {
+	for _, inh := range l.inhibitors() {
+		if inh.Mode == "delay" && slices.Contains(strings.Split(inh.What, ":"), "shutdown") {
+			return true
+		}
+	}
+	return false
+}
+
+// inhibitors returns every lock, static ones first; svc.mu must be held.
+func (l *Logind) inhibitors() []Inhibitor {
+	all := slices.Clone(l.o.Inhibitors)
+	for _, lk := range l.live {
+		all = append(all, lk.Inhibitor)
+	}
+	return all
+}
+
+// inhibitWhats are the lock types logind knows (inhibit_what_from_string).
+var inhibitWhats = []string{"shutdown", "sleep", "idle", "handle-power-key", "handle-suspend-key",
+	"handle-hibernate-key", "handle-lid-switch"}
+
+// inhibit implements Inhibit(s what, s who, s why, s mode) → h like
+// method_inhibit, minus polkit: it checks the arguments on the read loop,
+// then asks the bus for the caller's EUID and PID, registers the lock and
+// replies with the write end of a pipe, whose closing it notices.
+func (l *Logind) inhibit(c Call) (func(*dbus.Message), *dbus.Error) {
+	what, who, why, mode := c.Args[0].(string), c.Args[1].(string), c.Args[2].(string), c.Args[3].(string)
+	if err := l.checkInhibit(what, mode); err != nil {
+		return nil, err
+	}
+	return func(msg *dbus.Message) {
+		uid, pid, err := l.svc.credentials(c.Sender)
+		if err != nil {
+			l.svc.replyError(c, msg, newError("org.freedesktop.DBus.Error.Failed", "%v", err))
+			return
+		}
+		r, w, err := os.Pipe()
+		if err != nil {
+			l.svc.replyError(c, msg, newError("org.freedesktop.DBus.Error.Failed", "%v", err))
+			return
+		}
+		defer w.Close() // after the reply has been written: the caller's copy is then the only one
+		l.svc.mu.Lock()
+		if err := l.checkInhibit(what, mode); err != nil { // a shutdown may have begun meanwhile
+			l.svc.mu.Unlock()
+			_ = r.Close()
+			l.svc.replyError(c, msg, err)
+			return
+		}
+		lk := &lock{Inhibitor: Inhibitor{What: what, Who: who, Why: why, Mode: mode, UID: uid, PID: pid}, r: r}
+		l.live = append(l.live, lk)
+		l.notify()
+		l.svc.mu.Unlock()
+		go l.watch(lk)
+		l.svc.reply(c, msg, dbus.UnixFD(w.Fd()))
+	}, nil
+}
+
+// checkInhibit validates Inhibit's arguments; it reads state, so svc.mu
+// must be held.
+func (l *Logind) checkInhibit(what, mode string) *dbus.Error {
+	whats := inhibitWhats
+	if l.version >= versionHandleRebootKey {
+		whats = append(slices.Clone(whats), "handle-reboot-key")
+	}
+	words := strings.Split(what, ":")
+	for _, w := range words {
+		if !slices.Contains(whats, w) {
+			return newError(ErrorInvalidArgs, "Invalid what specification %s", what)
+		}
+	}
+	modes := []string{"block", "delay"}
+	if l.version >= versionStrictInhibitors {
+		modes = append(modes, "block-weak")
+	}
+	if !slices.Contains(modes, mode) {
+		return newError(ErrorInvalidArgs, "Invalid mode specification %s", mode)
+	}
+	if mode == "delay" {
+		for _, w := range words {
+			if w != "shutdown" && w != "sleep" {
+				return newError(ErrorInvalidArgs, "Delay inhibitors only supported for shutdown and sleep")
+			}
+		}
+	}
+	if l.st.Action != "" && slices.Contains(words, "shutdown") {
+		return newError(ErrorOperationInProgress, "The operation inhibition has been requested for is already running")
+	}
+	return nil
+}
+
+// watch waits until every copy of lk's write end is closed, then releases
+// the lock (logind sees EOF on its FIFO).
+func (l *Logind) watch(lk *lock) {
+	_, _ = io.Copy(io.Discard, lk.r)
+	select {
+	case <-l.svc.done:
+		return // Close closed the read end
+	default:
+	}
+	_ = lk.r.Close()
+	l.svc.mu.Lock()
+	defer l.svc.mu.Unlock()
+	l.live = slices.DeleteFunc(l.live, func(x *lock) bool { return x == lk })
+	l.st.Released = append(l.st.Released, lk.Inhibitor)
+	l.notify()
 }
 
 func (l *Logind) checkFlags(kind string, flags uint64) *dbus.Error {
@@ -350,7 +690,7 @@ func (l *Logind) checkInhibitors(flags uint64) *dbus.Error {
 	if strict && flags&FlagSkipInhibitors != 0 || !strict && flags&FlagRootCheckInhibitors == 0 {
 		return nil
 	}
-	for _, inh := range l.o.Inhibitors {
+	for _, inh := range l.inhibitors() {
 		if !slices.Contains(strings.Split(inh.What, ":"), "shutdown") {
 			continue
 		}
@@ -392,13 +732,43 @@ func (l *Logind) schedule(a []any) ([]any, *dbus.Error) {
 		return nil, err
 	}
 	l.st.ScheduledType, l.st.ScheduledUSec, l.st.DryRun = typ, usec, dry
+	l.schedGen++
+	if l.o.WaitForDelayLocks && usec <= math.MaxInt64 { // later than that: never
+		gen, wait := l.schedGen, time.UnixMicro(int64(usec)).Sub(l.svc.now())
+		go func() {
+			select {
+			case <-l.after(max(wait, 0)):
+				l.fire(gen)
+			case <-l.svc.done:
+			}
+		}()
+	}
 	return nil, nil
+}
+
+// fire is a scheduled shutdown's time coming
+// (manager_scheduled_shutdown_handler).
+func (l *Logind) fire(gen int) {
+	l.svc.mu.Lock()
+	defer l.svc.mu.Unlock()
+	if gen != l.schedGen || l.st.ScheduledType == "" {
+		return // cancelled or replaced
+	}
+	typ, dry := l.st.ScheduledType, l.st.DryRun
+	if dry || l.st.Action != "" { // dry run, or another shutdown under way: only the schedule goes
+		l.schedGen++
+		l.st.ScheduledType, l.st.ScheduledUSec, l.st.DryRun = "", 0, false
+		l.notify()
+		return
+	}
+	l.start(typ)
+	l.notify()
 }
 
 // inhibited returns the BlockInhibited or DelayInhibited value.
 func (l *Logind) inhibited(mode string) string {
 	var what []string
-	for _, inh := range l.o.Inhibitors {
+	for _, inh := range l.inhibitors() {
 		if inh.Mode != mode {
 			continue
 		}

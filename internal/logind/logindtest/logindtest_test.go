@@ -84,12 +84,12 @@ func TestBusAddressAndAbsentServices(t *testing.T) {
 // managerMembers lists what the fake's Manager interface offers per version.
 var managerMembers = map[int]struct{ methods, props, signals []string }{
 	219: {
-		methods: []string{"CanPowerOff", "CanReboot", "ListInhibitors", "PowerOff", "Reboot"},
+		methods: []string{"CanPowerOff", "CanReboot", "Inhibit", "ListInhibitors", "PowerOff", "Reboot"},
 		props:   []string{"BlockInhibited", "DelayInhibited", "InhibitDelayMaxUSec", "PreparingForShutdown"},
 		signals: []string{"PrepareForShutdown"},
 	},
 	239: {
-		methods: []string{"CanHalt", "CanPowerOff", "CanReboot", "CancelScheduledShutdown", "Halt", "ListInhibitors",
+		methods: []string{"CanHalt", "CanPowerOff", "CanReboot", "CancelScheduledShutdown", "Halt", "Inhibit", "ListInhibitors",
 			"PowerOff", "Reboot", "ScheduleShutdown", "SetWallMessage"},
 		props: []string{"BlockInhibited", "DelayInhibited", "EnableWallMessages", "InhibitDelayMaxUSec",
 			"PreparingForShutdown", "ScheduledShutdown", "WallMessage"},
@@ -97,14 +97,14 @@ var managerMembers = map[int]struct{ methods, props, signals []string }{
 	},
 	248: {
 		methods: []string{"CanHalt", "CanPowerOff", "CanReboot", "CancelScheduledShutdown", "Halt", "HaltWithFlags",
-			"ListInhibitors", "PowerOff", "PowerOffWithFlags", "Reboot", "RebootWithFlags", "ScheduleShutdown", "SetWallMessage"},
+			"Inhibit", "ListInhibitors", "PowerOff", "PowerOffWithFlags", "Reboot", "RebootWithFlags", "ScheduleShutdown", "SetWallMessage"},
 		props: []string{"BlockInhibited", "DelayInhibited", "EnableWallMessages", "InhibitDelayMaxUSec",
 			"PreparingForShutdown", "ScheduledShutdown", "WallMessage"},
 		signals: []string{"PrepareForShutdown"},
 	},
 	257: {
 		methods: []string{"CanHalt", "CanPowerOff", "CanReboot", "CancelScheduledShutdown", "Halt", "HaltWithFlags",
-			"ListInhibitors", "PowerOff", "PowerOffWithFlags", "Reboot", "RebootWithFlags", "ScheduleShutdown", "SetWallMessage"},
+			"Inhibit", "ListInhibitors", "PowerOff", "PowerOffWithFlags", "Reboot", "RebootWithFlags", "ScheduleShutdown", "SetWallMessage"},
 		props: []string{"BlockInhibited", "DelayInhibited", "EnableWallMessages", "InhibitDelayMaxUSec",
 			"PreparingForShutdown", "PreparingForShutdownWithMetadata", "ScheduledShutdown", "WallMessage"},
 		signals: []string{"PrepareForShutdown", "PrepareForShutdownWithMetadata"},
@@ -189,6 +189,7 @@ func TestIntrospectionArgs(t *testing.T) {
 		"CancelScheduledShutdown": "out:b",
 		"SetWallMessage":          "in:s in:b",
 		"ListInhibitors":          "out:a(ssssuu)",
+		"Inhibit":                 "in:s in:s in:s in:s out:h",
 	} {
 		if sigs[name] != want {
 			t.Errorf("%s args = %q, want %q", name, sigs[name], want)

@@ -1,6 +1,7 @@
 package logindtest
 
 import (
+	"context"
 	"encoding/xml"
 	"fmt"
 	"maps"
@@ -44,6 +45,8 @@ type Call struct {
 	Args      []any           // body as decoded by godbus: uint64 for t, bool for b, dbus.Variant for v
 	Flags     dbus.Flags      // header flags
 	Error     string          // name of the error sent back; "" if the call succeeded
+
+	serial uint32 // of the call message, to match a later error reply
 }
 
 // Interactive reports whether the caller set ALLOW_INTERACTIVE_AUTHORIZATION.
@@ -61,10 +64,18 @@ func newError(name, format string, a ...any) *dbus.Error {
 
 // A methodDef is a method of an interface. fn runs with service.mu held and
 // gets the body already checked against in.
+//
+// A method that must finish off the read loop (it makes D-Bus calls of its
+// own) or must know when its reply has left (it passes a file descriptor)
+// sets later instead of fn: later validates the call like fn, with
+// service.mu held, and returns a function that completes the call on the
+// call's own goroutine, without the lock, and sends the reply itself with
+// service.reply or service.replyError.
 type methodDef struct {
 	name    string
 	in, out []introspect.Arg
 	fn      func(args []any) ([]any, *dbus.Error)
+	later   func(c Call) (func(msg *dbus.Message), *dbus.Error)
 }
 
 // A propDef is a property. set is nil for read-only properties and gets a
@@ -121,10 +132,12 @@ func signature(args []introspect.Arg) string {
 	return b.String()
 }
 
-// result is the precomputed reply to one method call.
+// result is the precomputed reply to one method call, or the function that
+// completes it (methodDef.later).
 type result struct {
-	out []any
-	err *dbus.Error
+	out   []any
+	err   *dbus.Error
+	later func(msg *dbus.Message)
 }
 
 // service is one fake D-Bus service: one connection, one well-known name,
@@ -141,12 +154,18 @@ type service struct {
 	objects map[dbus.ObjectPath][]*ifaceDef // immutable after newService
 	now     func() time.Time
 	onCall  func(Call)
+	// onChange, if set, runs with mu held after every call the service
+	// handled (the owner's state may have changed).
+	onChange func()
+	done     chan struct{} // closed by close: background goroutines end
 
-	mu      sync.Mutex // guards everything below and the owner's state
-	conn    *dbus.Conn
-	errors  map[string]*dbus.Error
-	calls   []Call
-	pending map[*dbus.Message]result
+	mu        sync.Mutex // guards everything below and the owner's state
+	conn      *dbus.Conn
+	errors    map[string]*dbus.Error
+	calls     []Call
+	pending   map[*dbus.Message]result
+	holds     map[string]chan struct{} // member → closed when its replies may go
+	closeOnce sync.Once
 }
 
 func newService(name string, now func() time.Time, onCall func(Call), errs map[string]*dbus.Error) *service {
@@ -160,6 +179,8 @@ func newService(name string, now func() time.Time, onCall func(Call), errs map[s
 		onCall:  onCall,
 		errors:  maps.Clone(errs),
 		pending: make(map[*dbus.Message]result),
+		holds:   make(map[string]chan struct{}),
+		done:    make(chan struct{}),
 	}
 }
 
@@ -185,6 +206,7 @@ func (s *service) start(address string) error {
 }
 
 func (s *service) close() error {
+	s.closeOnce.Do(func() { close(s.done) })
 	s.mu.Lock()
 	conn := s.conn
 	s.mu.Unlock()
@@ -192,6 +214,109 @@ func (s *service) close() error {
 		return nil
 	}
 	return conn.Close()
+}
+
+// credentials asks the bus for a peer's UID and PID (what logind gets from
+// sd_bus_query_sender_creds). It must not run on the read loop.
+func (s *service) credentials(sender string) (uid, pid uint32, err error) {
+	s.mu.Lock()
+	conn := s.conn
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	var creds map[string]dbus.Variant
+	if err := conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetConnectionCredentials", 0, sender).Store(&creds); err != nil {
+		return 0, 0, fmt.Errorf("credentials of %s: %w", sender, err)
+	}
+	uid, ok1 := creds["UnixUserID"].Value().(uint32)
+	pid, ok2 := creds["ProcessID"].Value().(uint32)
+	if !ok1 || !ok2 {
+		return 0, 0, fmt.Errorf("credentials of %s lack UnixUserID or ProcessID: %v", sender, creds)
+	}
+	return uid, pid, nil
+}
+
+// hold holds the replies to member until the returned function is called.
+func (s *service) hold(member string) (release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, ok := s.holds[member]
+	if !ok {
+		ch = make(chan struct{})
+		s.holds[member] = ch
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.holds[member] == ch {
+				delete(s.holds, member)
+				close(ch)
+			}
+		})
+	}
+}
+
+// waitHold blocks while replies to member are held (or until close).
+func (s *service) waitHold(member string) {
+	s.mu.Lock()
+	ch := s.holds[member]
+	s.mu.Unlock()
+	if ch != nil {
+		select {
+		case <-ch:
+		case <-s.done:
+		}
+	}
+}
+
+// reply sends the method return for msg itself (methodDef.later). It
+// returns when the message has been written to the socket, so descriptors
+// in body may be closed afterwards.
+func (s *service) reply(c Call, msg *dbus.Message, body ...any) {
+	m := &dbus.Message{Type: dbus.TypeMethodReply, Headers: map[dbus.HeaderField]dbus.Variant{
+		dbus.FieldReplySerial: dbus.MakeVariant(msg.Serial()),
+	}, Body: body}
+	if len(body) > 0 {
+		m.Headers[dbus.FieldSignature] = dbus.MakeVariant(dbus.SignatureOf(body...))
+	}
+	s.send(c, m)
+}
+
+// replyError sends an error reply for msg itself (methodDef.later).
+func (s *service) replyError(c Call, msg *dbus.Message, e *dbus.Error) {
+	s.mu.Lock()
+	for i := len(s.calls) - 1; i >= 0; i-- {
+		if s.calls[i].serial == msg.Serial() && s.calls[i].Sender == c.Sender {
+			s.calls[i].Error = e.Name
+			break
+		}
+	}
+	s.mu.Unlock()
+	m := &dbus.Message{Type: dbus.TypeError, Headers: map[dbus.HeaderField]dbus.Variant{
+		dbus.FieldReplySerial: dbus.MakeVariant(msg.Serial()),
+		dbus.FieldErrorName:   dbus.MakeVariant(e.Name),
+	}, Body: e.Body}
+	if len(e.Body) > 0 {
+		m.Headers[dbus.FieldSignature] = dbus.MakeVariant(dbus.SignatureOf(e.Body...))
+	}
+	s.send(c, m)
+}
+
+func (s *service) send(c Call, m *dbus.Message) {
+	if c.Flags&dbus.FlagNoReplyExpected != 0 {
+		return
+	}
+	if c.Sender != "" {
+		m.Headers[dbus.FieldDestination] = dbus.MakeVariant(c.Sender)
+	}
+	s.waitHold(c.Member)
+	s.mu.Lock()
+	conn := s.conn
+	s.mu.Unlock()
+	// Send writes non-call messages synchronously.
+	conn.Send(m, nil)
 }
 
 // emit sends a signal; it is called with s.mu held.
@@ -240,6 +365,12 @@ func (s *service) intercept(msg *dbus.Message) {
 		return // godbus answers Ping and GetMachineId itself
 	}
 	r := s.dispatch(msg)
+	if r.later != nil {
+		// The call completes itself (methodDef.later): keep godbus from
+		// sending a reply of its own once the handler returns. The flag
+		// the caller sent is recorded in Call.Flags.
+		msg.Flags |= dbus.FlagNoReplyExpected
+	}
 	s.mu.Lock()
 	s.pending[msg] = r
 	s.mu.Unlock()
@@ -254,12 +385,16 @@ func (s *service) take(msg *dbus.Message) result {
 	if ok {
 		return r
 	}
-	return s.dispatch(msg)
+	r = s.dispatch(msg)
+	if r.later != nil {
+		msg.Flags |= dbus.FlagNoReplyExpected
+	}
+	return r
 }
 
 func (s *service) dispatch(msg *dbus.Message) result {
 	h := func(f dbus.HeaderField) any { v := msg.Headers[f]; return v.Value() }
-	c := Call{Flags: msg.Flags, Args: slices.Clone(msg.Body)}
+	c := Call{Flags: msg.Flags, Args: slices.Clone(msg.Body), serial: msg.Serial()}
 	c.Sender, _ = h(dbus.FieldSender).(string)
 	c.Path, _ = h(dbus.FieldPath).(dbus.ObjectPath)
 	c.Interface, _ = h(dbus.FieldInterface).(string)
@@ -270,36 +405,39 @@ func (s *service) dispatch(msg *dbus.Message) result {
 
 	s.mu.Lock()
 	c.Time = s.now()
-	out, err := s.route(c)
+	out, later, err := s.route(c)
 	if err != nil {
 		c.Error = err.Name
 	}
 	s.calls = append(s.calls, c)
+	if s.onChange != nil {
+		s.onChange()
+	}
 	hook := s.onCall
 	s.mu.Unlock()
 
 	if hook != nil {
 		hook(c)
 	}
-	return result{out, err}
+	return result{out: out, err: err, later: later}
 }
 
 // route finds and runs the method, with sd-bus's error replies.
-func (s *service) route(c Call) ([]any, *dbus.Error) {
+func (s *service) route(c Call) ([]any, func(*dbus.Message), *dbus.Error) {
 	ifaces, ok := s.objects[c.Path]
 	if !ok {
 		children := s.children(c.Path)
 		if len(children) == 0 {
-			return nil, newError(ErrorUnknownObject, "Unknown object '%s'.", c.Path)
+			return nil, nil, newError(ErrorUnknownObject, "Unknown object '%s'.", c.Path)
 		}
 		// An intermediate node such as /org/freedesktop: introspection only.
 		if c.introspection() {
 			if c.Signature != "" {
-				return nil, badArgs(c, ifaceIntrospectable, "")
+				return nil, nil, badArgs(c, ifaceIntrospectable, "")
 			}
-			return []any{s.introspect(c.Path, nil)}, nil
+			return []any{s.introspect(c.Path, nil)}, nil, nil
 		}
-		return nil, unknownMethod(c)
+		return nil, nil, unknownMethod(c)
 	}
 
 	all := append(s.standard(c.Path, ifaces), ifaces...)
@@ -315,15 +453,20 @@ func (s *service) route(c Call) ([]any, *dbus.Error) {
 		}
 	}
 	if m == nil {
-		return nil, unknownMethod(c)
+		return nil, nil, unknownMethod(c)
 	}
 	if want := signature(m.in); c.Signature != want {
-		return nil, badArgs(c, iface.name, want)
+		return nil, nil, badArgs(c, iface.name, want)
 	}
 	if e := s.errors[c.Member]; e != nil {
-		return nil, dbus.NewError(e.Name, slices.Clone(e.Body))
+		return nil, nil, dbus.NewError(e.Name, slices.Clone(e.Body))
 	}
-	return m.fn(c.Args)
+	if m.later != nil {
+		later, err := m.later(c)
+		return nil, later, err
+	}
+	out, err := m.fn(c.Args)
+	return out, nil, err
 }
 
 func unknownMethod(c Call) *dbus.Error {
@@ -483,16 +626,24 @@ func (h handler) LookupInterface(string) (dbus.Interface, bool)          { retur
 func (h handler) LookupMethod(string) (dbus.Method, bool)                { return &reply{s: h.s}, true }
 
 // reply is one call in flight. godbus calls DecodeArguments and then Call
-// on it, from the goroutine it starts for the call.
+// on it, from the goroutine it starts for the call, and sends what they
+// return (unless the call completes itself: methodDef.later).
 type reply struct {
-	s *service
-	r result
+	s      *service
+	r      result
+	member string
 }
 
 // DecodeArguments implements dbus.ArgumentDecoder; it fetches the reply
-// instead of decoding anything.
+// instead of decoding anything, or completes the call.
 func (r *reply) DecodeArguments(_ *dbus.Conn, _ string, msg *dbus.Message, _ []any) ([]any, error) {
 	r.r = r.s.take(msg)
+	r.member, _ = msg.Headers[dbus.FieldMember].Value().(string)
+	if r.r.later != nil {
+		r.r.later(msg)
+		return nil, nil
+	}
+	r.s.waitHold(r.member)
 	if r.r.err != nil {
 		return nil, *r.r.err
 	}
