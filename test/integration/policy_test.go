@@ -133,11 +133,15 @@ func testNotRoot(t *testing.T, k *cluster) {
 	n.replicaSet("web", 2, podOpts{})
 	n.waitRunning(2)
 	// As kubeadm leaves it: a world-traversable directory, a 0600 file.
-	dir := filepath.Join(t.TempDir(), "etc-kubernetes")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
+	// (t.TempDir and its parent are 0700: open them to other users.)
+	top := t.TempDir()
+	for _, d := range []string{top, filepath.Dir(top)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil {
+	dir := filepath.Join(top, "etc-kubernetes")
+	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(k.cp.NodeKubeconfigData(t, n.name))
@@ -159,9 +163,14 @@ func testNotRoot(t *testing.T, k *cluster) {
 		t.Fatal(err)
 	}
 	env := []string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address(), "KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg, "LOGNAME=alice"}
+	// /run as on a host: root's, 0755 (the rig's own tmpfs is 1777).
+	run := t.TempDir()
+	if err := os.Chmod(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	asNobody := func(args ...string) rig.Result {
 		argv := append([]string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", filepath.Join(binDir, "reboot")}, args...)
-		r := rig.Run(t, rig.Spec{Env: env, Argv: argv})
+		r := rig.Run(t, rig.Spec{Env: env, Argv: argv, RunDir: run})
 		logRun(t, "reboot (uid 65534)", args, r, 0)
 		return r
 	}
@@ -169,9 +178,21 @@ func testNotRoot(t *testing.T, k *cluster) {
 	if r.Code != 1 {
 		t.Errorf("exit %d, want 1", r.Code)
 	}
-	if !strings.HasPrefix(r.Stderr, "gnsh: cannot drain this Kubernetes node as alice (") ||
+	if !strings.HasPrefix(r.Stderr, "gnsh: cannot drain this Kubernetes node as alice (cannot read "+kc+": permission denied") ||
 		!strings.HasSuffix(r.Stderr, "); run the command as root, or again with --no-drain\n") || strings.Count(r.Stderr, "\n") != 1 {
 		t.Errorf("stderr %q", r.Stderr)
+	}
+	noLogind(t, b.ld)
+	n.wantCordon("")
+
+	// A kubeconfig it can read, but /run/gnsh it cannot create: the same.
+	if err := os.Chmod(kc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = asNobody()
+	if r.Code != 1 || !strings.HasPrefix(r.Stderr, "gnsh: cannot drain this Kubernetes node as alice (cannot take the drain lock: ") ||
+		!strings.HasSuffix(r.Stderr, "); run the command as root, or again with --no-drain\n") || strings.Count(r.Stderr, "\n") != 1 {
+		t.Errorf("lock: exit %d, stderr %q", r.Code, r.Stderr)
 	}
 	noLogind(t, b.ld)
 	n.wantCordon("")
