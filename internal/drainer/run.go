@@ -211,8 +211,9 @@ func (r *run) drain(ctx context.Context) outcome {
 	o := r.classify(ctx, err)
 	switch o {
 	case interrupted:
-		err = &Interrupted{Sig: r.d.Signal.Caught()}
-		r.event(ctx, "Warning", ReasonDrainFailed, "Drain %s after %s; gnsh's cordon is undone", (&Interrupted{Sig: r.d.Signal.Caught()}).what(), elapsed)
+		intr := &Interrupted{Sig: r.d.Signal.Caught()}
+		err = intr
+		r.event(ctx, "Warning", ReasonDrainFailed, "Drain %s after %s; gnsh's cordon is undone", intr.what(), elapsed)
 	case apiFailed: // the API server would not take the Event either
 	default:
 		r.event(ctx, "Warning", ReasonDrainFailed, "Drain failed after %s: %v", elapsed, err)
