@@ -287,14 +287,8 @@ func (r *run) conclude(o outcome, err error) (handoff.Prepared, error) {
 	msg := r.tell(o, v, err)
 	if !v.proceed {
 		r.end()
-		if o == interrupted {
-			var intr *Interrupted
-			if !errors.As(err, &intr) {
-				err = &Interrupted{Sig: r.d.Signal.Caught()}
-				errors.As(err, &intr)
-			}
-			intr.Msg = msg
-			return nil, intr
+		if o == interrupted { // only ever with a caught signal
+			return nil, &Interrupted{Sig: r.d.Signal.Caught(), Msg: msg}
 		}
 		return nil, &Refusal{Msg: msg, Err: err}
 	}
