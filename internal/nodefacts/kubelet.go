@@ -1,0 +1,80 @@
+package nodefacts
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// DefaultKubeletConfig is where kubeadm writes kubelet's configuration.
+const DefaultKubeletConfig = "/var/lib/kubelet/config.yaml"
+
+// kubeletConfig is the part of KubeletConfiguration gnsh reads.
+type kubeletConfig struct {
+	ShutdownGracePeriod              string `json:"shutdownGracePeriod"`
+	ShutdownGracePeriodCriticalPods  string `json:"shutdownGracePeriodCriticalPods"`
+	ShutdownGracePeriodByPodPriority []struct {
+		Priority                   int32 `json:"priority"`
+		ShutdownGracePeriodSeconds int64 `json:"shutdownGracePeriodSeconds"`
+	} `json:"shutdownGracePeriodByPodPriority"`
+}
+
+func readKubelet(s *Sources) KubeletFacts {
+	p := s.KubeletConfig
+	if p == "" {
+		p = DefaultKubeletConfig
+	}
+	f := KubeletFacts{ConfigPath: p}
+	data, err := os.ReadFile(s.path(p))
+	if err != nil {
+		f.Error = err.Error()
+		if os.IsNotExist(err) {
+			f.Error = "no kubelet config file at " + p
+		}
+		return f
+	}
+	f2, err := ParseKubeletConfig(data)
+	if err != nil {
+		f.Error = fmt.Sprintf("%s: %v", p, err)
+		return f
+	}
+	f2.ConfigPath = p
+	return f2
+}
+
+// ParseKubeletConfig reads the shutdown settings of a KubeletConfiguration.
+func ParseKubeletConfig(data []byte) (KubeletFacts, error) {
+	var c kubeletConfig
+	if err := yaml.Unmarshal(data, &c); err != nil {
+		return KubeletFacts{}, err
+	}
+	f := KubeletFacts{ShutdownGracePeriod: c.ShutdownGracePeriod, ShutdownGracePeriodCriticalPods: c.ShutdownGracePeriodCriticalPods}
+	var grace time.Duration
+	for _, v := range []struct {
+		name, s string
+		d       *time.Duration
+	}{
+		{"shutdownGracePeriod", c.ShutdownGracePeriod, &grace},
+		{"shutdownGracePeriodCriticalPods", c.ShutdownGracePeriodCriticalPods, new(time.Duration)},
+	} {
+		if v.s == "" {
+			continue
+		}
+		d, err := time.ParseDuration(v.s)
+		if err != nil {
+			return KubeletFacts{}, fmt.Errorf("%s: %v", v.name, err)
+		}
+		*v.d = d
+	}
+	for _, p := range c.ShutdownGracePeriodByPodPriority {
+		f.ByPodPrioritySec += p.ShutdownGracePeriodSeconds
+	}
+	if f.ByPodPrioritySec > 0 {
+		f.RequestedSec = float64(f.ByPodPrioritySec)
+	} else {
+		f.RequestedSec = grace.Seconds()
+	}
+	return f, nil
+}
