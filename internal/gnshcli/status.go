@@ -18,7 +18,7 @@ var adjustSources func(*nodefacts.Sources)
 
 var (
 	outputFlag        = &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "`FORMAT`: text or json"}
-	kubeletConfigFlag = &cli.StringFlag{Name: "kubelet-config", Usage: "kubelet's config `FILE` (default: " + nodefacts.DefaultKubeletConfig + ")"}
+	kubeletConfigFlag = &cli.StringFlag{Name: "kubelet-config", Usage: "kubelet's config `FILE` (default: the running kubelet's --config, else " + nodefacts.DefaultKubeletConfig + ")"}
 )
 
 func factSources(c *cli.Context, env *dispatch.Env) *nodefacts.Sources {
@@ -52,10 +52,11 @@ func statusCommand(env *dispatch.Env) *cli.Command {
 		Usage: "show what gnsh, logind, kubelet and the cluster know about this node; changes nothing",
 		Description: "Reads, each bounded by a timeout: systemd's version, logind (InhibitDelayMaxUSec, the\n" +
 			"inhibitors held, a scheduled shutdown), the logind.conf file that sets InhibitDelayMaxSec,\n" +
-			"kubelet's shutdownGracePeriod settings, what reboot/shutdown/poweroff/halt run for root's\n" +
-			"PATH and sudo's secure_path, the kubeconfig, the Node (schedulable? gnsh's cordon?) and\n" +
-			"the node agent (gnsh.service). A fact that cannot be read shows its error in place; the\n" +
-			"exit status is 0 all the same.\n\n" +
+			"kubelet's shutdownGracePeriod settings (from --kubelet-config, else the running kubelet's\n" +
+			"--config, else /var/lib/kubelet/config.yaml), what reboot/shutdown/poweroff/halt run for\n" +
+			"root's PATH and sudo's secure_path, the kubeconfig, the Node (schedulable? gnsh's\n" +
+			"cordon?) and the node agent (gnsh.service). A fact that cannot be read shows its error in\n" +
+			"place; the exit status is 0 all the same.\n\n" +
 			"--output json prints one object with these stable fields (an \"error\" field, or\n" +
 			"\"…Error\", says why a fact is missing):\n" +
 			"  systemd: booted, version, major, rhel8, newShutdownEnv\n" +
@@ -63,7 +64,8 @@ func statusCommand(env *dispatch.Env) *cli.Command {
 			"    [{what, who, why, mode, uid, pid}], kubeletLock, gnshLock, scheduled {type, time, usec}\n" +
 			"  logindConf: files [{path, inhibitDelayMaxSec, masked}], effective, effectiveSec,\n" +
 			"    effectiveFile\n" +
-			"  kubelet: configPath, shutdownGracePeriod, shutdownGracePeriodCriticalPods,\n" +
+			"  kubelet: configPath, configFrom (--kubelet-config|kubelet --config|default),\n" +
+			"    shutdownGracePeriod, shutdownGracePeriodCriticalPods,\n" +
 			"    byPodPrioritySec, requestedSec\n" +
 			"  commands: self, rootPath, securePath, root and sudo [{name, path, target,\n" +
 			"    is: gnsh|systemctl|other|missing}]\n" +
@@ -120,7 +122,7 @@ func WriteStatus(w io.Writer, r *nodefacts.Report) {
 	if conf.EffectiveFile != "" {
 		set = conf.EffectiveFile
 	}
-	add("logind.conf", fmt.Sprintf("InhibitDelayMaxSec %s (set by %s)%s", conf.Effective, set, errSuffix(conf.Error)))
+	add("logind.conf", fmt.Sprintf("InhibitDelayMaxSec %s (set by %s%s)%s", conf.Effective, set, overridden(conf), errSuffix(conf.Error)))
 	if l.Reachable {
 		if l.InhibitorsError != "" {
 			add("inhibitors", "error: "+l.InhibitorsError)
@@ -145,7 +147,7 @@ func WriteStatus(w io.Writer, r *nodefacts.Report) {
 	k := r.Kubelet
 	switch {
 	case k.Error != "":
-		add("kubelet", "error: "+k.Error)
+		add("kubelet", "error: "+k.Error+" (config from "+k.ConfigFrom+")")
 	case k.ByPodPrioritySec > 0:
 		add("kubelet", fmt.Sprintf("shutdownGracePeriodByPodPriority %ds in all (%s)", k.ByPodPrioritySec, k.ConfigPath))
 	default:
@@ -236,6 +238,24 @@ func WriteStatus(w io.Writer, r *nodefacts.Report) {
 	for _, row := range rows {
 		fmt.Fprintf(w, "%-*s  %s\n", width, row[0], oneLine(row[1]))
 	}
+}
+
+// overridden lists the earlier files whose InhibitDelayMaxSec the
+// effective one overrides.
+func overridden(conf nodefacts.LogindConfFacts) string {
+	var o []string
+	for _, f := range conf.Files {
+		if f.Path == conf.EffectiveFile {
+			break
+		}
+		if f.InhibitDelayMaxSec != "" && !f.Masked && f.Error == "" {
+			o = append(o, f.Path+" "+f.InhibitDelayMaxSec)
+		}
+	}
+	if len(o) == 0 {
+		return ""
+	}
+	return ", overriding " + strings.Join(o, ", ")
 }
 
 func describe(r nodefacts.Resolution) string {

@@ -28,7 +28,9 @@ func TestWriteStatusLayout(t *testing.T) {
 			Inhibitors: []nodefacts.Lock{{What: "shutdown", Who: "kubelet", Why: logind.KubeletWhy, Mode: "delay", UID: 0, PID: 812}},
 			Scheduled:  &nodefacts.Scheduled{Type: "reboot", Time: "2026-11-23T02:00:00Z"}},
 		LogindConf: nodefacts.LogindConfFacts{Effective: "30s", EffectiveSec: 30,
-			EffectiveFile: "/usr/lib/systemd/logind.conf.d/unattended-upgrades-logind-maxdelay.conf"},
+			EffectiveFile: "/usr/lib/systemd/logind.conf.d/unattended-upgrades-logind-maxdelay.conf",
+			Files: []nodefacts.ConfFile{{Path: "/etc/systemd/logind.conf.d/99-kubelet.conf", InhibitDelayMaxSec: "60"},
+				{Path: "/usr/lib/systemd/logind.conf.d/unattended-upgrades-logind-maxdelay.conf", InhibitDelayMaxSec: "30"}}},
 		Kubelet: nodefacts.KubeletFacts{ConfigPath: "/var/lib/kubelet/config.yaml", ShutdownGracePeriod: "1m0s", RequestedSec: 60},
 		Commands: nodefacts.CommandFacts{RootPath: "/usr/sbin:/usr/bin", SecurePath: "/sbin:/bin",
 			Root: []nodefacts.Resolution{
@@ -48,7 +50,7 @@ func TestWriteStatusLayout(t *testing.T) {
 	want := `systemd             systemd 247.3-7+deb11u5
 logind              reachable
 inhibit delay max   30s
-logind.conf         InhibitDelayMaxSec 30s (set by /usr/lib/systemd/logind.conf.d/unattended-upgrades-logind-maxdelay.conf)
+logind.conf         InhibitDelayMaxSec 30s (set by /usr/lib/systemd/logind.conf.d/unattended-upgrades-logind-maxdelay.conf, overriding /etc/systemd/logind.conf.d/99-kubelet.conf 60)
 inhibitors          kubelet yes, gnsh no; 1 in all
                     delay shutdown by kubelet (pid 812, uid 0): Kubelet needs time to handle node shutdown
 scheduled shutdown  reboot at 2026-11-23T02:00:00Z

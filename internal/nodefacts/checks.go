@@ -201,8 +201,8 @@ func CheckInhibitDelay(r *Report) Check {
 		}
 	case have+1e-9 < want:
 		c.Verdict = Fail
-		c.Message = fmt.Sprintf("%s (%s, set by %s) is below kubelet's %s: kubelet cannot take its lock, or pods are cut short",
-			secs(have), from, setBy, secs(want))
+		c.Message = fmt.Sprintf("%s (%s, set by %s%s) is below kubelet's %s: kubelet cannot take its lock, or pods are cut short",
+			secs(have), from, setBy, overrides(conf), secs(want))
 		c.Fix = fmt.Sprintf("write [Login] InhibitDelayMaxSec=%.0f to %s (sorts after %s), then systemctl kill -s HUP systemd-logind",
 			math.Ceil(want), laterDropIn(conf.EffectiveFile), filepath.Base(setBy))
 		if from == "logind" && (conf.EffectiveSec < 0 || conf.EffectiveSec+1e-9 >= want) {
@@ -221,6 +221,24 @@ func CheckInhibitDelay(r *Report) Check {
 		c.Message += fmt.Sprintf("; logind.conf now says %s: logind has not reloaded it", secs(conf.EffectiveSec))
 	}
 	return c
+}
+
+// overrides names the earlier files whose setting the effective one
+// overrides (kubelet's 99-kubelet.conf under unattended-upgrades').
+func overrides(conf LogindConfFacts) string {
+	var o []string
+	for _, f := range conf.Files {
+		if f.Path == conf.EffectiveFile {
+			break
+		}
+		if f.InhibitDelayMaxSec != "" && !f.Masked && f.Error == "" {
+			o = append(o, filepath.Base(f.Path)+"'s "+f.InhibitDelayMaxSec)
+		}
+	}
+	if len(o) == 0 {
+		return ""
+	}
+	return ", overriding " + strings.Join(o, ", ")
 }
 
 // laterDropIn names a drop-in that sorts after file.

@@ -101,8 +101,10 @@ func TestChecks(t *testing.T) {
 		{"delay ok", func(*Report) {}, CheckInhibitDelay, OK, "1m0s (logind, set by /etc/systemd/logind.conf.d/99-kubelet.conf) ≥ kubelet's 1m0s", ""},
 		{"unattended-upgrades trap", func(r *Report) {
 			r.Logind.InhibitDelayMax, r.Logind.InhibitDelayMaxSec = "30s", 30
-			r.LogindConf = LogindConfFacts{Effective: "30s", EffectiveSec: 30, EffectiveFile: "/usr/lib/systemd/logind.conf.d/" + uuName}
-		}, CheckInhibitDelay, Fail, "30s (logind, set by /usr/lib/systemd/logind.conf.d/" + uuName + ") is below kubelet's 1m0s",
+			r.LogindConf = LogindConfFacts{Effective: "30s", EffectiveSec: 30, EffectiveFile: "/usr/lib/systemd/logind.conf.d/" + uuName,
+				Files: []ConfFile{{Path: "/etc/systemd/logind.conf"}, {Path: "/etc/systemd/logind.conf.d/99-kubelet.conf", InhibitDelayMaxSec: "60"},
+					{Path: "/usr/lib/systemd/logind.conf.d/" + uuName, InhibitDelayMaxSec: "30"}}}
+		}, CheckInhibitDelay, Fail, "30s (logind, set by /usr/lib/systemd/logind.conf.d/" + uuName + ", overriding 99-kubelet.conf's 60) is below kubelet's 1m0s",
 			"write [Login] InhibitDelayMaxSec=60 to /etc/systemd/logind.conf.d/zz-gnsh-inhibit-delay.conf (sorts after " + uuName + "), then systemctl kill -s HUP systemd-logind"},
 		{"not reloaded", func(r *Report) { r.Logind.InhibitDelayMax, r.Logind.InhibitDelayMaxSec = "5s", 5 }, CheckInhibitDelay, Fail,
 			"5s (logind) is below kubelet's 1m0s, though logind.conf says 1m0s (/etc/systemd/logind.conf.d/99-kubelet.conf): logind has not reloaded it",

@@ -302,3 +302,31 @@ func TestSecurePath(t *testing.T) {
 		})
 	}
 }
+
+func TestRunningKubeletConfig(t *testing.T) {
+	root := tree(t, map[string]string{
+		"/proc/1/comm":          "systemd\n",
+		"/proc/1/cmdline":       "/sbin/init\x00--config=/wrong\x00",
+		"/proc/812/comm":        "kubelet\n",
+		"/proc/812/cmdline":     "/usr/bin/kubelet\x00--kubeconfig=/etc/kubernetes/kubelet.conf\x00--config\x00/etc/k3s/kubelet.yaml\x00",
+		"/proc/self":            "-> 1",
+		"/etc/k3s/kubelet.yaml": "shutdownGracePeriod: 2m\n",
+	})
+	if got := RunningKubeletConfig(root); got != "/etc/k3s/kubelet.yaml" {
+		t.Fatalf("got %q", got)
+	}
+	f := readKubelet(&Sources{Root: root})
+	if f.ConfigPath != "/etc/k3s/kubelet.yaml" || f.ConfigFrom != "kubelet --config" || f.RequestedSec != 120 {
+		t.Fatalf("%+v", f)
+	}
+	if f := readKubelet(&Sources{Root: root, KubeletConfig: "/x"}); f.ConfigFrom != "--kubelet-config" || f.Error == "" {
+		t.Fatalf("%+v", f)
+	}
+	if f := readKubelet(&Sources{Root: t.TempDir()}); f.ConfigFrom != "default" || f.ConfigPath != DefaultKubeletConfig {
+		t.Fatalf("%+v", f)
+	}
+	root = tree(t, map[string]string{"/proc/9/comm": "kubelet\n", "/proc/9/cmdline": "kubelet\x00--config=/var/lib/kubelet/config.yaml\x00"})
+	if got := RunningKubeletConfig(root); got != "/var/lib/kubelet/config.yaml" {
+		t.Fatalf("--config=: got %q", got)
+	}
+}

@@ -3,6 +3,8 @@ package nodefacts
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -21,12 +23,47 @@ type kubeletConfig struct {
 	} `json:"shutdownGracePeriodByPodPriority"`
 }
 
-func readKubelet(s *Sources) KubeletFacts {
-	p := s.KubeletConfig
-	if p == "" {
-		p = DefaultKubeletConfig
+// kubeletConfigPath returns the kubelet config file to read and whence.
+func kubeletConfigPath(s *Sources) (string, string) {
+	if s.KubeletConfig != "" {
+		return s.KubeletConfig, "--kubelet-config"
 	}
-	f := KubeletFacts{ConfigPath: p}
+	if p := RunningKubeletConfig(s.Root); p != "" {
+		return p, "kubelet --config"
+	}
+	return DefaultKubeletConfig, "default"
+}
+
+// RunningKubeletConfig returns the --config argument of a running
+// kubelet (a process whose comm is "kubelet"), read from /proc below
+// root, or "".
+func RunningKubeletConfig(root string) string {
+	procs, _ := filepath.Glob(filepath.Join(root, "/proc/[0-9]*"))
+	for _, dir := range procs {
+		comm, err := os.ReadFile(filepath.Join(dir, "comm"))
+		if err != nil || strings.TrimSpace(string(comm)) != "kubelet" {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+		for i, a := range args {
+			if v, ok := strings.CutPrefix(a, "--config="); ok && v != "" {
+				return v
+			}
+			if a == "--config" && i+1 < len(args) {
+				return args[i+1]
+			}
+		}
+	}
+	return ""
+}
+
+func readKubelet(s *Sources) KubeletFacts {
+	p, from := kubeletConfigPath(s)
+	f := KubeletFacts{ConfigPath: p, ConfigFrom: from}
 	data, err := os.ReadFile(s.path(p))
 	if err != nil {
 		f.Error = err.Error()
@@ -40,7 +77,7 @@ func readKubelet(s *Sources) KubeletFacts {
 		f.Error = fmt.Sprintf("%s: %v", p, err)
 		return f
 	}
-	f2.ConfigPath = p
+	f2.ConfigPath, f2.ConfigFrom = p, from
 	return f2
 }
 

@@ -62,7 +62,7 @@ type LogindFacts struct {
 	// InhibitDelayMax is InhibitDelayMaxUSec as a Go duration ("30s");
 	// InhibitDelayMaxSec the same in seconds.
 	InhibitDelayMax      string     `json:"inhibitDelayMax,omitempty"`
-	InhibitDelayMaxSec   float64    `json:"inhibitDelayMaxSec,omitempty"`
+	InhibitDelayMaxSec   float64    `json:"inhibitDelayMaxSec"`
 	InhibitDelayMaxError string     `json:"inhibitDelayMaxError,omitempty"`
 	Inhibitors           []Lock     `json:"inhibitors,omitempty"`
 	InhibitorsError      string     `json:"inhibitorsError,omitempty"`
@@ -117,6 +117,9 @@ type ConfFile struct {
 // KubeletFacts is kubelet's graceful node shutdown configuration.
 type KubeletFacts struct {
 	ConfigPath string `json:"configPath"`
+	// ConfigFrom says where ConfigPath came from: "--kubelet-config",
+	// "kubelet --config" (the running kubelet's command line) or "default".
+	ConfigFrom string `json:"configFrom"`
 	// ShutdownGracePeriod and ShutdownGracePeriodCriticalPods as written
 	// (Go durations); "" when unset (kubelet's default, 0: the feature is off).
 	ShutdownGracePeriod             string `json:"shutdownGracePeriod,omitempty"`
@@ -215,8 +218,9 @@ type Sources struct {
 	// Self is this gnsh binary (/proc/self/exe when empty); a path on the
 	// real file system even when Root is set.
 	Self string
-	// KubeletConfig is kubelet's config file (below Root);
-	// DefaultKubeletConfig if empty.
+	// KubeletConfig is kubelet's config file (below Root); if empty, the
+	// --config of a running kubelet (/proc/PID/cmdline below Root), else
+	// DefaultKubeletConfig.
 	KubeletConfig string
 	// Kube finds the kubeconfig and reads the Node; see KubeOptions.
 	Kube KubeOptions
