@@ -20,6 +20,7 @@ func doctorCommand(code *int, env *dispatch.Env) *cli.Command {
 			"SYSTEMD_NEW_SHUTDOWN=1), logind reachable, kubelet's grace period > 0, kubelet's delay\n" +
 			"inhibitor held, InhibitDelayMaxSec ≥ kubelet's period (and which logind.conf file sets\n" +
 			"it), the four commands run gnsh for root's PATH and for sudo's secure_path, the\n" +
+			"shutdown that ansible.builtin.reboot finds runs gnsh (a warning only), the\n" +
 			"kubeconfig (found, mode 0600), and the Node (found, this machine).\n" +
 			"Exit status 1 if any check fails, else 0. --output json prints\n" +
 			"[{name, verdict, message, fix}].",

@@ -67,8 +67,9 @@ func statusCommand(env *dispatch.Env) *cli.Command {
 			"  kubelet: configPath, configFrom (--kubelet-config|kubelet --config|default),\n" +
 			"    shutdownGracePeriod, shutdownGracePeriodCriticalPods,\n" +
 			"    byPodPrioritySec, requestedSec\n" +
-			"  commands: self, rootPath, securePath, root and sudo [{name, path, target,\n" +
-			"    is: gnsh|systemctl|other|missing}]\n" +
+			"  commands: self, rootPath, rootPathFrom ($PATH|default), securePath, root and sudo\n" +
+			"    [{name, path, target, is: gnsh|systemctl|other|missing}], ansible (the same, for\n" +
+			"    the shutdown ansible.builtin.reboot runs)\n" +
 			"  kubeconfig: found, path, mode, config, configError\n" +
 			"  node: name, nameFrom (--node|config|certificate|hostname), found, notFound,\n" +
 			"    schedulable, gnshCordon {action, user, tty, time, bootID, when}, sameMachine,\n" +
@@ -156,7 +157,11 @@ func WriteStatus(w io.Writer, r *nodefacts.Report) {
 	}
 
 	cf := r.Commands
-	add("PATH (root)", cf.RootPath)
+	rp := cf.RootPath
+	if cf.RootPathFrom == "default" {
+		rp += " (default)"
+	}
+	add("PATH (root)", rp)
 	switch {
 	case cf.SecurePath != "":
 		add("secure_path (sudo)", cf.SecurePath+errSuffix(cf.SudoersErr))
@@ -171,6 +176,9 @@ func WriteStatus(w io.Writer, r *nodefacts.Report) {
 			v += "; sudo: " + describe(cf.Sudo[i])
 		}
 		add(rr.Name, v)
+	}
+	if cf.Ansible.Name != "" {
+		add("ansible reboot", describe(cf.Ansible))
 	}
 
 	kc := r.Kubeconfig

@@ -32,7 +32,8 @@ func TestWriteStatusLayout(t *testing.T) {
 			Files: []nodefacts.ConfFile{{Path: "/etc/systemd/logind.conf.d/99-kubelet.conf", InhibitDelayMaxSec: "60"},
 				{Path: "/usr/lib/systemd/logind.conf.d/unattended-upgrades-logind-maxdelay.conf", InhibitDelayMaxSec: "30"}}},
 		Kubelet: nodefacts.KubeletFacts{ConfigPath: "/var/lib/kubelet/config.yaml", ShutdownGracePeriod: "1m0s", RequestedSec: 60},
-		Commands: nodefacts.CommandFacts{RootPath: "/usr/sbin:/usr/bin", SecurePath: "/sbin:/bin",
+		Commands: nodefacts.CommandFacts{RootPath: "/usr/sbin:/usr/bin", RootPathFrom: "default", SecurePath: "/sbin:/bin",
+			Ansible: nodefacts.Resolution{Name: "shutdown", Path: "/sbin/shutdown", Target: "/usr/bin/systemctl", Is: "systemctl"},
 			Root: []nodefacts.Resolution{
 				{Name: "reboot", Path: "/usr/local/sbin/reboot", Target: "/usr/local/sbin/gnsh", Is: "gnsh"},
 				{Name: "halt", Is: "missing"}},
@@ -55,10 +56,11 @@ inhibitors          kubelet yes, gnsh no; 1 in all
                     delay shutdown by kubelet (pid 812, uid 0): Kubelet needs time to handle node shutdown
 scheduled shutdown  reboot at 2026-11-23T02:00:00Z
 kubelet             shutdownGracePeriod 1m0s, shutdownGracePeriodCriticalPods unset (/var/lib/kubelet/config.yaml)
-PATH (root)         /usr/sbin:/usr/bin
+PATH (root)         /usr/sbin:/usr/bin (default)
 secure_path (sudo)  /sbin:/bin
 reboot              root: /usr/local/sbin/reboot → /usr/local/sbin/gnsh (gnsh); sudo: /sbin/reboot → /usr/bin/systemctl (systemctl)
 halt                root: not found; sudo: /sbin/halt (other)
+ansible reboot      /sbin/shutdown → /usr/bin/systemctl (systemctl)
 kubeconfig          /etc/kubernetes/kubelet.conf (mode 0600)
 node                node1 (from certificate), unschedulable
 cordon              by gnsh for reboot, by alice on pts/0 at 2026-11-22T10:00:00Z
@@ -105,7 +107,7 @@ func statusEnv(t *testing.T, addr string) (*bytesEnv, string) {
 		}
 	}
 	self := filepath.Join(root, "/usr/local/sbin/gnsh")
-	adjustSources = func(s *nodefacts.Sources) { s.Self = self }
+	adjustSources = func(s *nodefacts.Sources) { s.Self, s.Euid = self, func() int { return 0 } }
 	t.Cleanup(func() { adjustSources = nil })
 	return &bytesEnv{env: env, out: out, errb: errb}, root
 }
@@ -167,7 +169,7 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 	e.out.Reset()
 	code := Run(context.Background(), []string{"gnsh", "doctor"}, e.env)
 	lines := strings.Split(strings.TrimSuffix(e.out.String(), "\n"), "\n")
-	if code != 1 || len(lines) != 9 || e.errb.String() != "gnsh doctor: 2 of 9 checks failed\n" {
+	if code != 1 || len(lines) != 10 || e.errb.String() != "gnsh doctor: 2 of 10 checks failed\n" {
 		t.Fatalf("doctor exit %d, stderr %q:\n%s", code, e.errb, e.out)
 	}
 	for i, want := range []string{
@@ -178,6 +180,7 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 		"ok    InhibitDelayMaxSec    30s (logind, set by logind's default) ≥ kubelet's 20s; logind.conf now says 5s: logind has not reloaded it",
 		"fail  commands (root)       halt → /usr/bin/systemctl (systemctl) (root's PATH /usr/local/sbin:/usr/sbin): these bypass gnsh's drain; fix: install gnsh over them: ln -sf " + filepath.Join(e.env.Host.Root, "/usr/local/sbin/gnsh") + " /usr/sbin/halt",
 		"ok    commands (sudo)       sudo has no secure_path",
+		"ok    ansible reboot        ansible.builtin.reboot runs /usr/sbin/shutdown: gnsh",
 		"fail  kubeconfig            no kubeconfig found",
 		"warn  node                  not checked: no kubeconfig",
 	} {
@@ -198,7 +201,7 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 		t.Fatalf("doctor json exit %d", code)
 	}
 	var checks []nodefacts.Check
-	if err := json.Unmarshal(e.out.Bytes(), &checks); err != nil || len(checks) != 9 || checks[5].Verdict != nodefacts.Fail {
+	if err := json.Unmarshal(e.out.Bytes(), &checks); err != nil || len(checks) != 10 || checks[5].Verdict != nodefacts.Fail {
 		t.Fatalf("doctor json %v: %s", err, e.out)
 	}
 }

@@ -38,8 +38,9 @@ func Doctor(r *Report) []Check {
 		CheckGracePeriod(r),
 		CheckKubeletLock(r),
 		CheckInhibitDelay(r),
-		CheckCommands("commands (root)", r.Commands.Root, "root's PATH "+r.Commands.RootPath, r.Commands.Self),
+		CheckCommands("commands (root)", r.Commands.Root, rootPathName(r.Commands), r.Commands.Self),
 		CheckSudo(r),
+		CheckAnsible(r),
 		CheckKubeconfig(r),
 		CheckNode(r),
 	}
@@ -54,6 +55,13 @@ func Failed(cs []Check) int {
 		}
 	}
 	return n
+}
+
+func rootPathName(cf CommandFacts) string {
+	if cf.RootPathFrom == "default" {
+		return "root's default PATH " + cf.RootPath
+	}
+	return "root's PATH " + cf.RootPath
 }
 
 func allGnsh(rs []Resolution) bool {
@@ -293,16 +301,37 @@ func CheckSudo(r *Report) Check {
 	return CheckCommands("commands (sudo)", cf.Sudo, "sudo's secure_path "+cf.SecurePath, cf.Self)
 }
 
+// CheckAnsible: does ansible.builtin.reboot's shutdown run gnsh? A warning
+// only: not every node is rebooted by Ansible.
+func CheckAnsible(r *Report) Check {
+	c := Check{Name: "ansible reboot"}
+	a := r.Commands.Ansible
+	switch a.Is {
+	case "gnsh":
+		c.Verdict, c.Message = OK, "ansible.builtin.reboot runs "+a.Path+": gnsh"
+	case "missing":
+		c.Verdict, c.Message = Warn, "ansible.builtin.reboot finds no shutdown in "+AnsibleShutdownPath
+	default:
+		c.Verdict = Warn
+		c.Message = fmt.Sprintf("ansible.builtin.reboot runs the first shutdown of %s: %s → %s (%s), not gnsh", AnsibleShutdownPath, a.Path, a.Target, a.Is)
+		c.Fix = "install gnsh over " + a.Path
+		if r.Commands.Self != "" {
+			c.Fix += ": ln -sf " + r.Commands.Self + " " + a.Path
+		}
+	}
+	return c
+}
+
 // CheckKubeconfig: found, readable, mode 0600.
 func CheckKubeconfig(r *Report) Check {
 	c := Check{Name: "kubeconfig"}
 	k := r.Kubeconfig
 	switch {
 	case !k.Found && r.Kubelet.Error != "":
-		c.Verdict, c.Message = Warn, orUnknown(k.Error)
+		c.Verdict, c.Message = Warn, orUnknown(k.Error)+": not a Kubernetes node?"
 		c.Fix = "on a Kubernetes node, put a kubeconfig at /etc/gnsh/kubeconfig (mode 0600); kubeadm's /etc/kubernetes/kubelet.conf is found by itself"
 	case !k.Found:
-		c.Verdict, c.Message = Fail, orUnknown(k.Error)+" but kubelet is configured: gnsh will not drain"
+		c.Verdict, c.Message = Fail, orUnknown(k.Error)+", but kubelet is configured: gnsh will not drain"
 		c.Fix = "put a kubeconfig at /etc/gnsh/kubeconfig (mode 0600), or set kubeconfig in /etc/gnsh/config.yaml"
 	case k.Error != "":
 		c.Verdict, c.Message = Fail, k.Error

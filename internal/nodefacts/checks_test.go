@@ -31,7 +31,7 @@ func healthy() *Report {
 		LogindConf: LogindConfFacts{Effective: "1m0s", EffectiveSec: 60, EffectiveFile: "/etc/systemd/logind.conf.d/99-kubelet.conf"},
 		Kubelet:    KubeletFacts{ConfigPath: DefaultKubeletConfig, ShutdownGracePeriod: "1m0s", ShutdownGracePeriodCriticalPods: "10s", RequestedSec: 60},
 		Commands: CommandFacts{Self: "/usr/local/sbin/gnsh", RootPath: DefaultRootPath, SecurePath: DefaultRootPath,
-			Root: res("gnsh"), Sudo: res("gnsh")},
+			Root: res("gnsh"), Sudo: res("gnsh"), Ansible: res("gnsh")[1]},
 		Kubeconfig: KubeconfigFacts{Found: true, Path: "/etc/kubernetes/kubelet.conf", Mode: "0600", Config: "/etc/gnsh/config.yaml"},
 		Node: NodeFacts{Name: "node1", NameFrom: "certificate", Found: true, Schedulable: ptr(true), SameMachine: ptr(true),
 			SameWhy: "Node node1 has this machine's machine ID abc"},
@@ -41,7 +41,7 @@ func healthy() *Report {
 
 func TestDoctorHealthy(t *testing.T) {
 	cs := Doctor(healthy())
-	if len(cs) != 9 || Failed(cs) != 0 {
+	if len(cs) != 10 || Failed(cs) != 0 {
 		t.Fatalf("%+v", cs)
 	}
 	for _, c := range cs {
@@ -138,13 +138,20 @@ func TestChecks(t *testing.T) {
 		{"no secure_path", func(r *Report) { r.Commands.SecurePath, r.Commands.Sudo = "", nil }, CheckSudo, OK, "keeps the caller's PATH", ""},
 		{"sudoers unreadable", func(r *Report) { r.Commands.SecurePath, r.Commands.SudoersErr = "", "permission denied" }, CheckSudo, Warn,
 			"cannot read sudo's policy: permission denied", "as root"},
+		// ansible
+		{"ansible ok", func(*Report) {}, CheckAnsible, OK, "ansible.builtin.reboot runs /usr/sbin/shutdown: gnsh", ""},
+		{"ansible finds /sbin first", func(r *Report) {
+			r.Commands.Ansible = Resolution{Name: "shutdown", Path: "/sbin/shutdown", Target: "/usr/bin/systemctl", Is: "systemctl"}
+		}, CheckAnsible, Warn, "runs the first shutdown of /sbin:/bin:/usr/sbin:/usr/bin:/usr/local/sbin: /sbin/shutdown → /usr/bin/systemctl (systemctl), not gnsh",
+			"ln -sf /usr/local/sbin/gnsh /sbin/shutdown"},
+		{"ansible finds none", func(r *Report) { r.Commands.Ansible = Resolution{Name: "shutdown", Is: "missing"} }, CheckAnsible, Warn, "finds no shutdown", ""},
 		// kubeconfig
 		{"kubeconfig ok", func(*Report) {}, CheckKubeconfig, OK, "/etc/kubernetes/kubelet.conf (mode 0600)", ""},
 		{"kubeconfig open", func(r *Report) { r.Kubeconfig.Mode = "0644" }, CheckKubeconfig, Fail, "has mode 0644", "chmod 0600 /etc/kubernetes/kubelet.conf"},
 		{"kubeconfig unreadable", func(r *Report) { r.Kubeconfig.Error = "cannot read /etc/kubernetes/kubelet.conf: permission denied" }, CheckKubeconfig, Fail,
 			"permission denied", "as root"},
 		{"no kubeconfig, kubelet configured", func(r *Report) { r.Kubeconfig = KubeconfigFacts{Error: "no kubeconfig found"} }, CheckKubeconfig, Fail,
-			"no kubeconfig found but kubelet is configured", "/etc/gnsh/kubeconfig"},
+			"no kubeconfig found, but kubelet is configured", "/etc/gnsh/kubeconfig"},
 		{"no kubeconfig, no kubelet", func(r *Report) {
 			r.Kubeconfig = KubeconfigFacts{Error: "no kubeconfig found"}
 			r.Kubelet.Error = "none"
@@ -186,7 +193,7 @@ func TestChecks(t *testing.T) {
 // gap, as doctor reports it.
 func TestDoctorStockDebian11(t *testing.T) {
 	r := healthy()
-	r.Commands.Root, r.Commands.Sudo = res("systemctl"), res("systemctl")
+	r.Commands.Root, r.Commands.Sudo, r.Commands.Ansible = res("systemctl"), res("systemctl"), res("systemctl")[1]
 	r.Logind.KubeletLock = false
 	r.Logind.InhibitDelayMax, r.Logind.InhibitDelayMaxSec = "30s", 30
 	r.LogindConf = LogindConfFacts{Effective: "30s", EffectiveSec: 30, EffectiveFile: "/usr/lib/systemd/logind.conf.d/" + uuName}

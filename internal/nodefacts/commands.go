@@ -20,6 +20,11 @@ var LegacyCommands = []string{"reboot", "shutdown", "poweroff", "halt"}
 // PATH), used when $PATH is unset.
 const DefaultRootPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+// AnsibleShutdownPath is where ansible.builtin.reboot looks for shutdown
+// (its find module, first match wins): a link in /usr/local/sbin is never
+// used while /sbin/shutdown exists.
+const AnsibleShutdownPath = "/sbin:/bin:/usr/sbin:/usr/bin:/usr/local/sbin"
+
 // Sudoers is sudo's main policy file.
 const Sudoers = "/etc/sudoers"
 
@@ -34,9 +39,13 @@ func (s *Sources) self() string {
 }
 
 func resolveCommands(s *Sources) CommandFacts {
-	f := CommandFacts{Self: s.self(), RootPath: s.getenv("PATH")}
-	if f.RootPath == "" {
-		f.RootPath = DefaultRootPath
+	f := CommandFacts{Self: s.self(), RootPath: DefaultRootPath, RootPathFrom: "default"}
+	euid := os.Geteuid
+	if s.Euid != nil {
+		euid = s.Euid
+	}
+	if p := s.getenv("PATH"); p != "" && euid() == 0 && s.getenv("SUDO_USER") == "" {
+		f.RootPath, f.RootPathFrom = p, "$PATH"
 	}
 	sp, err := SecurePath(s.Root)
 	f.SecurePath = sp
@@ -49,6 +58,7 @@ func resolveCommands(s *Sources) CommandFacts {
 			f.Sudo = append(f.Sudo, resolve(s.Root, f.Self, sp, n))
 		}
 	}
+	f.Ansible = resolve(s.Root, f.Self, AnsibleShutdownPath, "shutdown")
 	return f
 }
 

@@ -213,12 +213,21 @@ func TestResolveCommands(t *testing.T) {
 		"/etc/sudoers.d/skipped.conf": "Defaults secure_path=/nowhere\n",
 	}
 	root, self := commandTree(t, gnshLinks)
-	f := resolveCommands(&Sources{Root: root, Self: self, Getenv: func(k string) string {
+	root0 := func() int { return 0 }
+	f := resolveCommands(&Sources{Root: root, Self: self, Euid: root0, Getenv: func(k string) string {
 		if k == "PATH" {
 			return "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 		}
 		return ""
 	}})
+	if f.RootPathFrom != "$PATH" {
+		t.Errorf("root path from %q", f.RootPathFrom)
+	}
+	// ansible.builtin.reboot finds /sbin/shutdown first, not the link in
+	// /usr/local/sbin.
+	if a := f.Ansible; a.Path != "/sbin/shutdown" || a.Is != "systemctl" {
+		t.Errorf("ansible %+v", a)
+	}
 	if f.SecurePath != "/sbin:/bin:/usr/sbin:/usr/bin" || f.SudoersErr != "" {
 		t.Fatalf("secure_path %q (%s)", f.SecurePath, f.SudoersErr)
 	}
@@ -235,8 +244,8 @@ func TestResolveCommands(t *testing.T) {
 	// With gnsh over /usr/sbin's links (what dpkg-divert and ln -sf do),
 	// both resolve to gnsh.
 	root, self = commandTree(t, map[string]string{"/usr/sbin/reboot": "-> /usr/local/sbin/gnsh"})
-	f = resolveCommands(&Sources{Root: root, Self: self, Getenv: func(string) string { return "" }})
-	if f.RootPath != DefaultRootPath || f.SecurePath != "" || f.Sudo != nil {
+	f = resolveCommands(&Sources{Root: root, Self: self, Euid: root0, Getenv: func(string) string { return "" }})
+	if f.RootPath != DefaultRootPath || f.RootPathFrom != "default" || f.SecurePath != "" || f.Sudo != nil {
 		t.Fatalf("defaults: %+v", f)
 	}
 	got := map[string]string{}
@@ -250,8 +259,17 @@ func TestResolveCommands(t *testing.T) {
 			t.Errorf("%s: %q, want %q", k, got[k], v)
 		}
 	}
+	// Under sudo, or as another user, $PATH is not root's.
+	for _, s := range []*Sources{
+		{Root: root, Self: self, Euid: root0, Getenv: envOf(map[string]string{"PATH": "/opt/other/sbin", "SUDO_USER": "alice"})},
+		{Root: root, Self: self, Euid: func() int { return 1000 }, Getenv: envOf(map[string]string{"PATH": "/opt/other/sbin"})},
+	} {
+		if f := resolveCommands(s); f.RootPath != DefaultRootPath || f.RootPathFrom != "default" || f.Root[0].Is != "gnsh" {
+			t.Errorf("not a root shell: %+v", f)
+		}
+	}
 	// A PATH with only other things in it.
-	f = resolveCommands(&Sources{Root: root, Self: self, Getenv: func(k string) string {
+	f = resolveCommands(&Sources{Root: root, Self: self, Euid: root0, Getenv: func(k string) string {
 		if k == "PATH" {
 			return "/opt/other/sbin:relative:/usr/local/bin"
 		}

@@ -60,7 +60,7 @@ func gatherKube(ctx context.Context, s *Sources, kf *KubeconfigFacts, nf *NodeFa
 	var ue *kube.UnreadableError
 	switch {
 	case errors.Is(err, kube.ErrNoKubeconfig):
-		kf.Error = "no kubeconfig found ($KUBECONFIG, " + kube.GnshKubeconfig + ", " + kube.KubeletKubeconfig + "): not a Kubernetes node?"
+		kf.Error = "no kubeconfig found ($KUBECONFIG, " + kube.GnshKubeconfig + ", " + kube.KubeletKubeconfig + ")"
 		nf.Error = "no kubeconfig"
 		return
 	case errors.As(err, &ue):

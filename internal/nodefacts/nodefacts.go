@@ -135,12 +135,18 @@ type KubeletFacts struct {
 
 // CommandFacts is what the four legacy commands resolve to.
 type CommandFacts struct {
-	Self       string       `json:"self"`     // this gnsh binary (/proc/self/exe)
-	RootPath   string       `json:"rootPath"` // the PATH used for root
-	SecurePath string       `json:"securePath,omitempty"`
-	SudoersErr string       `json:"sudoersError,omitempty"`
-	Root       []Resolution `json:"root"`
-	Sudo       []Resolution `json:"sudo,omitempty"` // empty without a secure_path
+	Self string `json:"self"` // this gnsh binary (/proc/self/exe)
+	// RootPath is the PATH used for root: $PATH in a root shell (not
+	// under sudo), else DefaultRootPath; RootPathFrom says which.
+	RootPath     string       `json:"rootPath"`
+	RootPathFrom string       `json:"rootPathFrom"` // "$PATH" or "default"
+	SecurePath   string       `json:"securePath,omitempty"`
+	SudoersErr   string       `json:"sudoersError,omitempty"`
+	Root         []Resolution `json:"root"`
+	Sudo         []Resolution `json:"sudo,omitempty"` // empty without a secure_path
+	// Ansible is the shutdown that ansible.builtin.reboot runs: the first
+	// of AnsibleShutdownPath that exists.
+	Ansible Resolution `json:"ansible"`
 }
 
 // Resolution is one command name looked up in a PATH.
@@ -218,6 +224,9 @@ type Sources struct {
 	// Self is this gnsh binary (/proc/self/exe when empty); a path on the
 	// real file system even when Root is set.
 	Self string
+	// Euid is the effective user ID (os.Geteuid when nil): $PATH is
+	// root's only in a root shell.
+	Euid func() int
 	// KubeletConfig is kubelet's config file (below Root); if empty, the
 	// --config of a running kubelet (/proc/PID/cmdline below Root), else
 	// DefaultKubeletConfig.
