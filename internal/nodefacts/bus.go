@@ -41,10 +41,8 @@ func (s *Sources) dialSystemd(ctx context.Context) (Systemd, func(), error) {
 		sd := &BusSystemd{Conn: c}
 		// A bus without systemd on it (a container's own dbus-daemon)
 		// answers ServiceUnknown: try the private socket then.
-		if _, err := sd.Version(ctx); err == nil {
+		if _, errBus = sd.Version(ctx); errBus == nil {
 			return sd, func() { _ = c.Close() }, nil
-		} else {
-			errBus = err
 		}
 		_ = c.Close()
 	}
@@ -149,7 +147,10 @@ func dialUnix(ctx context.Context, path string, peerToPeer bool) (*dbus.Conn, er
 // BusSystemd reads org.freedesktop.systemd1 over a connection: the
 // Manager's Version, and a unit's states (GetUnit, then the unit's
 // properties). It never calls a method that changes anything.
-type BusSystemd struct{ Conn *dbus.Conn }
+type BusSystemd struct {
+	Conn    *dbus.Conn
+	version string // read once
+}
 
 var _ Systemd = (*BusSystemd)(nil)
 
@@ -162,6 +163,9 @@ func (b *BusSystemd) get(ctx context.Context, path dbus.ObjectPath, iface, prop 
 
 // Version reads the Manager's Version property.
 func (b *BusSystemd) Version(ctx context.Context) (string, error) {
+	if b.version != "" {
+		return b.version, nil
+	}
 	v, err := b.get(ctx, logind.SystemdPath, logind.SystemdManager, "Version")
 	if err != nil {
 		return "", err
@@ -170,6 +174,7 @@ func (b *BusSystemd) Version(ctx context.Context) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("Version has signature %s, want s", v.Signature())
 	}
+	b.version = s
 	return s, nil
 }
 

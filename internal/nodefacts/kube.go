@@ -96,12 +96,15 @@ func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.C
 		nf.Error = err.Error()
 		return
 	}
+	if rc == nil {
+		rc = &rest.Config{}
+	}
 	switch {
 	case s.Kube.Node != "":
 		nf.Name, nf.NameFrom = s.Kube.Node, "--node"
 	case cfg.Node != "":
 		nf.Name, nf.NameFrom = cfg.Node, "config"
-	case rc != nil && kube.NodeIdentity(rc) != "":
+	case kube.NodeIdentity(rc) != "":
 		nf.Name, nf.NameFrom = kube.NodeIdentity(rc), "certificate"
 	default:
 		rctx, cancel := context.WithTimeout(ctx, 2*timeout)
