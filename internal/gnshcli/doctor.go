@@ -21,7 +21,8 @@ func doctorCommand(code *int, env *dispatch.Env) *cli.Command {
 			"inhibitor held, InhibitDelayMaxSec ≥ kubelet's period (and which logind.conf file sets\n" +
 			"it), the four commands run gnsh for root's PATH and for sudo's secure_path, the\n" +
 			"shutdown that ansible.builtin.reboot finds runs gnsh (a warning only), the\n" +
-			"kubeconfig (found, mode 0600), and the Node (found, this machine).\n" +
+			"kubeconfig (found, mode 0600), the Node (found, this machine), and the node agent\n" +
+			"(gnsh.service active; a warning only for now).\n" +
 			"Exit status 1 if any check fails, else 0. --output json prints\n" +
 			"[{name, verdict, message, fix}].",
 		Flags: []cli.Flag{outputFlag, nodeFlag, kubeFlag, kubeletConfigFlag},

@@ -43,6 +43,7 @@ func Doctor(r *Report) []Check {
 		CheckAnsible(r),
 		CheckKubeconfig(r),
 		CheckNode(r),
+		CheckAgent(r),
 	}
 }
 
@@ -318,6 +319,27 @@ func CheckAnsible(r *Report) Check {
 		if r.Commands.Self != "" {
 			c.Fix += ": ln -sf " + r.Commands.Self + " " + a.Path
 		}
+	}
+	return c
+}
+
+// CheckAgent: is the node agent running? A warning for now: the agent
+// ships in a later release.
+func CheckAgent(r *Report) Check {
+	c := Check{Name: "agent"}
+	a := r.Agent
+	switch a.ActiveState {
+	case "active":
+		c.Verdict, c.Message = OK, a.Unit+" is active"
+	case "unknown", "":
+		c.Verdict, c.Message = Warn, a.Unit+": state unknown: "+orUnknown(a.Error)
+	default:
+		c.Verdict, c.Message = Warn, fmt.Sprintf("%s is %s", a.Unit, a.ActiveState)
+		if a.LoadState != "" && a.LoadState != "loaded" {
+			c.Message += " (" + a.LoadState + ")"
+		}
+		c.Message += ": nothing uncordons the node after a reboot, and shutdowns that bypass the wrapper are not drained"
+		c.Fix = "systemctl enable --now " + a.Unit
 	}
 	return c
 }

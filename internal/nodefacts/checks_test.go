@@ -41,7 +41,7 @@ func healthy() *Report {
 
 func TestDoctorHealthy(t *testing.T) {
 	cs := Doctor(healthy())
-	if len(cs) != 10 || Failed(cs) != 0 {
+	if len(cs) != 11 || Failed(cs) != 0 {
 		t.Fatalf("%+v", cs)
 	}
 	for _, c := range cs {
@@ -145,6 +145,15 @@ func TestChecks(t *testing.T) {
 		}, CheckAnsible, Warn, "runs the first shutdown of /sbin:/bin:/usr/sbin:/usr/bin:/usr/local/sbin: /sbin/shutdown → /usr/bin/systemctl (systemctl), not gnsh",
 			"ln -sf /usr/local/sbin/gnsh /sbin/shutdown"},
 		{"ansible finds none", func(r *Report) { r.Commands.Ansible = Resolution{Name: "shutdown", Is: "missing"} }, CheckAnsible, Warn, "finds no shutdown", ""},
+		// agent
+		{"agent active", func(*Report) {}, CheckAgent, OK, "gnsh.service is active", ""},
+		{"agent not installed", func(r *Report) { r.Agent.ActiveState, r.Agent.LoadState = "inactive", "not-found" }, CheckAgent, Warn,
+			"gnsh.service is inactive (not-found): nothing uncordons the node after a reboot", "systemctl enable --now gnsh.service"},
+		{"agent failed", func(r *Report) { r.Agent.ActiveState = "failed" }, CheckAgent, Warn, "gnsh.service is failed:", "systemctl enable --now gnsh.service"},
+		{"agent unknown", func(r *Report) {
+			r.Agent = AgentFacts{Unit: AgentUnit, ActiveState: "unknown", Error: "systemd not reachable"}
+		}, CheckAgent, Warn,
+			"gnsh.service: state unknown: systemd not reachable", ""},
 		// kubeconfig
 		{"kubeconfig ok", func(*Report) {}, CheckKubeconfig, OK, "/etc/kubernetes/kubelet.conf (mode 0600)", ""},
 		{"kubeconfig open", func(r *Report) { r.Kubeconfig.Mode = "0644" }, CheckKubeconfig, Fail, "has mode 0644", "chmod 0600 /etc/kubernetes/kubelet.conf"},
