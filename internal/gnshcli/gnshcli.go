@@ -44,6 +44,8 @@ func Run(ctx context.Context, argv []string, env *dispatch.Env) int {
 			planCommand(&code, env),
 			drainCommand(&code, env),
 			uncordonCommand(&code, env),
+			statusCommand(env),
+			doctorCommand(&code, env),
 			{
 				Name:  "version",
 				Usage: "print gnsh's version",

@@ -1,0 +1,67 @@
+package gnshcli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gnsh/gnsh/internal/dispatch"
+	"github.com/gnsh/gnsh/internal/nodefacts"
+)
+
+func doctorCommand(code *int, env *dispatch.Env) *cli.Command {
+	return &cli.Command{
+		Name:  "doctor",
+		Usage: "check that shutdowns on this node drain first and honour kubelet's inhibitor; changes nothing",
+		Description: "One line per check: ok, warn or fail, what was found and, when not ok, the fix.\n" +
+			"Checks: systemd (do its legacy commands bypass logind: before 251, and RHEL 8 without\n" +
+			"SYSTEMD_NEW_SHUTDOWN=1), logind reachable, kubelet's grace period > 0, kubelet's delay\n" +
+			"inhibitor held, InhibitDelayMaxSec ≥ kubelet's period (and which logind.conf file sets\n" +
+			"it), the four commands run gnsh for root's PATH and for sudo's secure_path, the\n" +
+			"shutdown that ansible.builtin.reboot finds runs gnsh (a warning only), the\n" +
+			"kubeconfig (found, mode 0600), the Node (found, this machine), and the node agent\n" +
+			"(gnsh.service active; a warning only for now).\n" +
+			"Exit status 1 if any check fails, else 0. --output json prints\n" +
+			"[{name, verdict, message, fix}].",
+		Flags: []cli.Flag{outputFlag, nodeFlag, kubeFlag, kubeletConfigFlag},
+		Action: func(c *cli.Context) error {
+			if err := checkOutput(c); err != nil {
+				return err
+			}
+			checks := nodefacts.Doctor(nodefacts.Gather(c.Context, factSources(c, env)))
+			if c.String("output") == "json" {
+				enc := json.NewEncoder(env.Stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(checks); err != nil {
+					return err
+				}
+			} else {
+				WriteChecks(env.Stdout, checks)
+			}
+			var err error
+			if n := nodefacts.Failed(checks); n > 0 {
+				err = fmt.Errorf("gnsh doctor: %d of %d checks failed", n, len(checks))
+			}
+			*code = dispatch.Report(env.Stderr, err)
+			return nil
+		},
+	}
+}
+
+// WriteChecks writes one line per check: verdict, name, message and, when
+// there is one, the fix.
+func WriteChecks(w io.Writer, checks []nodefacts.Check) {
+	width := 0
+	for _, c := range checks {
+		width = max(width, len(c.Name))
+	}
+	for _, c := range checks {
+		line := fmt.Sprintf("%-4s  %-*s  %s", c.Verdict, width, c.Name, c.Message)
+		if c.Fix != "" {
+			line += "; fix: " + c.Fix
+		}
+		fmt.Fprintln(w, oneLine(line))
+	}
+}

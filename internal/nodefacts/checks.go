@@ -1,0 +1,438 @@
+package nodefacts
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Verdict is a check's outcome.
+type Verdict string
+
+// Verdicts, from good to bad.
+const (
+	OK   Verdict = "ok"
+	Warn Verdict = "warn"
+	Fail Verdict = "fail"
+)
+
+// Check is one line of `gnsh doctor`.
+type Check struct {
+	Name    string  `json:"name"`
+	Verdict Verdict `json:"verdict"`
+	Message string  `json:"message"`
+	Fix     string  `json:"fix,omitempty"`
+}
+
+// FirstLogindVersion is the first systemd whose legacy commands, run by
+// root, go through logind (and so honour delay inhibitors).
+const FirstLogindVersion = 251
+
+// Doctor judges a report: one check per concern, in a fixed order.
+func Doctor(r *Report) []Check {
+	return []Check{
+		CheckSystemd(r),
+		CheckLogind(r),
+		CheckGracePeriod(r),
+		CheckKubeletLock(r),
+		CheckInhibitDelay(r),
+		CheckCommands("commands (root)", r.Commands.Root, rootPathName(r.Commands), r.Commands.Self),
+		CheckSudo(r),
+		CheckAnsible(r),
+		CheckKubeconfig(r),
+		CheckNode(r),
+		CheckAgent(r),
+	}
+}
+
+// Failed counts the failed checks.
+func Failed(cs []Check) int {
+	n := 0
+	for _, c := range cs {
+		if c.Verdict == Fail {
+			n++
+		}
+	}
+	return n
+}
+
+func rootPathName(cf CommandFacts) string {
+	if cf.RootPathFrom == "default" {
+		return "root's default PATH " + cf.RootPath
+	}
+	return "root's PATH " + cf.RootPath
+}
+
+func allGnsh(rs []Resolution) bool {
+	if len(rs) == 0 {
+		return false
+	}
+	for _, r := range rs {
+		if r.Is != "gnsh" {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckSystemd: does systemd's own legacy commands bypass logind, and is
+// gnsh standing in for them?
+func CheckSystemd(r *Report) Check {
+	c := Check{Name: "systemd"}
+	s := r.Systemd
+	covered := allGnsh(r.Commands.Root) && (len(r.Commands.Sudo) == 0 || allGnsh(r.Commands.Sudo))
+	switch {
+	case s.Major == 0 && !s.Booted:
+		c.Verdict, c.Message = Warn, "PID 1 is not systemd (no /run/systemd/system)"
+		c.Fix = "kubelet's graceful node shutdown and gnsh's hand-off need systemd-logind"
+		if s.Error != "" {
+			c.Message += "; " + s.Error
+		}
+	case s.Major == 0:
+		c.Verdict, c.Message = Warn, "cannot read systemd's version: "+orUnknown(s.Error)
+		c.Fix = "check that dbus and systemd answer: systemctl status dbus"
+	case s.RHEL8 || s.Major < FirstLogindVersion:
+		why := fmt.Sprintf("systemd %d: root's reboot, poweroff, halt and shutdown now bypass logind (before %d), so kubelet's inhibitor is skipped",
+			s.Major, FirstLogindVersion)
+		if s.RHEL8 {
+			why = fmt.Sprintf("systemd %d (RHEL 8): root's legacy commands bypass logind unless SYSTEMD_NEW_SHUTDOWN=1, which sudo's env_reset drops and units and cron do not have", s.Major)
+			if s.NewShutdownEnv != "" {
+				why += fmt.Sprintf(" (set to %q here)", s.NewShutdownEnv)
+			}
+		}
+		if covered {
+			c.Verdict, c.Message = OK, why+"; gnsh stands in for them"
+		} else {
+			c.Verdict, c.Message = Fail, why
+			c.Fix = "install gnsh over shutdown, reboot, poweroff and halt (see the commands checks)"
+		}
+	default:
+		c.Verdict, c.Message = OK, fmt.Sprintf("systemd %d: its legacy commands go through logind", s.Major)
+	}
+	return c
+}
+
+// CheckLogind: does logind answer?
+func CheckLogind(r *Report) Check {
+	c := Check{Name: "logind"}
+	l := r.Logind
+	if !l.Reachable {
+		c.Verdict, c.Message = Fail, "cannot reach systemd-logind: "+orUnknown(l.Error)
+		c.Fix = "start dbus and systemd-logind (systemctl status dbus systemd-logind)"
+		return c
+	}
+	c.Verdict = OK
+	c.Message = fmt.Sprintf("systemd-logind answers: InhibitDelayMaxSec %s, %d inhibitor(s)", orUnknown(l.InhibitDelayMax), len(l.Inhibitors))
+	if l.Scheduled != nil {
+		c.Message += fmt.Sprintf(", %s scheduled", l.Scheduled.Type)
+		if l.Scheduled.Time != "" {
+			c.Message += " for " + l.Scheduled.Time
+		}
+	}
+	return c
+}
+
+// CheckGracePeriod: is kubelet's graceful node shutdown on?
+func CheckGracePeriod(r *Report) Check {
+	c := Check{Name: "kubelet grace period"}
+	k := r.Kubelet
+	switch {
+	case k.Error != "" && !r.Kubeconfig.Found:
+		c.Verdict, c.Message = Warn, "no kubelet config ("+k.Error+"): not a Kubernetes node?"
+		c.Fix = "on a node whose kubelet reads another file, pass --kubelet-config FILE"
+	case k.Error != "":
+		c.Verdict, c.Message = Warn, "cannot read kubelet's config: "+k.Error
+		c.Fix = "pass kubelet's --config file as --kubelet-config FILE"
+	case k.RequestedSec <= 0:
+		c.Verdict = Fail
+		c.Message = "kubelet's graceful node shutdown is off: shutdownGracePeriod is unset or 0 in " + k.ConfigPath
+		c.Fix = "set shutdownGracePeriod (e.g. 60s) and shutdownGracePeriodCriticalPods (e.g. 10s) in " + k.ConfigPath + ", then restart kubelet"
+	default:
+		c.Verdict = OK
+		if k.ByPodPrioritySec > 0 {
+			c.Message = fmt.Sprintf("shutdownGracePeriodByPodPriority totals %ds (%s)", k.ByPodPrioritySec, k.ConfigPath)
+		} else {
+			c.Message = fmt.Sprintf("shutdownGracePeriod %s, shutdownGracePeriodCriticalPods %s (%s)",
+				k.ShutdownGracePeriod, orNone(k.ShutdownGracePeriodCriticalPods), k.ConfigPath)
+		}
+	}
+	return c
+}
+
+// CheckKubeletLock: does kubelet hold its delay lock?
+func CheckKubeletLock(r *Report) Check {
+	c := Check{Name: "kubelet inhibitor"}
+	l := r.Logind
+	switch {
+	case !l.Reachable || l.InhibitorsError != "":
+		c.Verdict, c.Message = Warn, "cannot list logind's inhibitors: "+orUnknown(firstNonEmpty(l.InhibitorsError, l.Error))
+		c.Fix = "see the logind check"
+	case l.KubeletLock:
+		c.Verdict, c.Message = OK, "kubelet holds a delay lock on shutdown"
+	case r.Kubelet.Error == "" && r.Kubelet.RequestedSec <= 0:
+		c.Verdict, c.Message = Fail, "kubelet holds no delay lock on shutdown: its graceful node shutdown is off"
+		c.Fix = "see the kubelet grace period check"
+	case r.Kubelet.Error != "" && !r.Kubeconfig.Found:
+		c.Verdict, c.Message = Warn, "no kubelet delay lock on shutdown (not a Kubernetes node?)"
+	default:
+		c.Verdict, c.Message = Fail, "kubelet holds no delay lock on shutdown: pods are not stopped gracefully when logind shuts down"
+		c.Fix = "kubelet could not start its shutdown manager: see journalctl -u kubelet | grep -i 'shutdown manager' " +
+			"(often InhibitDelayMaxSec below its period: see the next check); is kubelet running?"
+	}
+	return c
+}
+
+// CheckInhibitDelay: is logind's InhibitDelayMaxSec at least kubelet's
+// period, and which file caps it?
+func CheckInhibitDelay(r *Report) Check {
+	c := Check{Name: "InhibitDelayMaxSec"}
+	conf := r.LogindConf
+	have, from := r.Logind.InhibitDelayMaxSec, "logind"
+	if !r.Logind.Reachable || r.Logind.InhibitDelayMax == "" {
+		have, from = conf.EffectiveSec, "logind.conf"
+	}
+	if have < 0 { // infinity
+		have = float64(1 << 53)
+	}
+	setBy := "logind's default"
+	if conf.EffectiveFile != "" {
+		setBy = conf.EffectiveFile
+	}
+	want := r.Kubelet.RequestedSec
+	switch {
+	case want <= 0:
+		c.Verdict = OK
+		c.Message = fmt.Sprintf("%s (%s, set by %s); kubelet asks for no delay", secs(have), from, setBy)
+		if r.Kubelet.Error != "" {
+			c.Verdict, c.Message = Warn, fmt.Sprintf("%s (%s, set by %s); kubelet's period unknown", secs(have), from, setBy)
+		}
+	case have+1e-9 < want:
+		c.Verdict = Fail
+		c.Message = fmt.Sprintf("%s (%s, set by %s%s) is below kubelet's %s: kubelet cannot take its lock, or pods are cut short",
+			secs(have), from, setBy, overrides(conf), secs(want))
+		c.Fix = fmt.Sprintf("write [Login] InhibitDelayMaxSec=%.0f to %s (sorts after %s), then systemctl kill -s HUP systemd-logind",
+			math.Ceil(want), laterDropIn(conf.EffectiveFile), filepath.Base(setBy))
+		if from == "logind" && (conf.EffectiveSec < 0 || conf.EffectiveSec+1e-9 >= want) {
+			c.Message = fmt.Sprintf("%s (logind) is below kubelet's %s, though logind.conf says %s (%s): logind has not reloaded it",
+				secs(have), secs(want), secs(conf.EffectiveSec), setBy)
+			c.Fix = "systemctl kill -s HUP systemd-logind, then restart kubelet"
+		}
+	default:
+		c.Verdict = OK
+		c.Message = fmt.Sprintf("%s (%s, set by %s) ≥ kubelet's %s", secs(have), from, setBy, secs(want))
+	}
+	if conf.EffectiveSec < 0 {
+		conf.EffectiveSec = float64(1 << 53)
+	}
+	if c.Verdict != Fail && from == "logind" && conf.EffectiveSec != have {
+		c.Message += fmt.Sprintf("; logind.conf now says %s: logind has not reloaded it", secs(conf.EffectiveSec))
+	}
+	return c
+}
+
+// overrides names the earlier files whose setting the effective one
+// overrides (kubelet's 99-kubelet.conf under unattended-upgrades').
+func overrides(conf LogindConfFacts) string {
+	var o []string
+	for _, f := range conf.Files {
+		if f.Path == conf.EffectiveFile {
+			break
+		}
+		if f.InhibitDelayMaxSec != "" && !f.Masked && f.Error == "" {
+			o = append(o, filepath.Base(f.Path)+"'s "+f.InhibitDelayMaxSec)
+		}
+	}
+	if len(o) == 0 {
+		return ""
+	}
+	return ", overriding " + strings.Join(o, ", ")
+}
+
+// laterDropIn names a drop-in that sorts after file.
+func laterDropIn(file string) string {
+	name := "zz-gnsh-inhibit-delay.conf"
+	if b := filepath.Base(file); file != "" && b >= name {
+		name = b + "-zz.conf"
+	}
+	return "/etc/systemd/logind.conf.d/" + name
+}
+
+// CheckCommands: do the four commands resolve to gnsh?
+func CheckCommands(name string, rs []Resolution, where, self string) Check {
+	c := Check{Name: name}
+	var bad, fixes []string
+	for _, r := range rs {
+		if r.Is == "gnsh" {
+			continue
+		}
+		switch r.Is {
+		case "missing":
+			bad = append(bad, r.Name+" not found")
+		default:
+			bad = append(bad, fmt.Sprintf("%s → %s (%s)", r.Name, r.Target, r.Is))
+		}
+		if r.Path != "" && self != "" {
+			fixes = append(fixes, fmt.Sprintf("ln -sf %s %s", self, r.Path))
+		}
+	}
+	if len(bad) == 0 {
+		c.Verdict, c.Message = OK, "reboot, shutdown, poweroff and halt run gnsh ("+where+")"
+		return c
+	}
+	c.Verdict, c.Message = Fail, strings.Join(bad, ", ")+" ("+where+"): these bypass gnsh's drain"
+	c.Fix = "install gnsh over them"
+	if len(fixes) > 0 {
+		c.Fix += ": " + strings.Join(fixes, "; ")
+	}
+	return c
+}
+
+// CheckSudo: the four commands through sudo's secure_path.
+func CheckSudo(r *Report) Check {
+	cf := r.Commands
+	switch {
+	case cf.SudoersErr != "" && cf.SecurePath == "":
+		return Check{Name: "commands (sudo)", Verdict: Warn, Message: "cannot read sudo's policy: " + cf.SudoersErr,
+			Fix: "run gnsh doctor as root"}
+	case cf.SecurePath == "":
+		return Check{Name: "commands (sudo)", Verdict: OK, Message: "sudo has no secure_path: sudo keeps the caller's PATH"}
+	}
+	return CheckCommands("commands (sudo)", cf.Sudo, "sudo's secure_path "+cf.SecurePath, cf.Self)
+}
+
+// CheckAnsible: does ansible.builtin.reboot's shutdown run gnsh? A warning
+// only: not every node is rebooted by Ansible.
+func CheckAnsible(r *Report) Check {
+	c := Check{Name: "ansible reboot"}
+	a := r.Commands.Ansible
+	switch a.Is {
+	case "gnsh":
+		c.Verdict, c.Message = OK, "ansible.builtin.reboot runs "+a.Path+": gnsh"
+	case "missing":
+		c.Verdict, c.Message = Warn, "ansible.builtin.reboot finds no shutdown in "+AnsibleShutdownPath
+	default:
+		c.Verdict = Warn
+		c.Message = fmt.Sprintf("ansible.builtin.reboot runs the first shutdown of %s: %s → %s (%s), not gnsh", AnsibleShutdownPath, a.Path, a.Target, a.Is)
+		c.Fix = "install gnsh over " + a.Path
+		if r.Commands.Self != "" {
+			c.Fix += ": ln -sf " + r.Commands.Self + " " + a.Path
+		}
+	}
+	return c
+}
+
+// CheckAgent: is the node agent running? A warning for now: the agent
+// ships in a later release.
+func CheckAgent(r *Report) Check {
+	c := Check{Name: "agent"}
+	a := r.Agent
+	switch a.ActiveState {
+	case "active":
+		c.Verdict, c.Message = OK, a.Unit+" is active"
+	case "unknown", "":
+		c.Verdict, c.Message = Warn, a.Unit+": state unknown: "+orUnknown(a.Error)
+	default:
+		c.Verdict, c.Message = Warn, fmt.Sprintf("%s is %s", a.Unit, a.ActiveState)
+		if a.LoadState != "" && a.LoadState != "loaded" {
+			c.Message += " (" + a.LoadState + ")"
+		}
+		c.Message += ": nothing uncordons the node after a reboot, and shutdowns that bypass the wrapper are not drained"
+		c.Fix = "systemctl enable --now " + a.Unit
+	}
+	return c
+}
+
+// CheckKubeconfig: found, readable, mode 0600.
+func CheckKubeconfig(r *Report) Check {
+	c := Check{Name: "kubeconfig"}
+	k := r.Kubeconfig
+	switch {
+	case !k.Found && r.Kubelet.Error != "":
+		c.Verdict, c.Message = Warn, orUnknown(k.Error)+": not a Kubernetes node?"
+		c.Fix = "on a Kubernetes node, put a kubeconfig at /etc/gnsh/kubeconfig (mode 0600); kubeadm's /etc/kubernetes/kubelet.conf is found by itself"
+	case !k.Found:
+		c.Verdict, c.Message = Fail, orUnknown(k.Error)+", but kubelet is configured: gnsh will not drain"
+		c.Fix = "put a kubeconfig at /etc/gnsh/kubeconfig (mode 0600), or set kubeconfig in /etc/gnsh/config.yaml"
+	case k.Error != "":
+		c.Verdict, c.Message = Fail, k.Error
+		c.Fix = "run gnsh as root"
+	case k.Mode != "" && k.Mode != "0600" && k.Mode != "0400":
+		c.Verdict, c.Message = Fail, fmt.Sprintf("%s has mode %s: its credentials are readable by others", k.Path, k.Mode)
+		c.Fix = "chmod 0600 " + k.Path
+	default:
+		c.Verdict, c.Message = OK, fmt.Sprintf("%s (mode %s)", k.Path, orUnknown(k.Mode))
+	}
+	if k.ConfigError != "" {
+		c.Message += "; config file ignored: " + k.ConfigError
+		if c.Verdict == OK {
+			c.Verdict, c.Fix = Fail, "fix "+k.Config+" (gnsh refuses to drain with an invalid config)"
+		}
+	}
+	return c
+}
+
+// CheckNode: the Node exists and is this machine.
+func CheckNode(r *Report) Check {
+	c := Check{Name: "node"}
+	n := r.Node
+	name := n.Name
+	if n.NameFrom != "" {
+		name += " (name from " + n.NameFrom + ")"
+	}
+	switch {
+	case !r.Kubeconfig.Found || r.Kubeconfig.Error != "":
+		c.Verdict, c.Message = Warn, "not checked: "+orUnknown(n.Error)
+	case n.NotFound:
+		c.Verdict, c.Message = Fail, n.Error
+		c.Fix = "set node in /etc/gnsh/config.yaml (or pass --node) to this machine's Node name"
+	case !n.Found:
+		c.Verdict, c.Message = Warn, "cannot read the Node: "+orUnknown(n.Error)
+		c.Fix = "check that the API server answers and the kubeconfig's credentials are valid"
+	case n.SameMachine != nil && !*n.SameMachine:
+		c.Verdict, c.Message = Fail, n.SameWhy
+		c.Fix = "point gnsh at this machine's cluster: /etc/gnsh/kubeconfig, or unset KUBECONFIG"
+	default:
+		c.Verdict, c.Message = OK, "Node "+name+": "+n.SameWhy
+		if n.Schedulable != nil && !*n.Schedulable {
+			if n.Cordon != nil {
+				c.Message += fmt.Sprintf("; cordoned by gnsh (%s by %s at %s)", n.Cordon.Action, n.Cordon.User, n.Cordon.Time.UTC().Format(time.RFC3339))
+			} else {
+				c.Message += "; cordoned (not by gnsh)"
+			}
+		}
+	}
+	return c
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "unset"
+	}
+	return s
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// secs writes seconds as a Go duration ("30s", "1m30s"), or "infinity".
+func secs(s float64) string {
+	if s < 0 || s >= float64(1<<53) {
+		return "infinity"
+	}
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
+}

@@ -1,0 +1,219 @@
+package nodefacts
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gnsh/gnsh/internal/drain"
+)
+
+func res(is string) []Resolution {
+	var rs []Resolution
+	for _, n := range LegacyCommands {
+		r := Resolution{Name: n, Path: "/usr/sbin/" + n, Target: "/usr/local/sbin/gnsh", Is: is}
+		if is == "systemctl" {
+			r.Target = "/usr/bin/systemctl"
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// healthy is a Debian 11 node with gnsh installed and everything right.
+func healthy() *Report {
+	return &Report{
+		Systemd: SystemdFacts{Booted: true, Version: "247.3-7+deb11u5", Major: 247},
+		Logind: LogindFacts{Reachable: true, InhibitDelayMax: "1m0s", InhibitDelayMaxSec: 60, KubeletLock: true,
+			Inhibitors: []Lock{{What: "shutdown", Who: "kubelet", Why: "Kubelet needs time to handle node shutdown", Mode: "delay", PID: 42}}},
+		LogindConf: LogindConfFacts{Effective: "1m0s", EffectiveSec: 60, EffectiveFile: "/etc/systemd/logind.conf.d/99-kubelet.conf"},
+		Kubelet:    KubeletFacts{ConfigPath: DefaultKubeletConfig, ShutdownGracePeriod: "1m0s", ShutdownGracePeriodCriticalPods: "10s", RequestedSec: 60},
+		Commands: CommandFacts{Self: "/usr/local/sbin/gnsh", RootPath: DefaultRootPath, SecurePath: DefaultRootPath,
+			Root: res("gnsh"), Sudo: res("gnsh"), Ansible: res("gnsh")[1]},
+		Kubeconfig: KubeconfigFacts{Found: true, Path: "/etc/kubernetes/kubelet.conf", Mode: "0600", Config: "/etc/gnsh/config.yaml"},
+		Node: NodeFacts{Name: "node1", NameFrom: "certificate", Found: true, Schedulable: ptr(true), SameMachine: ptr(true),
+			SameWhy: "Node node1 has this machine's machine ID abc"},
+		Agent: AgentFacts{Unit: AgentUnit, ActiveState: "active", LoadState: "loaded"},
+	}
+}
+
+func TestDoctorHealthy(t *testing.T) {
+	cs := Doctor(healthy())
+	if len(cs) != 11 || Failed(cs) != 0 {
+		t.Fatalf("%+v", cs)
+	}
+	for _, c := range cs {
+		if c.Verdict != OK || c.Fix != "" {
+			t.Errorf("%+v", c)
+		}
+	}
+}
+
+func TestChecks(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		change  func(r *Report)
+		check   func(r *Report) Check
+		verdict Verdict
+		msg     string // substring of the message
+		fix     string // substring of the fix ("" = no fix)
+	}{
+		// systemd
+		{"247 covered by gnsh", func(*Report) {}, CheckSystemd, OK, "systemd 247: root's reboot, poweroff, halt and shutdown now bypass logind (before 251)", ""},
+		{"247 stock", func(r *Report) { r.Commands.Root = res("systemctl") }, CheckSystemd, Fail, "bypass logind", "install gnsh over shutdown, reboot, poweroff and halt"},
+		{"247, sudo not covered", func(r *Report) { r.Commands.Sudo = res("systemctl") }, CheckSystemd, Fail, "bypass logind", "install gnsh"},
+		{"252 stock", func(r *Report) {
+			r.Systemd.Major, r.Commands.Root = 252, res("systemctl")
+		}, CheckSystemd, OK, "systemd 252: its legacy commands go through logind", ""},
+		{"RHEL 8 239", func(r *Report) {
+			r.Systemd = SystemdFacts{Booted: true, Version: "239 (239-78.el8)", Major: 239, RHEL8: true, NewShutdownEnv: "1"}
+			r.Commands.Root = res("systemctl")
+		}, CheckSystemd, Fail, `unless SYSTEMD_NEW_SHUTDOWN=1, which sudo's env_reset drops and units and cron do not have (set to "1" here)`, "install gnsh"},
+		{"no systemd", func(r *Report) { r.Systemd = SystemdFacts{Error: "connect: no such file"} }, CheckSystemd, Warn,
+			"PID 1 is not systemd (no /run/systemd/system); connect: no such file", "need systemd-logind"},
+		{"version unreadable", func(r *Report) { r.Systemd = SystemdFacts{Booted: true, Error: "access denied"} }, CheckSystemd, Warn,
+			"cannot read systemd's version: access denied", "systemctl status dbus"},
+		// logind
+		{"logind ok", func(r *Report) { r.Logind.Scheduled = &Scheduled{Type: "reboot", Time: "2026-11-22T02:00:00Z"} }, CheckLogind, OK,
+			"InhibitDelayMaxSec 1m0s, 1 inhibitor(s), reboot scheduled for 2026-11-22T02:00:00Z", ""},
+		{"logind down", func(r *Report) { r.Logind = LogindFacts{Error: "connect to unix:path=/x: no such file or directory"} }, CheckLogind, Fail,
+			"cannot reach systemd-logind: connect to unix:path=/x", "systemctl status dbus systemd-logind"},
+		// grace period
+		{"grace ok", func(*Report) {}, CheckGracePeriod, OK, "shutdownGracePeriod 1m0s, shutdownGracePeriodCriticalPods 10s (/var/lib/kubelet/config.yaml)", ""},
+		{"grace by priority", func(r *Report) { r.Kubelet.ByPodPrioritySec = 35 }, CheckGracePeriod, OK, "shutdownGracePeriodByPodPriority totals 35s", ""},
+		{"grace off", func(r *Report) { r.Kubelet.ShutdownGracePeriod, r.Kubelet.RequestedSec = "", 0 }, CheckGracePeriod, Fail,
+			"graceful node shutdown is off", "set shutdownGracePeriod (e.g. 60s) and shutdownGracePeriodCriticalPods (e.g. 10s) in /var/lib/kubelet/config.yaml, then restart kubelet"},
+		{"grace unreadable", func(r *Report) { r.Kubelet = KubeletFacts{Error: "permission denied"} }, CheckGracePeriod, Warn, "cannot read kubelet's config", "--kubelet-config"},
+		{"not a node", func(r *Report) {
+			r.Kubelet = KubeletFacts{Error: "no kubelet config file"}
+			r.Kubeconfig = KubeconfigFacts{}
+		}, CheckGracePeriod, Warn,
+			"not a Kubernetes node?", "--kubelet-config"},
+		// kubelet's lock
+		{"lock held", func(*Report) {}, CheckKubeletLock, OK, "kubelet holds a delay lock on shutdown", ""},
+		{"lock missing", func(r *Report) { r.Logind.KubeletLock = false }, CheckKubeletLock, Fail, "kubelet holds no delay lock", "journalctl -u kubelet"},
+		{"lock missing, grace off", func(r *Report) { r.Logind.KubeletLock, r.Kubelet.RequestedSec = false, 0 }, CheckKubeletLock, Fail,
+			"its graceful node shutdown is off", "see the kubelet grace period check"},
+		{"lock unknown", func(r *Report) { r.Logind = LogindFacts{Error: "timed out"} }, CheckKubeletLock, Warn, "cannot list logind's inhibitors: timed out", "see the logind check"},
+		// InhibitDelayMaxSec
+		{"delay ok", func(*Report) {}, CheckInhibitDelay, OK, "1m0s (logind, set by /etc/systemd/logind.conf.d/99-kubelet.conf) ≥ kubelet's 1m0s", ""},
+		{"unattended-upgrades trap", func(r *Report) {
+			r.Logind.InhibitDelayMax, r.Logind.InhibitDelayMaxSec = "30s", 30
+			r.LogindConf = LogindConfFacts{Effective: "30s", EffectiveSec: 30, EffectiveFile: "/usr/lib/systemd/logind.conf.d/" + uuName,
+				Files: []ConfFile{{Path: "/etc/systemd/logind.conf"}, {Path: "/etc/systemd/logind.conf.d/99-kubelet.conf", InhibitDelayMaxSec: "60"},
+					{Path: "/usr/lib/systemd/logind.conf.d/" + uuName, InhibitDelayMaxSec: "30"}}}
+		}, CheckInhibitDelay, Fail, "30s (logind, set by /usr/lib/systemd/logind.conf.d/" + uuName + ", overriding 99-kubelet.conf's 60) is below kubelet's 1m0s",
+			"write [Login] InhibitDelayMaxSec=60 to /etc/systemd/logind.conf.d/zz-gnsh-inhibit-delay.conf (sorts after " + uuName + "), then systemctl kill -s HUP systemd-logind"},
+		{"not reloaded", func(r *Report) { r.Logind.InhibitDelayMax, r.Logind.InhibitDelayMaxSec = "5s", 5 }, CheckInhibitDelay, Fail,
+			"5s (logind) is below kubelet's 1m0s, though logind.conf says 1m0s (/etc/systemd/logind.conf.d/99-kubelet.conf): logind has not reloaded it",
+			"systemctl kill -s HUP systemd-logind, then restart kubelet"},
+		{"from logind.conf when logind is down", func(r *Report) {
+			r.Logind = LogindFacts{Error: "down"}
+			r.LogindConf = LogindConfFacts{Effective: "5s", EffectiveSec: 5}
+		}, CheckInhibitDelay, Fail, "5s (logind.conf, set by logind's default) is below kubelet's 1m0s", "zz-gnsh-inhibit-delay.conf"},
+		{"infinity", func(r *Report) {
+			r.Logind.InhibitDelayMax, r.Logind.InhibitDelayMaxSec = "infinity", -1
+			r.LogindConf.EffectiveSec = -1
+		},
+			CheckInhibitDelay, OK, "infinity (logind, set by", ""},
+		{"kubelet asks none", func(r *Report) { r.Kubelet.RequestedSec = 0 }, CheckInhibitDelay, OK, "kubelet asks for no delay", ""},
+		{"a drop-in named after zz", func(r *Report) {
+			r.Logind.InhibitDelayMaxSec, r.LogindConf.EffectiveFile = 10, "/etc/systemd/logind.conf.d/zzz.conf"
+			r.LogindConf.EffectiveSec = 10
+		}, CheckInhibitDelay, Fail, "below", "/etc/systemd/logind.conf.d/zzz.conf-zz.conf (sorts after zzz.conf)"},
+		// commands
+		{"root commands stock", func(r *Report) { r.Commands.Root = res("systemctl") }, func(r *Report) Check {
+			return CheckCommands("commands (root)", r.Commands.Root, "root's PATH", r.Commands.Self)
+		}, Fail, "reboot → /usr/bin/systemctl (systemctl), shutdown → /usr/bin/systemctl (systemctl)",
+			"ln -sf /usr/local/sbin/gnsh /usr/sbin/reboot; ln -sf /usr/local/sbin/gnsh /usr/sbin/shutdown"},
+		{"sudo misses /usr/local/sbin", func(r *Report) {
+			r.Commands.SecurePath = "/sbin:/bin:/usr/sbin:/usr/bin"
+			r.Commands.Sudo = res("systemctl")
+		},
+			CheckSudo, Fail, "(sudo's secure_path /sbin:/bin:/usr/sbin:/usr/bin): these bypass gnsh's drain", "ln -sf /usr/local/sbin/gnsh /usr/sbin/halt"},
+		{"sudo missing command", func(r *Report) { r.Commands.Sudo[3] = Resolution{Name: "halt", Is: "missing"} }, CheckSudo, Fail, "halt not found", "install gnsh over them"},
+		{"sudo ok", func(*Report) {}, CheckSudo, OK, "run gnsh (sudo's secure_path", ""},
+		{"no secure_path", func(r *Report) { r.Commands.SecurePath, r.Commands.Sudo = "", nil }, CheckSudo, OK, "keeps the caller's PATH", ""},
+		{"sudoers unreadable", func(r *Report) { r.Commands.SecurePath, r.Commands.SudoersErr = "", "permission denied" }, CheckSudo, Warn,
+			"cannot read sudo's policy: permission denied", "as root"},
+		// ansible
+		{"ansible ok", func(*Report) {}, CheckAnsible, OK, "ansible.builtin.reboot runs /usr/sbin/shutdown: gnsh", ""},
+		{"ansible finds /sbin first", func(r *Report) {
+			r.Commands.Ansible = Resolution{Name: "shutdown", Path: "/sbin/shutdown", Target: "/usr/bin/systemctl", Is: "systemctl"}
+		}, CheckAnsible, Warn, "runs the first shutdown of /sbin:/bin:/usr/sbin:/usr/bin:/usr/local/sbin: /sbin/shutdown → /usr/bin/systemctl (systemctl), not gnsh",
+			"ln -sf /usr/local/sbin/gnsh /sbin/shutdown"},
+		{"ansible finds none", func(r *Report) { r.Commands.Ansible = Resolution{Name: "shutdown", Is: "missing"} }, CheckAnsible, Warn, "finds no shutdown", ""},
+		// agent
+		{"agent active", func(*Report) {}, CheckAgent, OK, "gnsh.service is active", ""},
+		{"agent not installed", func(r *Report) { r.Agent.ActiveState, r.Agent.LoadState = "inactive", "not-found" }, CheckAgent, Warn,
+			"gnsh.service is inactive (not-found): nothing uncordons the node after a reboot", "systemctl enable --now gnsh.service"},
+		{"agent failed", func(r *Report) { r.Agent.ActiveState = "failed" }, CheckAgent, Warn, "gnsh.service is failed:", "systemctl enable --now gnsh.service"},
+		{"agent unknown", func(r *Report) {
+			r.Agent = AgentFacts{Unit: AgentUnit, ActiveState: "unknown", Error: "systemd not reachable"}
+		}, CheckAgent, Warn,
+			"gnsh.service: state unknown: systemd not reachable", ""},
+		// kubeconfig
+		{"kubeconfig ok", func(*Report) {}, CheckKubeconfig, OK, "/etc/kubernetes/kubelet.conf (mode 0600)", ""},
+		{"kubeconfig open", func(r *Report) { r.Kubeconfig.Mode = "0644" }, CheckKubeconfig, Fail, "has mode 0644", "chmod 0600 /etc/kubernetes/kubelet.conf"},
+		{"kubeconfig unreadable", func(r *Report) { r.Kubeconfig.Error = "cannot read /etc/kubernetes/kubelet.conf: permission denied" }, CheckKubeconfig, Fail,
+			"permission denied", "as root"},
+		{"no kubeconfig, kubelet configured", func(r *Report) { r.Kubeconfig = KubeconfigFacts{Error: "no kubeconfig found"} }, CheckKubeconfig, Fail,
+			"no kubeconfig found, but kubelet is configured", "/etc/gnsh/kubeconfig"},
+		{"no kubeconfig, no kubelet", func(r *Report) {
+			r.Kubeconfig = KubeconfigFacts{Error: "no kubeconfig found"}
+			r.Kubelet.Error = "none"
+		},
+			CheckKubeconfig, Warn, "no kubeconfig found", "/etc/gnsh/kubeconfig"},
+		{"bad config file", func(r *Report) { r.Kubeconfig.ConfigError = "/etc/gnsh/config.yaml: unknown key \"nod\"" }, CheckKubeconfig, Fail,
+			"config file ignored: /etc/gnsh/config.yaml: unknown key", "fix /etc/gnsh/config.yaml"},
+		// node
+		{"node ok", func(*Report) {}, CheckNode, OK, "Node node1 (name from certificate): Node node1 has this machine's machine ID abc", ""},
+		{"node cordoned by gnsh", func(r *Report) {
+			r.Node.Schedulable = ptr(false)
+			r.Node.Cordon = &drain.Ownership{Action: "reboot", User: "alice", Time: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+		}, CheckNode, OK, "cordoned by gnsh (reboot by alice at 2026-11-22T10:00:00Z)", ""},
+		{"node cordoned by others", func(r *Report) { r.Node.Schedulable = ptr(false) }, CheckNode, OK, "cordoned (not by gnsh)", ""},
+		{"node missing", func(r *Report) {
+			r.Node = NodeFacts{Name: "node1", NotFound: true, Error: `the cluster has no Node "node1"`}
+		}, CheckNode, Fail,
+			`the cluster has no Node "node1"`, "set node in /etc/gnsh/config.yaml"},
+		{"another machine", func(r *Report) {
+			r.Node.SameMachine, r.Node.SameWhy = ptr(false), "Node node1 is another machine: machine ID: …"
+		}, CheckNode, Fail,
+			"is another machine", "unset KUBECONFIG"},
+		{"API down", func(r *Report) { r.Node = NodeFacts{Name: "node1", Error: "the API server did not answer within 5s"} }, CheckNode, Warn,
+			"cannot read the Node: the API server did not answer within 5s", "API server answers"},
+		{"no kubeconfig", func(r *Report) { r.Kubeconfig = KubeconfigFacts{}; r.Node = NodeFacts{Error: "no kubeconfig"} }, CheckNode, Warn, "not checked: no kubeconfig", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := healthy()
+			tt.change(r)
+			c := tt.check(r)
+			if c.Verdict != tt.verdict || !strings.Contains(c.Message, tt.msg) || (tt.fix == "") != (c.Fix == "") || !strings.Contains(c.Fix, tt.fix) {
+				t.Fatalf("got %s %q fix %q\nwant %s %q fix %q", c.Verdict, c.Message, c.Fix, tt.verdict, tt.msg, tt.fix)
+			}
+		})
+	}
+}
+
+// Stock Debian 11 with kubelet and the unattended-upgrades drop-in: the
+// gap, as doctor reports it.
+func TestDoctorStockDebian11(t *testing.T) {
+	r := healthy()
+	r.Commands.Root, r.Commands.Sudo, r.Commands.Ansible = res("systemctl"), res("systemctl"), res("systemctl")[1]
+	r.Logind.KubeletLock = false
+	r.Logind.InhibitDelayMax, r.Logind.InhibitDelayMaxSec = "30s", 30
+	r.LogindConf = LogindConfFacts{Effective: "30s", EffectiveSec: 30, EffectiveFile: "/usr/lib/systemd/logind.conf.d/" + uuName}
+	cs := Doctor(r)
+	var failed []string
+	for _, c := range cs {
+		if c.Verdict == Fail {
+			failed = append(failed, c.Name)
+		}
+	}
+	if got := strings.Join(failed, ","); got != "systemd,kubelet inhibitor,InhibitDelayMaxSec,commands (root),commands (sudo)" || Failed(cs) != 5 {
+		t.Fatalf("failed checks: %s", got)
+	}
+}

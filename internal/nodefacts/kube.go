@@ -1,0 +1,144 @@
+package nodefacts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/gnsh/gnsh/internal/config"
+	"github.com/gnsh/gnsh/internal/drain"
+	"github.com/gnsh/gnsh/internal/kube"
+)
+
+// KubeOptions is how the kubeconfig and the Node are found.
+type KubeOptions struct {
+	Kubeconfig string // --kubeconfig; overrides the config file
+	Node       string // --node; overrides the config file
+	// ConfigPath is gnsh's config file: $GNSH_CONFIG, else config.Path
+	// below Root.
+	ConfigPath string
+	Hostname   func() (string, error)
+	HostID     *kube.HostID // this machine's IDs; kube.ReadHostID(Root) if nil
+	// Connect, if set, replaces loading the kubeconfig (tests).
+	Connect func(path string, timeout time.Duration) (kubernetes.Interface, *rest.Config, error)
+}
+
+func (s *Sources) config() (config.Config, string, error) {
+	p := s.Kube.ConfigPath
+	if p == "" {
+		p = s.getenv("GNSH_CONFIG")
+	}
+	if p == "" {
+		p = s.path(config.Path)
+	}
+	cfg, err := config.Load(p)
+	if err != nil {
+		return config.Default(), p, err
+	}
+	return cfg, p, nil
+}
+
+func gatherKube(ctx context.Context, s *Sources, kf *KubeconfigFacts, nf *NodeFacts) {
+	cfg, cfgPath, err := s.config()
+	kf.Config, kf.ConfigError = cfgPath, errString(err)
+	loc := kube.Locator{Kubeconfig: s.Kube.Kubeconfig, NodeName: s.Kube.Node, Getenv: s.getenv, Root: s.Root,
+		Hostname: s.Kube.Hostname, Timeout: cfg.APITimeout.D()}
+	if loc.Kubeconfig == "" {
+		loc.Kubeconfig = cfg.Kubeconfig
+	}
+	if loc.NodeName == "" {
+		loc.NodeName = cfg.Node
+	}
+	path, err := loc.FindKubeconfig()
+	var ue *kube.UnreadableError
+	switch {
+	case errors.Is(err, kube.ErrNoKubeconfig):
+		kf.Error = "no kubeconfig found ($KUBECONFIG, " + kube.GnshKubeconfig + ", " + kube.KubeletKubeconfig + ")"
+		nf.Error = "no kubeconfig"
+		return
+	case errors.As(err, &ue):
+		kf.Found, kf.Path, kf.Error = true, ue.Path, err.Error()
+		nf.Error = "kubeconfig unreadable"
+		return
+	case err != nil:
+		kf.Error = err.Error()
+		nf.Error = "no kubeconfig"
+		return
+	}
+	kf.Found, kf.Path = true, path
+	if fi, err := os.Stat(path); err == nil {
+		kf.Mode = fmt.Sprintf("%04o", fi.Mode().Perm())
+	}
+	gatherNode(ctx, s, &loc, cfg, path, nf)
+}
+
+func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.Config, path string, nf *NodeFacts) {
+	timeout := cfg.APITimeout.D()
+	var c kubernetes.Interface
+	var rc *rest.Config
+	var err error
+	if s.Kube.Connect != nil {
+		c, rc, err = s.Kube.Connect(path, timeout)
+	} else {
+		rc, err = loc.RESTConfig(path)
+		if err == nil {
+			c, err = kubernetes.NewForConfig(rc)
+		}
+	}
+	if err != nil {
+		nf.Error = err.Error()
+		return
+	}
+	if rc == nil {
+		rc = &rest.Config{}
+	}
+	switch {
+	case s.Kube.Node != "":
+		nf.Name, nf.NameFrom = s.Kube.Node, "--node"
+	case cfg.Node != "":
+		nf.Name, nf.NameFrom = cfg.Node, "config"
+	case kube.NodeIdentity(rc) != "":
+		nf.Name, nf.NameFrom = kube.NodeIdentity(rc), "certificate"
+	default:
+		rctx, cancel := context.WithTimeout(ctx, 2*timeout)
+		name, err := loc.ResolveNodeName(rctx, rc, c)
+		cancel()
+		if err != nil {
+			nf.Error = err.Error()
+			return
+		}
+		nf.Name, nf.NameFrom = name, "hostname"
+	}
+	gctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	n, err := c.CoreV1().Nodes().Get(gctx, nf.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		nf.NotFound, nf.Error = true, fmt.Sprintf("the cluster has no Node %q", nf.Name)
+		return
+	case err != nil:
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+			err = fmt.Errorf("the API server did not answer within %s: %w", timeout, err)
+		}
+		nf.Error = err.Error()
+		return
+	}
+	nf.Found = true
+	sched := !n.Spec.Unschedulable
+	nf.Schedulable = &sched
+	nf.Cordon = drain.Owner(n)
+	h := s.Kube.HostID
+	if h == nil {
+		id := kube.ReadHostID(s.Root)
+		h = &id
+	}
+	same, why := kube.SameMachine(n, *h)
+	nf.SameMachine, nf.SameWhy = &same, why
+}
