@@ -44,6 +44,7 @@ func Run(ctx context.Context, argv []string, env *dispatch.Env) int {
 			planCommand(&code, env),
 			drainCommand(&code, env),
 			uncordonCommand(&code, env),
+			agentCommand(&code, env),
 			{
 				Name:  "version",
 				Usage: "print gnsh's version",
