@@ -16,7 +16,10 @@
 //     a shutdown that has not happened (yet).
 //
 // The decision and the patch are one resourceVersion-guarded
-// drain.Uncordon, so a change made in between is never overwritten.
+// drain.Uncordon, so a change made in between is never overwritten, and
+// they run under the drain lock (/run/gnsh/drain.lock), so the agent never
+// undoes a cordon that a drain running at that moment relies on (it waits
+// for the drain to end).
 //
 // The API server may come up minutes after the node: every failure is
 // retried with backoff (1 s doubling to 30 s) for as long as the agent
@@ -52,6 +55,10 @@ const (
 	DefaultLogEvery       = 30 * time.Second
 	DefaultAPITimeout     = kube.DefaultConnectTimeout
 )
+
+// ErrLockHeld is what Uncordoner.Lock wraps when another gnsh holds the
+// drain lock.
+var ErrLockHeld = errors.New("the drain lock is held")
 
 // ShutdownActions are the Ownership actions of a cordon made before a
 // shutdown; only those are undone after boot.
@@ -100,6 +107,11 @@ type Uncordoner struct {
 	Clock    clock.WithTicker // clock.RealClock if nil
 	// APITimeout bounds each request (DefaultAPITimeout if zero).
 	APITimeout time.Duration
+	// Lock, if set, takes the drain lock for node, without waiting; it
+	// returns ErrLockHeld (wrapped) while another gnsh drains, and the
+	// agent then waits. The uncordon runs under it, so it never undoes a
+	// cordon a drain (say, a reboot right after boot) is relying on.
+	Lock func(node string) (release func(), err error)
 	// Events: post the GnshUncordoned Event on the Node.
 	Events bool
 	// Out receives the log: one line an event, each starting "gnsh: ".
@@ -206,7 +218,8 @@ func (u *Uncordoner) Run(ctx context.Context) (Result, error) {
 			case !ready:
 				backoff = orDefault(u.InitialBackoff, DefaultInitialBackoff)
 				wait = orDefault(u.ReadyPoll, DefaultReadyPoll)
-				u.waiting("ready", "waiting for %s to be Ready for this boot: %s", node, r.Why)
+				kind, _, _ := strings.Cut(r.Why, ":")
+				u.waiting(kind, "%s", r.Why)
 			default:
 				u.printf("%s", r.Why)
 				return r, nil
@@ -225,8 +238,9 @@ func (u *Uncordoner) Run(ctx context.Context) (Result, error) {
 }
 
 // check is one attempt: read the Node, see whether it is Ready for this
-// boot, and if so decide and uncordon. ready false means wait; r.Why then
-// says for what.
+// boot, and if so decide and uncordon under the drain lock. ready false
+// means wait; r.Why is then the log line, "waiting for …: why" (the part
+// before the colon tells kinds of waits apart).
 func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bootID string) (r Result, ready bool, err error) {
 	timeout := orDefault(u.APITimeout, DefaultAPITimeout)
 	boot, err := u.bootTime()
@@ -258,10 +272,20 @@ func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bo
 		}
 	}
 	if !ok {
-		return Result{Node: node, Why: why}, false, nil
+		return Result{Node: node, Why: "waiting for " + node + " to be Ready for this boot: " + why}, false, nil
 	}
 	u.debugf("%s is Ready for this boot: %s", node, why)
 
+	if u.Lock != nil {
+		release, err := u.Lock(node)
+		if errors.Is(err, ErrLockHeld) {
+			return Result{Node: node, Why: "waiting for the drain of " + node + " to end: " + err.Error()}, false, nil
+		}
+		if err != nil {
+			return Result{}, false, err
+		}
+		defer release()
+	}
 	var seen *drain.Ownership
 	only := func(o *drain.Ownership) bool {
 		seen = o

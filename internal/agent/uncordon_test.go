@@ -382,6 +382,34 @@ func TestReadyForBoot(t *testing.T) {
 	}
 }
 
+func TestWaitsForTheDrainLock(t *testing.T) {
+	// A drain (say, a reboot run right after boot) holds the lock for the
+	// first 40 s: the agent waits, then uncordons under the lock.
+	own := cordonedBy("reboot", lastBoot)
+	f := newFixture(newNode(&own, t0))
+	var tries, held, releases int
+	f.u.Lock = func(node string) (func(), error) {
+		tries++
+		if node != nodeName {
+			t.Errorf("lock for %q", node)
+		}
+		if f.fc.Now().Sub(t0) < 40*time.Second {
+			return nil, fmt.Errorf("%w (pid 42, reboot by bob)", ErrLockHeld)
+		}
+		held++
+		return func() { releases++ }, nil
+	}
+	if r := f.run(t, context.Background(), nil); r.Outcome != Uncordoned {
+		t.Fatalf("result %+v; log:\n%s", r, f.out)
+	}
+	if held != 1 || releases != 1 || tries != 9 { // 0, 5, …, 40 s
+		t.Errorf("lock tried %d times, taken %d, released %d", tries, held, releases)
+	}
+	if n := strings.Count(f.out.String(), "gnsh: waiting for the drain of node-1 to end: the drain lock is held (pid 42, reboot by bob)"); n != 2 {
+		t.Errorf("%d waiting lines in 40 s, want 2 (0 and 30 s); log:\n%s", n, f.out)
+	}
+}
+
 func TestRetriesAPIErrorsWithBackoff(t *testing.T) {
 	// The API server fails every request for the first 3 minutes (fake
 	// time): the agent retries 1 s doubling to 30 s, logs at most every

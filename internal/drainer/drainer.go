@@ -160,3 +160,8 @@ func (d *Drainer) Locator(cfg config.Config) kube.Locator { return d.locator(cfg
 
 // ThisBoot is this boot's ID: BootID, else /proc/sys/kernel/random/boot_id.
 func (d *Drainer) ThisBoot() string { return d.bootID() }
+
+// AcquireLock takes the drain lock for action on node, as this process and
+// user, without waiting (a *HeldError if another gnsh holds it). (For the
+// node agent, which must not undo a cordon while a drain is using it.)
+func (d *Drainer) AcquireLock(action, node string) (*Lock, error) { return d.lock(action, node) }

@@ -2,6 +2,7 @@ package gnshcli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
@@ -25,8 +26,8 @@ func agentCommand(code *int, env *dispatch.Env) *cli.Command {
 			"gnsh.io/cordoned, and nobody has changed spec.unschedulable since), made for a\n" +
 			"reboot, poweroff, halt or kexec in an earlier boot. An admin's cordon, and a\n" +
 			"'gnsh drain' maintenance cordon, stay as they are ('gnsh uncordon' undoes those).\n" +
-			"It removes gnsh's annotation in the same guarded patch and posts a GnshUncordoned\n" +
-			"Event. The API server may come up minutes after the node: every failure is retried\n" +
+			"It removes gnsh's annotation in the same guarded patch, under the drain lock (it\n" +
+			"waits while a drain runs), and posts a GnshUncordoned Event. The API server may come up minutes after the node: every failure is retried\n" +
 			"with backoff (1 s doubling to 30 s) for as long as the agent runs, and logged at\n" +
 			"most every 30 s. Without a kubeconfig (not a Kubernetes node) it says so once.\n\n" +
 			"Then it keeps running, idle: later versions handle shutdowns that bypass the\n" +
@@ -72,6 +73,19 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 	}
 	if d.Connect != nil {
 		u.Connect = d.Connect
+	}
+	u.Lock = func(node string) (func(), error) {
+		l, err := d.AcquireLock("uncordon after boot", node)
+		if held := (*drainer.HeldError)(nil); errors.As(err, &held) {
+			if held.Holder != nil && held.Holder.PID != 0 {
+				return nil, fmt.Errorf("%w (%s)", agent.ErrLockHeld, held.Holder)
+			}
+			return nil, agent.ErrLockHeld
+		}
+		if err != nil {
+			return nil, err
+		}
+		return l.Release, nil
 	}
 	say("agent %s started (boot %s)", version.Version, bootID)
 	if err := notify.Notify("READY=1\nSTATUS=waiting for the Node to be Ready for this boot, to undo gnsh's cordon from before it"); err != nil {

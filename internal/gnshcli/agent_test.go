@@ -63,9 +63,10 @@ func TestAgentCommand(t *testing.T) {
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
 	cs := draintest.New(n)
 	sig := signals.NewDetached(nil)
+	lockDir := t.TempDir()
 	env.NewDrainer = func() *drainer.Drainer {
 		return &drainer.Drainer{Stderr: env.Stderr, Getenv: func(string) string { return "" }, Signal: sig,
-			ConfigPath: filepath.Join(t.TempDir(), "none.yaml"), BootID: "this-boot",
+			ConfigPath: filepath.Join(t.TempDir(), "none.yaml"), BootID: "this-boot", LockDir: lockDir,
 			Connect: func(context.Context) (kubernetes.Interface, string, error) { return cs, "node-1", nil }}
 	}
 	done := make(chan int, 1)
@@ -105,6 +106,11 @@ func TestAgentCommand(t *testing.T) {
 	k, err := l.Read(buf)
 	if err != nil || string(buf[:k]) != "STOPPING=1" {
 		t.Errorf("last notify %q, %v", buf[:k], err)
+	}
+	if l, err := drainer.Acquire(lockDir, drainer.Holder{}); err != nil {
+		t.Errorf("the agent left the drain lock held: %v", err)
+	} else {
+		l.Release()
 	}
 	out := errb.String()
 	for _, want := range []string{"gnsh: agent ", " started (boot this-boot)\n",

@@ -9,6 +9,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -23,11 +24,12 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/gnsh/gnsh/internal/drainer"
 	"github.com/gnsh/gnsh/test/internal/rig"
 )
 
 // agentNodes are the Nodes of TestAgent, one per scenario.
-var agentNodes = []string{"ag-reboot", "ag-admin", "ag-recordon", "ag-drain", "ag-sameboot", "ag-late"}
+var agentNodes = []string{"ag-reboot", "ag-admin", "ag-recordon", "ag-drain", "ag-sameboot", "ag-late", "ag-locked"}
 
 // earlierBoot is a boot ID that is not this one.
 const earlierBoot = "00000000-0000-4000-8000-0000000000e1"
@@ -45,6 +47,7 @@ func TestAgent(t *testing.T) {
 		{"a gnsh drain cordon is left", testAgentDrainCordon},
 		{"a cordon made in this boot is left", testAgentSameBoot},
 		{"API server not up at start: uncordoned once it answers", testAgentAPILate},
+		{"a drain holding the lock delays the uncordon", testAgentLocked},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
@@ -106,7 +109,10 @@ type agent struct {
 	notify *net.UnixConn
 }
 
-func startAgent(t *testing.T, env []string) *agent {
+func startAgent(t *testing.T, env []string) *agent { return startAgentIn(t, "", env) }
+
+// startAgentIn starts the agent with runDir (if not "") as its /run.
+func startAgentIn(t *testing.T, runDir string, env []string) *agent {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "gnsh-agent-") // short: a socket path has at most 107 bytes
 	if err != nil {
@@ -122,7 +128,7 @@ func startAgent(t *testing.T, env []string) *agent {
 	// The host's /etc/gnsh and /etc/kubernetes are hidden: only the test's
 	// kubeconfig and config count.
 	p := rig.Start(t, rig.Spec{Env: append([]string{"NOTIFY_SOCKET=" + sock}, env...),
-		Argv: []string{filepath.Join(binDir, "gnsh"), "agent"}, Hide: []string{"/etc/gnsh", "/etc/kubernetes"}})
+		Argv: []string{filepath.Join(binDir, "gnsh"), "agent"}, Hide: []string{"/etc/gnsh", "/etc/kubernetes"}, RunDir: runDir})
 	return &agent{t: t, p: p, notify: l}
 }
 
@@ -322,5 +328,31 @@ func forward(l net.Listener, upstream string) {
 			go func() { _, _ = io.Copy(c, u); done <- struct{}{} }()
 			<-done
 		}()
+	}
+}
+
+// testAgentLocked: a drain of this node holds the drain lock (in /run/gnsh,
+// shared with the agent's namespace): the agent waits for it, then
+// uncordons.
+func testAgentLocked(t *testing.T, k *cluster) {
+	n := k.newNode(t, "ag-locked")
+	n.gnshCordon("reboot", earlierBoot)
+	runDir := t.TempDir()
+	lock, err := drainer.Acquire(filepath.Join(runDir, "gnsh"), drainer.Holder{PID: os.Getpid(), Action: "reboot", User: "bob", Node: n.name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startAgentIn(t, runDir, n.env(fastConfig))
+	a.waitStatus("READY=1", 10*time.Second)
+	time.Sleep(2 * time.Second) // the Node is Ready: the agent has tried the lock
+	if unsched, _ := n.cordon(); !unsched {
+		t.Fatal("uncordoned while a drain held the lock")
+	}
+	lock.Release()
+	a.waitStatus("STATUS=uncordoned ag-locked after boot; idle", 30*time.Second)
+	n.wantCordon("")
+	log := a.stop()
+	if !strings.Contains(log, fmt.Sprintf("gnsh: waiting for the drain of ag-locked to end: the drain lock is held (pid %d, reboot by bob", os.Getpid())) {
+		t.Errorf("log:\n%s", log)
 	}
 }
