@@ -112,6 +112,16 @@ type Uncordoner struct {
 	// agent then waits. The uncordon runs under it, so it never undoes a
 	// cordon a drain (say, a reboot right after boot) is relying on.
 	Lock func(node string) (release func(), err error)
+	// Shutdown, if set, says whether a shutdown is under way or scheduled
+	// (logind's PreparingForShutdown and ScheduledShutdown), as a phrase
+	// ("" for none). It is asked under the drain lock, just before the
+	// uncordon: a reboot run right after boot drains under gnsh's cordon
+	// of the last boot and releases the lock once logind has it, and the
+	// agent must not undo that cordon while logind waits for the delay
+	// locks or for the scheduled time. While one is pending the agent
+	// waits; if the shutdown is cancelled it goes on. An error (logind
+	// unreachable) is said once and does not stop the uncordon.
+	Shutdown func(ctx context.Context) (pending string, err error)
 	// Events: post the GnshUncordoned Event on the Node.
 	Events bool
 	// Out receives the log: one line an event, each starting "gnsh: ".
@@ -121,9 +131,10 @@ type Uncordoner struct {
 	// Timing; the Default… constants if zero.
 	InitialBackoff, MaxBackoff, ReadyPoll, LogEvery time.Duration
 
-	lastLog time.Time
-	lastKey string
-	quiet   int // lines held back since the last one written
+	toldShutdownErr bool
+	lastLog         time.Time
+	lastKey         string
+	quiet           int // lines held back since the last one written
 }
 
 func (u *Uncordoner) clock() clock.WithTicker {
@@ -285,6 +296,16 @@ func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bo
 			return Result{}, false, err
 		}
 		defer release()
+	}
+	if u.Shutdown != nil {
+		pending, err := get(ctx, timeout, u.Shutdown)
+		switch {
+		case err != nil && !u.toldShutdownErr:
+			u.toldShutdownErr = true
+			u.printf("cannot ask systemd-logind whether a shutdown is pending (%v); going on", err)
+		case pending != "":
+			return Result{Node: node, Why: "waiting for the pending shutdown: " + pending + "; gnsh's cordon stays while it is"}, false, nil
+		}
 	}
 	var seen *drain.Ownership
 	only := func(o *drain.Ownership) bool {

@@ -410,6 +410,51 @@ func TestWaitsForTheDrainLock(t *testing.T) {
 	}
 }
 
+func TestWaitsForAPendingShutdown(t *testing.T) {
+	// A reboot run right after boot drained under gnsh's cordon of the
+	// last boot and handed off: logind waits for the delay locks. The
+	// agent leaves the cordon while the shutdown is pending; here it is
+	// cancelled after 20 s, and the agent goes on.
+	own := cordonedBy("reboot", lastBoot)
+	f := newFixture(newNode(&own, t0))
+	locked, asks := false, 0
+	f.u.Lock = func(string) (func(), error) { locked = true; return func() { locked = false }, nil }
+	f.u.Shutdown = func(ctx context.Context) (string, error) {
+		asks++
+		if !locked {
+			t.Error("logind asked outside the drain lock")
+		}
+		if _, ok := ctx.Deadline(); !ok {
+			t.Error("logind asked without a deadline")
+		}
+		if f.fc.Now().Sub(t0) < 20*time.Second {
+			return "systemd-logind is preparing for shutdown", nil
+		}
+		return "", nil
+	}
+	if r := f.run(t, context.Background(), nil); r.Outcome != Uncordoned {
+		t.Fatalf("result %+v; log:\n%s", r, f.out)
+	}
+	if asks != 5 { // 0, 5, 10, 15, 20 s
+		t.Errorf("asked logind %d times", asks)
+	}
+	if !strings.HasPrefix(f.out.String(), "gnsh: waiting for the pending shutdown: systemd-logind is preparing for shutdown; gnsh's cordon stays while it is\n") {
+		t.Errorf("log:\n%s", f.out)
+	}
+}
+
+func TestLogindUnreachableGoesOn(t *testing.T) {
+	own := cordonedBy("reboot", lastBoot)
+	f := newFixture(newNode(&own, t0))
+	f.u.Shutdown = func(context.Context) (string, error) { return "", errors.New("no system bus") }
+	if r := f.run(t, context.Background(), nil); r.Outcome != Uncordoned {
+		t.Fatalf("result %+v; log:\n%s", r, f.out)
+	}
+	if !strings.HasPrefix(f.out.String(), "gnsh: cannot ask systemd-logind whether a shutdown is pending (no system bus); going on\n") {
+		t.Errorf("log:\n%s", f.out)
+	}
+}
+
 func TestRetriesAPIErrorsWithBackoff(t *testing.T) {
 	// The API server fails every request for the first 3 minutes (fake
 	// time): the agent retries 1 s doubling to 30 s, logs at most every

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -11,6 +12,8 @@ import (
 	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/dispatch"
 	"github.com/gnsh/gnsh/internal/drainer"
+	"github.com/gnsh/gnsh/internal/handoff"
+	"github.com/gnsh/gnsh/internal/logind"
 	"github.com/gnsh/gnsh/internal/signals"
 	"github.com/gnsh/gnsh/internal/version"
 )
@@ -19,22 +22,26 @@ func agentCommand(code *int, env *dispatch.Env) *cli.Command {
 	return &cli.Command{
 		Name:  "agent",
 		Usage: "run the node agent (gnsh.service): make the node schedulable again after a reboot gnsh drained for",
-		Description: "Run by systemd as gnsh.service (Type=notify); it never shuts anything down.\n\n" +
+		Description: "Run by systemd as gnsh.service (Type=notify); it never shuts anything down.\n" +
+			"\n" +
 			"After boot it waits until the kubelet has reported the Node Ready for this boot\n" +
 			"(Ready=True with this boot's ID, or a heartbeat or Lease renewal since the boot\n" +
 			"began), then uncordons the node only if the cordon is gnsh's own (annotation\n" +
 			"gnsh.io/cordoned, and nobody has changed spec.unschedulable since), made for a\n" +
 			"reboot, poweroff, halt or kexec in an earlier boot. An admin's cordon, and a\n" +
 			"'gnsh drain' maintenance cordon, stay as they are ('gnsh uncordon' undoes those).\n" +
-			"It removes gnsh's annotation in the same guarded patch, under the drain lock (it\n" +
-			"waits while a drain runs), and posts a GnshUncordoned Event. The API server may come up minutes after the node: every failure is retried\n" +
-			"with backoff (1 s doubling to 30 s) for as long as the agent runs, and logged at\n" +
-			"most every 30 s. Without a kubeconfig (not a Kubernetes node) it says so once.\n\n" +
+			"It removes gnsh's annotation in the same guarded patch and posts a GnshUncordoned\n" +
+			"Event. It does so under the drain lock, and waits while a drain runs and while\n" +
+			"systemd-logind prepares for a shutdown or has one scheduled within drainTimeout.\n" +
+			"The API server may come up minutes after the node: every failure is retried with\n" +
+			"backoff (1 s doubling to 30 s) for as long as the agent runs, and logged at most\n" +
+			"every 30 s. Without a kubeconfig (not a Kubernetes node) it says so once.\n" +
+			"\n" +
 			"Then it keeps running, idle: later versions handle shutdowns that bypass the\n" +
 			"wrapper here. It tells systemd READY=1 at once (it never delays boot) and its\n" +
 			"state in STATUS=. SIGTERM or SIGINT ends it with exit status 0. Logs go to stderr\n" +
 			"(the journal), one line an event. Kubeconfig and node name are found as for a\n" +
-			"drain; the API timeout, Events and debug come from /etc/gnsh/config.yaml.",
+			"drain; apiTimeout, drainTimeout, events and debug come from /etc/gnsh/config.yaml.",
 		Flags: []cli.Flag{nodeFlag, kubeFlag},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -45,6 +52,46 @@ func agentCommand(code *int, env *dispatch.Env) *cli.Command {
 			return nil
 		},
 	}
+}
+
+// pendingShutdown asks logind whether a shutdown is under way
+// (PreparingForShutdown, or an immediate action in ScheduledShutdown) or
+// scheduled within drainTimeout of now: the wrapper drains now for such a
+// schedule, under gnsh's cordon, and the agent must leave that cordon.
+// A schedule further out was not drained for. v219's missing
+// ScheduledShutdown counts as none.
+func pendingShutdown(ctx context.Context, address string, drainTimeout time.Duration, now time.Time) (string, error) {
+	conn, err := logind.Dial(ctx, address, false)
+	if err != nil {
+		return "", fmt.Errorf("system bus %s: %w", address, err)
+	}
+	defer conn.Close()
+	l := conn.Logind()
+	preparing, err := l.PreparingForShutdown(ctx)
+	if err != nil {
+		return "", err
+	}
+	if preparing {
+		return "systemd-logind is preparing for shutdown", nil
+	}
+	typ, usec, err := l.ScheduledShutdown(ctx)
+	var be *handoff.BusError
+	if errors.As(err, &be) && be.Name == "org.freedesktop.DBus.Error.UnknownProperty" {
+		return "", nil
+	}
+	if err != nil || typ == "" {
+		return "", err
+	}
+	at, ok := logind.ScheduledTime(usec)
+	switch {
+	case !ok && usec == 0:
+		return "a " + typ + " is under way", nil
+	case !ok:
+		return "", nil // nothing scheduled (v252's UINT64_MAX), or for ever
+	case at.Sub(now) <= drainTimeout:
+		return fmt.Sprintf("a %s is scheduled for %s", typ, at.UTC().Format(time.RFC3339)), nil
+	}
+	return "", nil
 }
 
 // runAgent runs the agent until SIGTERM/SIGINT and returns the exit status.
@@ -86,6 +133,13 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 			return nil, err
 		}
 		return l.Release, nil
+	}
+	u.Shutdown = func(ctx context.Context) (string, error) {
+		now := time.Now
+		if env.Now != nil {
+			now = env.Now
+		}
+		return pendingShutdown(ctx, logind.SystemBusAddress(getenv), cfg.DrainTimeout.D(), now())
 	}
 	say("agent %s started (boot %s)", version.Version, bootID)
 	if err := notify.Notify("READY=1\nSTATUS=waiting for the Node to be Ready for this boot, to undo gnsh's cordon from before it"); err != nil {

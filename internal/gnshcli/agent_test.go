@@ -18,6 +18,8 @@ import (
 	"github.com/gnsh/gnsh/internal/drain"
 	"github.com/gnsh/gnsh/internal/drain/draintest"
 	"github.com/gnsh/gnsh/internal/drainer"
+	"github.com/gnsh/gnsh/internal/logind"
+	"github.com/gnsh/gnsh/internal/logind/logindtest"
 	"github.com/gnsh/gnsh/internal/signals"
 )
 
@@ -52,8 +54,11 @@ func TestAgentCommand(t *testing.T) {
 	}
 	defer l.Close()
 	env.LookupEnv = func(k string) (string, bool) {
-		if k == "NOTIFY_SOCKET" {
+		switch k {
+		case "NOTIFY_SOCKET":
 			return sock, true
+		case "DBUS_SYSTEM_BUS_ADDRESS":
+			return "unix:path=/nonexistent/system_bus_socket", true
 		}
 		return "", false
 	}
@@ -115,6 +120,7 @@ func TestAgentCommand(t *testing.T) {
 	out := errb.String()
 	for _, want := range []string{"gnsh: agent ", " started (boot this-boot)\n",
 		"gnsh: node-1 uncordoned after boot: cordoned by gnsh for a reboot requested by alice at ",
+		"gnsh: cannot ask systemd-logind whether a shutdown is pending (",
 		"gnsh: agent stopping on SIGTERM\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, out)
@@ -135,5 +141,51 @@ func TestAgentHelpAndArgs(t *testing.T) {
 	env, _, errb = testEnv(t)
 	if code := Run(context.Background(), []string{"gnsh", "agent", "extra"}, env); code == 0 || !strings.Contains(errb.String(), "agent takes no arguments") {
 		t.Errorf("exit %d: %s", code, errb)
+	}
+}
+
+func TestPendingShutdown(t *testing.T) {
+	bus := logindtest.StartBus(t)
+	ld := bus.StartLogind(t, logindtest.Options{})
+	ctx := context.Background()
+	now := time.Now()
+	check := func(what, want string) {
+		t.Helper()
+		got, err := pendingShutdown(ctx, bus.Address(), 5*time.Minute, now)
+		if err != nil || got != want {
+			t.Errorf("%s: %q, %v; want %q", what, got, err, want)
+		}
+	}
+	check("idle", "")
+	ld.SetPreparingForShutdown(true)
+	check("preparing", "systemd-logind is preparing for shutdown")
+	ld.SetPreparingForShutdown(false)
+
+	conn, err := logind.Dial(ctx, bus.Address(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	soon := now.Add(2 * time.Minute).Truncate(time.Second)
+	if err := conn.Logind().ScheduleShutdown(ctx, "reboot", uint64(soon.UnixMicro())); err != nil {
+		t.Fatal(err)
+	}
+	check("scheduled within the drain timeout", "a reboot is scheduled for "+soon.UTC().Format(time.RFC3339))
+	if err := conn.Logind().ScheduleShutdown(ctx, "poweroff", uint64(now.Add(time.Hour).UnixMicro())); err != nil {
+		t.Fatal(err)
+	}
+	check("scheduled beyond the drain timeout", "")
+	if _, err := conn.Logind().CancelScheduledShutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("cancelled", "")
+
+	if _, err := pendingShutdown(ctx, "unix:path=/nonexistent/bus", time.Minute, now); err == nil {
+		t.Error("no error without a bus")
+	}
+	old := logindtest.StartBus(t)
+	old.StartLogind(t, logindtest.Options{Version: 219})
+	if got, err := pendingShutdown(ctx, old.Address(), time.Minute, now); err != nil || got != "" {
+		t.Errorf("v219 (no ScheduledShutdown): %q, %v", got, err)
 	}
 }

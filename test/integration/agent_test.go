@@ -29,7 +29,7 @@ import (
 )
 
 // agentNodes are the Nodes of TestAgent, one per scenario.
-var agentNodes = []string{"ag-reboot", "ag-admin", "ag-recordon", "ag-drain", "ag-sameboot", "ag-late", "ag-locked"}
+var agentNodes = []string{"ag-reboot", "ag-admin", "ag-recordon", "ag-drain", "ag-sameboot", "ag-late", "ag-locked", "ag-pending"}
 
 // earlierBoot is a boot ID that is not this one.
 const earlierBoot = "00000000-0000-4000-8000-0000000000e1"
@@ -48,6 +48,7 @@ func TestAgent(t *testing.T) {
 		{"a cordon made in this boot is left", testAgentSameBoot},
 		{"API server not up at start: uncordoned once it answers", testAgentAPILate},
 		{"a drain holding the lock delays the uncordon", testAgentLocked},
+		{"a pending shutdown keeps the cordon until it is cancelled", testAgentPendingShutdown},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
@@ -353,6 +354,31 @@ func testAgentLocked(t *testing.T, k *cluster) {
 	n.wantCordon("")
 	log := a.stop()
 	if !strings.Contains(log, fmt.Sprintf("gnsh: waiting for the drain of ag-locked to end: the drain lock is held (pid %d, reboot by bob", os.Getpid())) {
+		t.Errorf("log:\n%s", log)
+	}
+}
+
+// testAgentPendingShutdown: logind is preparing for a shutdown (a reboot
+// drained under gnsh's cordon of the last boot, logind waiting for the
+// delay locks): the agent leaves the cordon; once logind gives the
+// shutdown up, it uncordons.
+func testAgentPendingShutdown(t *testing.T, k *cluster) {
+	n := k.newNode(t, "ag-pending")
+	n.gnshCordon("reboot", earlierBoot)
+	b := newLogind(t)
+	b.ld.SetPreparingForShutdown(true)
+	a := startAgent(t, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address()}, n.env(fastConfig)...))
+	a.waitStatus("READY=1", 10*time.Second)
+	time.Sleep(2 * time.Second) // the Node is Ready: the agent has asked logind
+	if unsched, _ := n.cordon(); !unsched {
+		t.Fatal("uncordoned while logind prepared for shutdown")
+	}
+	b.ld.SetPreparingForShutdown(false)
+	a.waitStatus("STATUS=uncordoned ag-pending after boot; idle", 30*time.Second)
+	n.wantCordon("")
+	log := a.stop()
+	if !strings.Contains(log, "gnsh: waiting for the pending shutdown: systemd-logind is preparing for shutdown; gnsh's cordon stays while it is\n") ||
+		strings.Contains(log, "cannot ask systemd-logind") {
 		t.Errorf("log:\n%s", log)
 	}
 }
