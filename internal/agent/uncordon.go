@@ -35,6 +35,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -287,6 +288,7 @@ func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bo
 	}
 	u.debugf("%s is Ready for this boot: %s", node, why)
 
+	unlock := func() {}
 	if u.Lock != nil {
 		release, err := u.Lock(node)
 		if errors.Is(err, ErrLockHeld) {
@@ -295,7 +297,9 @@ func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bo
 		if err != nil {
 			return Result{}, false, err
 		}
-		defer release()
+		var once sync.Once
+		unlock = func() { once.Do(release) }
+		defer unlock()
 	}
 	if u.Shutdown != nil {
 		pending, err := get(ctx, timeout, u.Shutdown)
@@ -315,6 +319,7 @@ func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bo
 	uctx, cancel := context.WithTimeout(ctx, 2*timeout)
 	defer cancel()
 	undone, err := drain.Uncordon(uctx, c, node, only)
+	unlock() // the Event needs no lock: a drain may start now
 	if err != nil {
 		return Result{}, false, err
 	}

@@ -397,7 +397,12 @@ func TestWaitsForTheDrainLock(t *testing.T) {
 			return nil, fmt.Errorf("%w (pid 42, reboot by bob)", ErrLockHeld)
 		}
 		held++
-		return func() { releases++ }, nil
+		return func() {
+			releases++
+			if ev := f.events(); len(ev) != 0 {
+				t.Errorf("Event posted under the lock: %q", ev)
+			}
+		}, nil
 	}
 	if r := f.run(t, context.Background(), nil); r.Outcome != Uncordoned {
 		t.Fatalf("result %+v; log:\n%s", r, f.out)
