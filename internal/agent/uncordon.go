@@ -222,19 +222,19 @@ func (u *Uncordoner) Run(ctx context.Context) (Result, error) {
 		if c != nil {
 			r, ready, err := u.check(ctx, c, node, bootID)
 			switch {
+			case err == nil && ready: // done, even if a signal came meanwhile
+				u.printf("%s", r.Why)
+				return r, nil
 			case ctx.Err() != nil:
 				continue
 			case err != nil:
 				wait, grow = backoff, true
 				u.waiting("api", "%s: %v; retrying in %s", node, err, wait)
-			case !ready:
+			default: // not ready yet
 				backoff = orDefault(u.InitialBackoff, DefaultInitialBackoff)
 				wait = orDefault(u.ReadyPoll, DefaultReadyPoll)
 				kind, _, _ := strings.Cut(r.Why, ":")
 				u.waiting(kind, "%s", r.Why)
-			default:
-				u.printf("%s", r.Why)
-				return r, nil
 			}
 		}
 		if grow {
