@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -25,11 +26,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gnsh/gnsh/internal/drainer"
+	"github.com/gnsh/gnsh/test/internal/faultproxy"
 	"github.com/gnsh/gnsh/test/internal/rig"
 )
 
 // agentNodes are the Nodes of TestAgent, one per scenario.
-var agentNodes = []string{"ag-reboot", "ag-admin", "ag-recordon", "ag-drain", "ag-sameboot", "ag-late", "ag-locked", "ag-pending"}
+var agentNodes = []string{"ag-reboot", "ag-admin", "ag-recordon", "ag-drain", "ag-sameboot", "ag-late", "ag-locked", "ag-pending", "ag-503"}
 
 // earlierBoot is a boot ID that is not this one.
 const earlierBoot = "00000000-0000-4000-8000-0000000000e1"
@@ -49,6 +51,7 @@ func TestAgent(t *testing.T) {
 		{"API server not up at start: uncordoned once it answers", testAgentAPILate},
 		{"a drain holding the lock delays the uncordon", testAgentLocked},
 		{"a pending shutdown keeps the cordon until it is cancelled", testAgentPendingShutdown},
+		{"503 on the Node for a while: uncordoned once it answers", testAgent503},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
@@ -380,5 +383,29 @@ func testAgentPendingShutdown(t *testing.T, k *cluster) {
 	if !strings.Contains(log, "gnsh: waiting for the pending shutdown: systemd-logind is preparing for shutdown; gnsh's cordon stays while it is\n") ||
 		strings.Contains(log, "cannot ask systemd-logind") {
 		t.Errorf("log:\n%s", log)
+	}
+}
+
+// testAgent503: the API server answers, but 503 (say, etcd not up yet) on
+// the Node for the first seconds: the agent retries and uncordons once the
+// Node can be read.
+func testAgent503(t *testing.T, k *cluster) {
+	n := k.newNode(t, "ag-503")
+	n.gnshCordon("kexec", earlierBoot)
+	px := faultproxy.ForControlPlane(t, k.cp)
+	rule := px.Fail(http.MethodGet, "^/api/v1/nodes/ag-503$", http.StatusServiceUnavailable)
+	defer rule.Remove()
+	a := startAgent(t, n.proxied(px, fastConfig))
+	a.waitStatus("READY=1", 10*time.Second)
+	time.Sleep(2 * time.Second)
+	if unsched, _ := n.cordon(); !unsched || rule.Hits() == 0 {
+		t.Fatalf("unschedulable %v after %d failed GETs of the Node", unsched, rule.Hits())
+	}
+	rule.Remove()
+	a.waitStatus("STATUS=uncordoned ag-503 after boot; idle", 30*time.Second)
+	n.wantCordon("")
+	log := a.stop()
+	if strings.Count(log, "gnsh: ag-503: read Node: ") != 1 || !strings.Contains(log, "faultproxy: injected 503") {
+		t.Errorf("want one line about the 503s:\n%s", log)
 	}
 }
