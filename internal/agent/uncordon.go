@@ -19,7 +19,13 @@
 // drain.Uncordon, so a change made in between is never overwritten, and
 // they run under the drain lock (/run/gnsh/drain.lock), so the agent never
 // undoes a cordon that a drain running at that moment relies on (it waits
-// for the drain to end).
+// for the drain to end). Nor while systemd-logind prepares for a shutdown,
+// or has one due within drainTimeout (Shutdown): a reboot run right after
+// boot drains under gnsh's cordon of the last boot, and releases the lock
+// once logind has the shutdown.
+//
+// After the uncordon, or deciding there is nothing to do, `gnsh agent`
+// keeps running (the shutdown handling of later phases lives there too).
 //
 // The API server may come up minutes after the node: every failure is
 // retried with backoff (1 s doubling to 30 s) for as long as the agent
