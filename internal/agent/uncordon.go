@@ -132,8 +132,11 @@ type Uncordoner struct {
 	// Events: post the GnshUncordoned Event on the Node.
 	Events bool
 	// Out receives the log: one line an event, each starting "gnsh: ".
-	Out   io.Writer
-	Debug bool // also log each check's details
+	Out io.Writer
+	// Status, if set, receives each waiting line as it is logged (without
+	// "gnsh: "): gnsh agent sends it to systemd as STATUS=.
+	Status func(string)
+	Debug  bool // also log each check's details
 
 	// Timing; the Default… constants if zero.
 	InitialBackoff, MaxBackoff, ReadyPoll, LogEvery time.Duration
@@ -186,6 +189,9 @@ func (u *Uncordoner) waiting(key string, format string, args ...any) {
 		format += " (" + strconv.Itoa(u.quiet) + " more attempts since the last line)"
 	}
 	u.printf(format, args...)
+	if u.Status != nil {
+		u.Status(strings.ReplaceAll(fmt.Sprintf(format, args...), "\n", " "))
+	}
 	u.lastLog, u.lastKey, u.quiet = now, key, 0
 }
 

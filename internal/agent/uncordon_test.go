@@ -476,9 +476,14 @@ func TestRetriesAPIErrorsWithBackoff(t *testing.T) {
 		}
 		return false, nil, nil
 	})
+	var status []string
+	f.u.Status = func(l string) { status = append(status, l) }
 	r := f.run(t, context.Background(), nil)
 	if r.Outcome != Uncordoned {
 		t.Fatalf("result %+v; log:\n%s", r, f.out)
+	}
+	if len(status) != 6 || !strings.HasPrefix(status[0], nodeName+": read Node: ") || !strings.Contains(status[0], "etcd is down; retrying in 1s") {
+		t.Errorf("status lines %q, want the 6 logged retry lines", status)
 	}
 	want := []time.Duration{0, 1, 3, 7, 15, 31, 61, 91, 121, 151}
 	if len(attempts) != len(want) {

@@ -141,6 +141,7 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		}
 		return pendingShutdown(ctx, logind.SystemBusAddress(getenv), cfg.DrainTimeout.D(), now())
 	}
+	u.Status = func(line string) { _ = notify.Status(line) }
 	say("agent %s started (boot %s)", version.Version, bootID)
 	if err := notify.Notify("READY=1\nSTATUS=waiting for the Node to be Ready for this boot, to undo gnsh's cordon from before it"); err != nil {
 		say("sd_notify: %v", err)

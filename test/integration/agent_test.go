@@ -284,8 +284,8 @@ func testAgentAPILate(t *testing.T, k *cluster) {
 		t.Fatal(err)
 	}
 	a := startAgent(t, []string{"KUBECONFIG=" + f, "GNSH_CONFIG=" + writeConfig(t, fastConfig), "LOGNAME=alice"})
-	a.waitStatus("READY=1", 10*time.Second)
-	time.Sleep(4 * time.Second) // attempts at 0, 1 and 3 s are refused
+	a.waitStatus("STATUS=ag-late: read Node: ", 30*time.Second)
+	time.Sleep(3500 * time.Millisecond) // the attempts at 1 and 3 s are refused too
 	if unsched, _ := n.cordon(); !unsched {
 		t.Fatal("uncordoned without an API server")
 	}
@@ -347,8 +347,7 @@ func testAgentLocked(t *testing.T, k *cluster) {
 		t.Fatal(err)
 	}
 	a := startAgentIn(t, runDir, n.env(fastConfig))
-	a.waitStatus("READY=1", 10*time.Second)
-	time.Sleep(2 * time.Second) // the Node is Ready: the agent has tried the lock
+	a.waitStatus("STATUS=waiting for the drain of ag-locked to end: the drain lock is held (pid ", 30*time.Second)
 	if unsched, _ := n.cordon(); !unsched {
 		t.Fatal("uncordoned while a drain held the lock")
 	}
@@ -371,8 +370,7 @@ func testAgentPendingShutdown(t *testing.T, k *cluster) {
 	b := newLogind(t)
 	b.ld.SetPreparingForShutdown(true)
 	a := startAgent(t, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address()}, n.env(fastConfig)...))
-	a.waitStatus("READY=1", 10*time.Second)
-	time.Sleep(2 * time.Second) // the Node is Ready: the agent has asked logind
+	a.waitStatus("STATUS=waiting for the pending shutdown: systemd-logind is preparing for shutdown", 30*time.Second)
 	if unsched, _ := n.cordon(); !unsched {
 		t.Fatal("uncordoned while logind prepared for shutdown")
 	}
@@ -396,8 +394,8 @@ func testAgent503(t *testing.T, k *cluster) {
 	rule := px.Fail(http.MethodGet, "^/api/v1/nodes/ag-503$", http.StatusServiceUnavailable)
 	defer rule.Remove()
 	a := startAgent(t, n.proxied(px, fastConfig))
-	a.waitStatus("READY=1", 10*time.Second)
-	time.Sleep(2 * time.Second)
+	a.waitStatus("STATUS=ag-503: read Node: faultproxy: injected 503", 30*time.Second)
+	time.Sleep(time.Second) // and a retry
 	if unsched, _ := n.cordon(); !unsched || rule.Hits() == 0 {
 		t.Fatalf("unschedulable %v after %d failed GETs of the Node", unsched, rule.Hits())
 	}
