@@ -54,8 +54,10 @@ bench: k8s
 demo: deps build k8s
 	sh test/e2e/demo.sh
 
+# The binary, and the node agent's unit (ExecStart names /usr/local/sbin/gnsh:
+# edit the unit for another PREFIX).
 install: build
-	install -D -m 0755 bin/gnsh $(DESTDIR)$(PREFIX)/sbin/gnsh
+	install -D -m 0755 bin/gnsh $(DESTDIR)$(PREFIX)/sbin/gnsh && install -D -m 0644 install/systemd/gnsh.service $(DESTDIR)/etc/systemd/system/gnsh.service
 
 clean:
 	rm -rf bin

@@ -149,3 +149,19 @@ func (d *Drainer) Prepare(ctx context.Context, req *legacy.Request) (handoff.Pre
 	r := newRun(d, p, req.Action.String())
 	return r.prepare(ctx, req)
 }
+
+// ConfigFile is the config file this drainer reads: ConfigPath,
+// $GNSH_CONFIG, else config.Path. (For the node agent.)
+func (d *Drainer) ConfigFile() string { return d.configPath() }
+
+// Locator is the kube.Locator a drain with cfg uses: --kubeconfig and
+// --node, then the config file, then discovery. (For the node agent.)
+func (d *Drainer) Locator(cfg config.Config) kube.Locator { return d.locator(cfg) }
+
+// ThisBoot is this boot's ID: BootID, else /proc/sys/kernel/random/boot_id.
+func (d *Drainer) ThisBoot() string { return d.bootID() }
+
+// AcquireLock takes the drain lock for action on node, as this process and
+// user, without waiting (a *HeldError if another gnsh holds it). (For the
+// node agent, which must not undo a cordon while a drain is using it.)
+func (d *Drainer) AcquireLock(action, node string) (*Lock, error) { return d.lock(action, node) }

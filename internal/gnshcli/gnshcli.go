@@ -46,6 +46,7 @@ func Run(ctx context.Context, argv []string, env *dispatch.Env) int {
 			uncordonCommand(&code, env),
 			statusCommand(env),
 			doctorCommand(&code, env),
+			agentCommand(&code, env),
 			{
 				Name:  "version",
 				Usage: "print gnsh's version",

@@ -1,0 +1,170 @@
+package gnshcli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gnsh/gnsh/internal/agent"
+	"github.com/gnsh/gnsh/internal/config"
+	"github.com/gnsh/gnsh/internal/dispatch"
+	"github.com/gnsh/gnsh/internal/drainer"
+	"github.com/gnsh/gnsh/internal/handoff"
+	"github.com/gnsh/gnsh/internal/logind"
+	"github.com/gnsh/gnsh/internal/signals"
+	"github.com/gnsh/gnsh/internal/version"
+)
+
+func agentCommand(code *int, env *dispatch.Env) *cli.Command {
+	return &cli.Command{
+		Name:  "agent",
+		Usage: "run the node agent (gnsh.service): make the node schedulable again after a reboot gnsh drained for",
+		Description: "Run by systemd as gnsh.service (Type=notify); it never shuts anything down.\n" +
+			"\n" +
+			"After boot it waits until the kubelet has reported the Node Ready for this boot\n" +
+			"(Ready=True with this boot's ID, or a heartbeat or Lease renewal since the boot\n" +
+			"began), then uncordons the node only if the cordon is gnsh's own (annotation\n" +
+			"gnsh.io/cordoned, and nobody has changed spec.unschedulable since), made for a\n" +
+			"reboot, poweroff, halt or kexec in an earlier boot. An admin's cordon, and a\n" +
+			"'gnsh drain' maintenance cordon, stay as they are ('gnsh uncordon' undoes those).\n" +
+			"It removes gnsh's annotation in the same guarded patch and posts a GnshUncordoned\n" +
+			"Event. It does so under the drain lock, and waits while a drain runs and while\n" +
+			"systemd-logind prepares for a shutdown or has one scheduled within drainTimeout.\n" +
+			"The API server may come up minutes after the node: every failure is retried with\n" +
+			"backoff (1 s doubling to 30 s) for as long as the agent runs, and logged at most\n" +
+			"every 30 s. Without a kubeconfig (not a Kubernetes node) it says so once.\n" +
+			"\n" +
+			"Then it keeps running, idle: later versions handle shutdowns that bypass the\n" +
+			"wrapper here. It tells systemd READY=1 at once (it never delays boot) and its\n" +
+			"state in STATUS=. SIGTERM or SIGINT ends it with exit status 0. Logs go to stderr\n" +
+			"(the journal), one line an event. Kubeconfig and node name are found as for a\n" +
+			"drain; apiTimeout, drainTimeout, events and debug come from /etc/gnsh/config.yaml.",
+		Flags: []cli.Flag{nodeFlag, kubeFlag},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("agent takes no arguments (got %q); use --node NAME", c.Args().First())
+			}
+			getenv := func(k string) string { v, _ := env.LookupEnv(k); return v }
+			*code = runAgent(c.Context, newDrainer(c, env), getenv, env)
+			return nil
+		},
+	}
+}
+
+// pendingShutdown asks logind whether a shutdown is under way
+// (PreparingForShutdown, or an immediate action in ScheduledShutdown) or
+// scheduled within drainTimeout of now: the wrapper drains now for such a
+// schedule, under gnsh's cordon, and the agent must leave that cordon.
+// A schedule further out was not drained for. v219's missing
+// ScheduledShutdown counts as none.
+func pendingShutdown(ctx context.Context, address string, drainTimeout time.Duration, now time.Time) (string, error) {
+	conn, err := logind.Dial(ctx, address, false)
+	if err != nil {
+		return "", fmt.Errorf("system bus %s: %w", address, err)
+	}
+	defer conn.Close()
+	l := conn.Logind()
+	preparing, err := l.PreparingForShutdown(ctx)
+	if err != nil {
+		return "", err
+	}
+	if preparing {
+		return "systemd-logind is preparing for shutdown", nil
+	}
+	typ, usec, err := l.ScheduledShutdown(ctx)
+	var be *handoff.BusError
+	if errors.As(err, &be) && be.Name == "org.freedesktop.DBus.Error.UnknownProperty" {
+		return "", nil
+	}
+	if err != nil || typ == "" {
+		return "", err
+	}
+	at, ok := logind.ScheduledTime(usec)
+	switch {
+	case !ok && usec == 0:
+		return "a " + typ + " is under way", nil
+	case !ok:
+		return "", nil // nothing scheduled (v252's UINT64_MAX), or for ever
+	case at.Sub(now) <= drainTimeout:
+		return fmt.Sprintf("a %s is scheduled for %s", typ, at.UTC().Format(time.RFC3339)), nil
+	}
+	return "", nil
+}
+
+// runAgent runs the agent until SIGTERM/SIGINT and returns the exit status.
+func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) string, env *dispatch.Env) int {
+	say := func(format string, args ...any) { fmt.Fprintf(env.Stderr, "gnsh: "+format+"\n", args...) }
+	cfg, err := config.Load(d.ConfigFile())
+	if err != nil {
+		say("agent: %v", err)
+		return 1
+	}
+	notify := agent.Notifier{Socket: getenv("NOTIFY_SOCKET")}
+	// The agent's whole life is one Drain mode of the signal handler:
+	// SIGINT and SIGTERM cancel ctx, SIGHUP and SIGPIPE are ignored.
+	ctx, leave := d.Signal.Drain(ctx)
+	defer leave()
+
+	bootID := d.ThisBoot()
+	u := &agent.Uncordoner{
+		Connect:    agent.LocatorConnect(d.Locator(cfg)),
+		BootID:     bootID,
+		Clock:      d.Clock,
+		APITimeout: cfg.APITimeout.D(),
+		Events:     cfg.Events,
+		Out:        env.Stderr,
+		Debug:      cfg.Debug || getenv("GNSH_DEBUG") == "1",
+	}
+	if d.Connect != nil {
+		u.Connect = d.Connect
+	}
+	u.Lock = func(node string) (func(), error) {
+		l, err := d.AcquireLock("uncordon after boot", node)
+		if held := (*drainer.HeldError)(nil); errors.As(err, &held) {
+			if held.Holder != nil && held.Holder.PID != 0 {
+				return nil, fmt.Errorf("%w (%s)", agent.ErrLockHeld, held.Holder)
+			}
+			return nil, agent.ErrLockHeld
+		}
+		if err != nil {
+			return nil, err
+		}
+		return l.Release, nil
+	}
+	u.Shutdown = func(ctx context.Context) (string, error) {
+		now := time.Now
+		if env.Now != nil {
+			now = env.Now
+		}
+		return pendingShutdown(ctx, logind.SystemBusAddress(getenv), cfg.DrainTimeout.D(), now())
+	}
+	u.Status = func(line string) { _ = notify.Status(line) }
+	say("agent %s started (boot %s)", version.Version, bootID)
+	if err := notify.Notify("READY=1\nSTATUS=waiting for the Node to be Ready for this boot, to undo gnsh's cordon from before it"); err != nil {
+		say("sd_notify: %v", err)
+	}
+	r, _ := u.Run(ctx)
+	status := ""
+	switch r.Outcome {
+	case agent.Uncordoned:
+		status = "uncordoned " + r.Node + " after boot; idle"
+	case agent.Left:
+		status = "nothing to uncordon after boot (" + r.Why + "); idle"
+	case agent.NotANode:
+		status = "not a Kubernetes node (no kubeconfig); idle"
+	}
+	if status != "" {
+		_ = notify.Status(status)
+		<-ctx.Done()
+	}
+	_ = notify.Notify("STOPPING=1")
+	if sig := d.Signal.Caught(); sig != 0 {
+		say("agent stopping on %s", signals.Name(sig))
+	} else {
+		say("agent stopping")
+	}
+	return 0
+}

@@ -1,0 +1,191 @@
+package gnshcli
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gnsh/gnsh/internal/drain"
+	"github.com/gnsh/gnsh/internal/drain/draintest"
+	"github.com/gnsh/gnsh/internal/drainer"
+	"github.com/gnsh/gnsh/internal/logind"
+	"github.com/gnsh/gnsh/internal/logind/logindtest"
+	"github.com/gnsh/gnsh/internal/signals"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestAgentCommand runs `gnsh agent` on a fake cluster: it reports READY=1
+// at once, uncordons gnsh's reboot cordon from an earlier boot, says so
+// in STATUS=, stays up, and ends with status 0 on SIGTERM.
+func TestAgentCommand(t *testing.T) {
+	env, _, _ := testEnv(t)
+	var errb lockedBuffer
+	env.Stderr = &errb
+	sock := filepath.Join(t.TempDir(), "notify")
+	l, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	env.LookupEnv = func(k string) (string, bool) {
+		switch k {
+		case "NOTIFY_SOCKET":
+			return sock, true
+		case "DBUS_SYSTEM_BUS_ADDRESS":
+			return "unix:path=/nonexistent/system_bus_socket", true
+		}
+		return "", false
+	}
+	own, _ := json.Marshal(drain.Ownership{Action: "reboot", User: "alice", Time: time.Now().Add(-time.Hour).UTC().Truncate(time.Second), BootID: "earlier-boot"})
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Annotations: map[string]string{drain.CordonAnnotation: string(own)}}}
+	n.Spec.Unschedulable = true
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
+	cs := draintest.New(n)
+	sig := signals.NewDetached(nil)
+	lockDir := t.TempDir()
+	env.NewDrainer = func() *drainer.Drainer {
+		return &drainer.Drainer{Stderr: env.Stderr, Getenv: func(string) string { return "" }, Signal: sig,
+			ConfigPath: filepath.Join(t.TempDir(), "none.yaml"), BootID: "this-boot", LockDir: lockDir,
+			Connect: func(context.Context) (kubernetes.Interface, string, error) { return cs, "node-1", nil }}
+	}
+	done := make(chan int, 1)
+	go func() { done <- Run(context.Background(), []string{"gnsh", "agent"}, env) }()
+
+	_ = l.SetReadDeadline(time.Now().Add(20 * time.Second))
+	buf := make([]byte, 1024)
+	var msgs []string
+	for len(msgs) < 2 {
+		k, err := l.Read(buf)
+		if err != nil {
+			t.Fatalf("notify: %v (got %q); stderr:\n%s", err, msgs, errb.String())
+		}
+		msgs = append(msgs, string(buf[:k]))
+	}
+	if !strings.HasPrefix(msgs[0], "READY=1\nSTATUS=") || msgs[1] != "STATUS=uncordoned node-1 after boot; idle" {
+		t.Errorf("notify messages %q", msgs)
+	}
+	got, _ := cs.CoreV1().Nodes().Get(context.Background(), "node-1", metav1.GetOptions{})
+	if got.Spec.Unschedulable {
+		t.Error("still cordoned")
+	}
+	select {
+	case code := <-done:
+		t.Fatalf("agent ended (%d) before a signal", code)
+	case <-time.After(50 * time.Millisecond):
+	}
+	sig.Deliver(syscall.SIGTERM)
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("exit %d", code)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("agent did not end on SIGTERM")
+	}
+	k, err := l.Read(buf)
+	if err != nil || string(buf[:k]) != "STOPPING=1" {
+		t.Errorf("last notify %q, %v", buf[:k], err)
+	}
+	if l, err := drainer.Acquire(lockDir, drainer.Holder{}); err != nil {
+		t.Errorf("the agent left the drain lock held: %v", err)
+	} else {
+		l.Release()
+	}
+	out := errb.String()
+	for _, want := range []string{"gnsh: agent ", " started (boot this-boot)\n",
+		"gnsh: node-1 uncordoned after boot: cordoned by gnsh for a reboot requested by alice at ",
+		"gnsh: cannot ask systemd-logind whether a shutdown is pending (",
+		"gnsh: agent stopping on SIGTERM\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestAgentHelpAndArgs(t *testing.T) {
+	env, out, errb := testEnv(t)
+	if code := Run(context.Background(), []string{"gnsh", "agent", "--help"}, env); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	for _, want := range []string{"gnsh.service", "Ready for this boot", "'gnsh drain' maintenance cordon", "SIGTERM", "--kubeconfig"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("help lacks %q:\n%s", want, out)
+		}
+	}
+	env, _, errb = testEnv(t)
+	if code := Run(context.Background(), []string{"gnsh", "agent", "extra"}, env); code == 0 || !strings.Contains(errb.String(), "agent takes no arguments") {
+		t.Errorf("exit %d: %s", code, errb)
+	}
+}
+
+func TestPendingShutdown(t *testing.T) {
+	bus := logindtest.StartBus(t)
+	ld := bus.StartLogind(t, logindtest.Options{})
+	ctx := context.Background()
+	now := time.Now()
+	check := func(what, want string) {
+		t.Helper()
+		got, err := pendingShutdown(ctx, bus.Address(), 5*time.Minute, now)
+		if err != nil || got != want {
+			t.Errorf("%s: %q, %v; want %q", what, got, err, want)
+		}
+	}
+	check("idle", "")
+	ld.SetPreparingForShutdown(true)
+	check("preparing", "systemd-logind is preparing for shutdown")
+	ld.SetPreparingForShutdown(false)
+
+	conn, err := logind.Dial(ctx, bus.Address(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	soon := now.Add(2 * time.Minute).Truncate(time.Second)
+	if err := conn.Logind().ScheduleShutdown(ctx, "reboot", uint64(soon.UnixMicro())); err != nil {
+		t.Fatal(err)
+	}
+	check("scheduled within the drain timeout", "a reboot is scheduled for "+soon.UTC().Format(time.RFC3339))
+	if err := conn.Logind().ScheduleShutdown(ctx, "poweroff", uint64(now.Add(time.Hour).UnixMicro())); err != nil {
+		t.Fatal(err)
+	}
+	check("scheduled beyond the drain timeout", "")
+	if _, err := conn.Logind().CancelScheduledShutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("cancelled", "")
+
+	if _, err := pendingShutdown(ctx, "unix:path=/nonexistent/bus", time.Minute, now); err == nil {
+		t.Error("no error without a bus")
+	}
+	old := logindtest.StartBus(t)
+	old.StartLogind(t, logindtest.Options{Version: 219})
+	if got, err := pendingShutdown(ctx, old.Address(), time.Minute, now); err != nil || got != "" {
+		t.Errorf("v219 (no ScheduledShutdown): %q, %v", got, err)
+	}
+}

@@ -1,0 +1,409 @@
+package integration
+
+// gnsh agent, end to end: the real binary in the rig's namespaces, with a
+// node's own kubelet credentials against the real control plane (kwok
+// keeps the Nodes Ready). The agent never shuts anything down: each
+// scenario starts it, follows it through its sd_notify messages (a
+// datagram socket of the test's as $NOTIFY_SOCKET), and ends it with
+// SIGTERM.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gnsh/gnsh/internal/drainer"
+	"github.com/gnsh/gnsh/test/internal/faultproxy"
+	"github.com/gnsh/gnsh/test/internal/rig"
+)
+
+// agentNodes are the Nodes of TestAgent, one per scenario.
+var agentNodes = []string{"ag-reboot", "ag-admin", "ag-recordon", "ag-drain", "ag-sameboot", "ag-late", "ag-locked", "ag-pending", "ag-503"}
+
+// earlierBoot is a boot ID that is not this one.
+const earlierBoot = "00000000-0000-4000-8000-0000000000e1"
+
+func TestAgent(t *testing.T) {
+	t.Parallel()
+	k := startCluster(t, agentNodes...)
+	for _, sc := range []struct {
+		name string
+		f    func(*testing.T, *cluster)
+	}{
+		{"gnsh's reboot cordon from an earlier boot is undone", testAgentUncordons},
+		{"an admin's cordon is left", testAgentAdminCordon},
+		{"an admin's re-cordon after kubectl uncordon is left", testAgentAdminRecordon},
+		{"a gnsh drain cordon is left", testAgentDrainCordon},
+		{"a cordon made in this boot is left", testAgentSameBoot},
+		{"API server not up at start: uncordoned once it answers", testAgentAPILate},
+		{"a drain holding the lock delays the uncordon", testAgentLocked},
+		{"a pending shutdown keeps the cordon until it is cancelled", testAgentPendingShutdown},
+		{"503 on the Node for a while: uncordoned once it answers", testAgent503},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			sc.f(t, k)
+		})
+	}
+}
+
+// gnshCordon cordons the node as drain.Cordon does: one patch of the
+// annotation and spec.unschedulable, as field manager gnsh.
+func (n *node) gnshCordon(action, bootID string) {
+	n.t.Helper()
+	own, _ := json.Marshal(ownership{Action: action, User: "alice", TTY: "pts/3", BootID: bootID,
+		Time: time.Now().Add(-10 * time.Minute).UTC().Truncate(time.Second)})
+	patch, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{cordonAnnotation: string(own)}},
+		"spec":     map[string]any{"unschedulable": true},
+	})
+	if _, err := n.admin.CoreV1().Nodes().Patch(ctxFor(n.t, time.Minute), n.name, types.StrategicMergePatchType, patch,
+		metav1.PatchOptions{FieldManager: "gnsh"}); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// kubectlCordon sets spec.unschedulable as kubectl cordon/uncordon do.
+func (n *node) kubectlCordon(on bool) {
+	n.t.Helper()
+	patch := `{"spec":{"unschedulable":false}}`
+	if on {
+		patch = `{"spec":{"unschedulable":true}}`
+	}
+	if _, err := n.admin.CoreV1().Nodes().Patch(ctxFor(n.t, time.Minute), n.name, types.StrategicMergePatchType, []byte(patch),
+		metav1.PatchOptions{FieldManager: "kubectl-cordon"}); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// uncordonMessages are the messages of the node's GnshUncordoned Events.
+func (n *node) uncordonMessages() []string {
+	n.t.Helper()
+	l, err := n.admin.CoreV1().Events(metav1.NamespaceDefault).List(ctxFor(n.t, time.Minute), metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("involvedObject.name", n.name).String()})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	var r []string
+	for _, e := range l.Items {
+		if e.Source.Component == "gnsh" && e.Reason == evUncordoned {
+			r = append(r, e.Message)
+		}
+	}
+	return r
+}
+
+// agent is a running gnsh agent and its sd_notify socket.
+type agent struct {
+	t      *testing.T
+	p      *rig.Proc
+	notify *net.UnixConn
+}
+
+func startAgent(t *testing.T, env []string) *agent { return startAgentIn(t, "", env) }
+
+// startAgentIn starts the agent with runDir (if not "") as its /run.
+func startAgentIn(t *testing.T, runDir string, env []string) *agent {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gnsh-agent-") // short: a socket path has at most 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "notify")
+	l, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	// The host's /etc/gnsh and /etc/kubernetes are hidden: only the test's
+	// kubeconfig and config count.
+	p := rig.Start(t, rig.Spec{Env: append([]string{"NOTIFY_SOCKET=" + sock}, env...),
+		Argv: []string{filepath.Join(binDir, "gnsh"), "agent"}, Hide: []string{"/etc/gnsh", "/etc/kubernetes"}, RunDir: runDir})
+	return &agent{t: t, p: p, notify: l}
+}
+
+// waitStatus reads sd_notify messages until one contains want, within d.
+func (a *agent) waitStatus(want string, d time.Duration) []string {
+	a.t.Helper()
+	_ = a.notify.SetReadDeadline(time.Now().Add(d))
+	buf := make([]byte, 4096)
+	var got []string
+	for {
+		k, err := a.notify.Read(buf)
+		if err != nil {
+			a.stop()
+			a.t.Fatalf("no sd_notify message with %q within %s (got %q): %v", want, d, got, err)
+		}
+		got = append(got, string(buf[:k]))
+		if strings.Contains(string(buf[:k]), want) {
+			return got
+		}
+	}
+}
+
+// stop sends SIGTERM and checks that the agent ends with status 0, every
+// line of its log starting "gnsh: ". It returns the log.
+func (a *agent) stop() string {
+	a.t.Helper()
+	if err := a.p.Signal(syscall.SIGTERM); err != nil {
+		a.t.Error(err)
+	}
+	r := a.p.Wait()
+	logRun(a.t, "gnsh", []string{"agent"}, r, 0)
+	if r.Code != 0 {
+		a.t.Errorf("gnsh agent: exit %d after SIGTERM, want 0", r.Code)
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(r.Stderr, "\n"), "\n") {
+		if !strings.HasPrefix(l, "gnsh: ") {
+			a.t.Errorf("log line without the prefix: %q", l)
+		}
+	}
+	if !strings.HasSuffix(r.Stderr, "gnsh: agent stopping on SIGTERM\n") {
+		t := a.t
+		t.Errorf("the log does not end with the stop:\n%s", r.Stderr)
+	}
+	return r.Stderr
+}
+
+func testAgentUncordons(t *testing.T, k *cluster) {
+	n := k.newNode(t, "ag-reboot")
+	n.gnshCordon("reboot", earlierBoot)
+	a := startAgent(t, n.env(fastConfig))
+	msgs := a.waitStatus("STATUS=uncordoned ag-reboot after boot; idle", 30*time.Second)
+	if !strings.HasPrefix(msgs[0], "READY=1\n") {
+		t.Errorf("first sd_notify message %q, want READY=1 at once", msgs[0])
+	}
+	n.wantCordon("")
+	ev := n.uncordonMessages()
+	re := regexp.MustCompile(`^Uncordoned after boot: cordoned by gnsh for a reboot requested by alice on pts/3 at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`)
+	if len(ev) != 1 || !re.MatchString(ev[0]) {
+		t.Errorf("GnshUncordoned Events %q", ev)
+	}
+	// It stays up after the uncordon.
+	time.Sleep(500 * time.Millisecond)
+	log := a.stop()
+	if !strings.Contains(log, "gnsh: ag-reboot uncordoned after boot: cordoned by gnsh for a reboot requested by alice on pts/3 at ") {
+		t.Errorf("log:\n%s", log)
+	}
+}
+
+// leftByAgent runs the agent on n and checks that it decides to leave the
+// cordon (why in its status), changing nothing and posting nothing.
+func leftByAgent(t *testing.T, n *node, why string) {
+	t.Helper()
+	before := n.get()
+	a := startAgent(t, n.env(fastConfig))
+	a.waitStatus("STATUS=nothing to uncordon after boot", 30*time.Second)
+	log := a.stop()
+	after := n.get()
+	// kwok's heartbeats change the Node's status (and resourceVersion) all
+	// the time: the cordon and gnsh's annotation are what must not change.
+	if !after.Spec.Unschedulable || after.Annotations[cordonAnnotation] != before.Annotations[cordonAnnotation] {
+		t.Errorf("node changed: unschedulable %v, annotation %q -> %q", after.Spec.Unschedulable,
+			before.Annotations[cordonAnnotation], after.Annotations[cordonAnnotation])
+	}
+	if ev := n.uncordonMessages(); len(ev) != 0 {
+		t.Errorf("GnshUncordoned Events %q", ev)
+	}
+	if !strings.Contains(log, why) {
+		t.Errorf("log lacks %q:\n%s", why, log)
+	}
+}
+
+func testAgentAdminCordon(t *testing.T, k *cluster) {
+	n := k.newNode(t, "ag-admin")
+	n.kubectlCordon(true)
+	leftByAgent(t, n, "is cordoned, but not by gnsh")
+}
+
+func testAgentAdminRecordon(t *testing.T, k *cluster) {
+	// gnsh cordoned for a reboot in an earlier boot; the admin then ran
+	// kubectl uncordon (the annotation stays) and kubectl cordon.
+	n := k.newNode(t, "ag-recordon")
+	n.gnshCordon("reboot", earlierBoot)
+	n.kubectlCordon(false)
+	n.kubectlCordon(true)
+	leftByAgent(t, n, "is cordoned, but not by gnsh")
+}
+
+func testAgentDrainCordon(t *testing.T, k *cluster) {
+	n := k.newNode(t, "ag-drain")
+	n.gnshCordon("drain", earlierBoot)
+	leftByAgent(t, n, "is cordoned by gnsh drain (requested by alice on pts/3")
+}
+
+func testAgentSameBoot(t *testing.T, k *cluster) {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := k.newNode(t, "ag-sameboot")
+	n.gnshCordon("reboot", strings.TrimSpace(string(b)))
+	leftByAgent(t, n, "in this boot: that reboot has not happened")
+}
+
+// testAgentAPILate: the API server's address refuses connections when the
+// agent starts (the API server is not up yet); a few seconds later it
+// answers there (a TCP forwarder to the real API server starts listening
+// on that port), and the agent, retrying, uncordons.
+func testAgentAPILate(t *testing.T, k *cluster) {
+	n := k.newNode(t, "ag-late")
+	n.gnshCordon("poweroff", earlierBoot)
+	kc, err := os.ReadFile(k.cp.NodeKubeconfig(t, n.name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := regexp.MustCompile(`server: https://(127\.0\.0\.1:\d+)`)
+	m := server.FindSubmatch(kc)
+	if m == nil {
+		t.Fatalf("no server line in the kubeconfig:\n%s", kc)
+	}
+	upstream := string(m[1])
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := closed.Addr().String()
+	closed.Close() // nothing listens there until the "API server" comes up
+	f := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(f, server.ReplaceAll(kc, []byte("server: https://"+addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := startAgent(t, []string{"KUBECONFIG=" + f, "GNSH_CONFIG=" + writeConfig(t, fastConfig), "LOGNAME=alice"})
+	a.waitStatus("STATUS=ag-late: read Node: ", 30*time.Second)
+	time.Sleep(3500 * time.Millisecond) // the attempts at 1 and 3 s are refused too
+	if unsched, _ := n.cordon(); !unsched {
+		t.Fatal("uncordoned without an API server")
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("the port was taken in between: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go forward(l, upstream)
+	start := time.Now()
+	a.waitStatus("STATUS=uncordoned ag-late after boot; idle", 30*time.Second)
+	t.Logf("uncordoned %s after the API server began to answer", time.Since(start).Round(time.Millisecond))
+	n.wantCordon("")
+	if ev := n.uncordonMessages(); len(ev) != 1 || !strings.Contains(ev[0], "cordoned by gnsh for a poweroff requested by alice") {
+		t.Errorf("GnshUncordoned Events %q", ev)
+	}
+	log := a.stop()
+	// The node name comes from the kubelet certificate, so the first
+	// request that fails is the Node's GET: attempts at 0, 1 and 3 s
+	// (and 7 s), at most one line every 30 s.
+	lines := strings.Count(log, "gnsh: ag-late: read Node: ")
+	if lines != 1 || !strings.Contains(log, "connection refused; retrying in 1s") {
+		t.Errorf("want one line about the unreachable API server:\n%s", log)
+	}
+}
+
+// forward accepts on l and copies each connection to and from upstream
+// (TLS passes through untouched), until l is closed.
+func forward(l net.Listener, upstream string) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			u, err := net.Dial("tcp", upstream)
+			if err != nil {
+				return
+			}
+			defer u.Close()
+			done := make(chan struct{}, 2)
+			go func() { _, _ = io.Copy(u, c); done <- struct{}{} }()
+			go func() { _, _ = io.Copy(c, u); done <- struct{}{} }()
+			<-done
+		}()
+	}
+}
+
+// testAgentLocked: a drain of this node holds the drain lock (in /run/gnsh,
+// shared with the agent's namespace): the agent waits for it, then
+// uncordons.
+func testAgentLocked(t *testing.T, k *cluster) {
+	n := k.newNode(t, "ag-locked")
+	n.gnshCordon("reboot", earlierBoot)
+	runDir := t.TempDir()
+	lock, err := drainer.Acquire(filepath.Join(runDir, "gnsh"), drainer.Holder{PID: os.Getpid(), Action: "reboot", User: "bob", Node: n.name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startAgentIn(t, runDir, n.env(fastConfig))
+	a.waitStatus("STATUS=waiting for the drain of ag-locked to end: the drain lock is held (pid ", 30*time.Second)
+	if unsched, _ := n.cordon(); !unsched {
+		t.Fatal("uncordoned while a drain held the lock")
+	}
+	lock.Release()
+	a.waitStatus("STATUS=uncordoned ag-locked after boot; idle", 30*time.Second)
+	n.wantCordon("")
+	log := a.stop()
+	if !strings.Contains(log, fmt.Sprintf("gnsh: waiting for the drain of ag-locked to end: the drain lock is held (pid %d, reboot by bob", os.Getpid())) {
+		t.Errorf("log:\n%s", log)
+	}
+}
+
+// testAgentPendingShutdown: logind is preparing for a shutdown (a reboot
+// drained under gnsh's cordon of the last boot, logind waiting for the
+// delay locks): the agent leaves the cordon; once logind gives the
+// shutdown up, it uncordons.
+func testAgentPendingShutdown(t *testing.T, k *cluster) {
+	n := k.newNode(t, "ag-pending")
+	n.gnshCordon("reboot", earlierBoot)
+	b := newLogind(t)
+	b.ld.SetPreparingForShutdown(true)
+	a := startAgent(t, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address()}, n.env(fastConfig)...))
+	a.waitStatus("STATUS=waiting for the pending shutdown: systemd-logind is preparing for shutdown", 30*time.Second)
+	if unsched, _ := n.cordon(); !unsched {
+		t.Fatal("uncordoned while logind prepared for shutdown")
+	}
+	b.ld.SetPreparingForShutdown(false)
+	a.waitStatus("STATUS=uncordoned ag-pending after boot; idle", 30*time.Second)
+	n.wantCordon("")
+	log := a.stop()
+	if !strings.Contains(log, "gnsh: waiting for the pending shutdown: systemd-logind is preparing for shutdown; gnsh's cordon stays while it is\n") ||
+		strings.Contains(log, "cannot ask systemd-logind") {
+		t.Errorf("log:\n%s", log)
+	}
+}
+
+// testAgent503: the API server answers, but 503 (say, etcd not up yet) on
+// the Node for the first seconds: the agent retries and uncordons once the
+// Node can be read.
+func testAgent503(t *testing.T, k *cluster) {
+	n := k.newNode(t, "ag-503")
+	n.gnshCordon("kexec", earlierBoot)
+	px := faultproxy.ForControlPlane(t, k.cp)
+	rule := px.Fail(http.MethodGet, "^/api/v1/nodes/ag-503$", http.StatusServiceUnavailable)
+	defer rule.Remove()
+	a := startAgent(t, n.proxied(px, fastConfig))
+	a.waitStatus("STATUS=ag-503: read Node: faultproxy: injected 503", 30*time.Second)
+	time.Sleep(time.Second) // and a retry
+	if unsched, _ := n.cordon(); !unsched || rule.Hits() == 0 {
+		t.Fatalf("unschedulable %v after %d failed GETs of the Node", unsched, rule.Hits())
+	}
+	rule.Remove()
+	a.waitStatus("STATUS=uncordoned ag-503 after boot; idle", 30*time.Second)
+	n.wantCordon("")
+	log := a.stop()
+	if strings.Count(log, "gnsh: ag-503: read Node: ") != 1 || !strings.Contains(log, "faultproxy: injected 503") {
+		t.Errorf("want one line about the 503s:\n%s", log)
+	}
+}
