@@ -127,6 +127,33 @@ func Cordon(ctx context.Context, c kubernetes.Interface, n *corev1.Node, own Own
 	}
 }
 
+// Adopt takes over gnsh's own cordon left standing from an earlier boot
+// (its record names another boot ID than own's): the record is rewritten
+// to own, so that the cordon now stands for this request and the node
+// agent does not lift it after this boot as a leftover of the last
+// shutdown (a `gnsh drain` made right after a reboot would otherwise lose
+// its cordon to the agent). Any other cordon, and a record of this boot,
+// is left as it is. The patch carries n's resourceVersion; a conflict
+// (the Node changed meanwhile) is returned, not retried. It reports whether
+// it rewrote the record.
+func Adopt(ctx context.Context, c kubernetes.Interface, n *corev1.Node, own Ownership) (bool, error) {
+	o := Owner(n)
+	if o == nil || own.BootID == "" || o.BootID == own.BootID {
+		return false, nil
+	}
+	val, err := json.Marshal(own)
+	if err != nil {
+		return false, err
+	}
+	patch, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": n.ResourceVersion, "annotations": map[string]string{CordonAnnotation: string(val)}},
+	})
+	if err := patchNode(ctx, c, n.Name, patch); err != nil {
+		return false, fmt.Errorf("adopt the cordon of %s: %w", n.Name, err)
+	}
+	return true, nil
+}
+
 // Only chooses which of gnsh's cordons Uncordon undoes, from their
 // Ownership.
 type Only func(*Ownership) bool

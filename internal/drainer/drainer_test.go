@@ -884,3 +884,33 @@ func TestUncordonTakesTheLock(t *testing.T) {
 		t.Fatalf("after the drain: %v %q", err, out.String())
 	}
 }
+
+// A drain over gnsh's cordon left from an earlier boot takes it over, so
+// that the node agent does not lift it after this boot.
+func TestDrainAdoptsAnEarlierBootsCordon(t *testing.T) {
+	earlier := `{"action":"reboot","user":"bob","time":"2026-11-20T10:00:00Z","bootID":"boot-0"}`
+	f := newFakeNode(true, map[string]string{drain.CordonAnnotation: earlier}, "web-1")
+	if drain.Owner(f.node(t)) == nil {
+		t.Fatal("the fake does not record gnsh's cordon")
+	}
+	d := newDrainer(t, f, "")
+	var out bytes.Buffer
+	if err := d.DrainCommand(context.Background(), 0, false, &out); err != nil {
+		t.Fatal(err)
+	}
+	o := drain.Owner(f.node(t))
+	if o == nil || o.Action != "drain" || o.BootID != "boot-1" || o.User != "alice" {
+		t.Fatalf("record %+v", o)
+	}
+	if !strings.Contains(d.stderr.String(), "gnsh: gnsh's cordon of node1 from an earlier boot now stands for this gnsh drain") {
+		t.Fatalf("stderr %q", d.stderr)
+	}
+	// A record of this boot is not rewritten.
+	d2 := newDrainer(t, f, "")
+	if err := d2.handOff(t, reboot(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if o := drain.Owner(f.node(t)); o == nil || o.Action != "drain" {
+		t.Fatalf("this boot's record rewritten: %+v", o)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/gnsh/gnsh/internal/config"
@@ -182,8 +183,22 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 		return drained
 	case !made:
 		r.sayAlreadyCordoned(n)
+		r.adopt(ctx, n)
 	}
 	return r.drain(ctx)
+}
+
+// adopt takes over gnsh's cordon left from an earlier boot, so that the
+// node agent does not lift it (drain.Adopt); a failure only costs that, so
+// it is a debug line.
+func (r *run) adopt(ctx context.Context, n *corev1.Node) {
+	adopted, err := drain.Adopt(ctx, r.sess.c, n, r.own)
+	switch {
+	case err != nil:
+		r.debug("%v", err)
+	case adopted:
+		r.info("gnsh's cordon of %s from an earlier boot now stands for this %s", n.Name, what(r.verb))
+	}
 }
 
 // drain evicts and waits, with Events, progress and a one-line summary.
