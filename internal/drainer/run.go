@@ -96,7 +96,9 @@ func (r *run) prepare(ctx context.Context, req *legacy.Request) (handoff.Prepare
 			if !r.isNode() {
 				return r.conclude(notANode, kube.ErrNoKubeconfig)
 			}
-			r.info("not draining now: the %s is due in %s, beyond the drain timeout (%s); the node agent drains before it",
+			// The node agent does not drain ahead of a schedule yet:
+			// say so rather than promise it.
+			r.info("not draining now: the %s is due in %s, beyond the drain timeout (%s); run 'gnsh drain' before it, or give --drain-timeout=DURATION to drain now",
 				r.verb, roundDue(due), r.cfg.DrainTimeout.D())
 			return nil, nil
 		}

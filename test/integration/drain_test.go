@@ -852,7 +852,7 @@ func testLock(t *testing.T, k *cluster) {
 }
 
 // testScheduled: a shutdown due beyond drainTimeout is only scheduled (the
-// node agent drains before it); one within it drains now, recording
+// agent does not drain ahead of it yet: gnsh says how to); one within it drains now, recording
 // "when", then schedules; shutdown -c cancels and undoes gnsh's cordon.
 func testScheduled(t *testing.T, k *cluster) {
 	n := k.newNode(t, "sched")
@@ -866,7 +866,7 @@ func testScheduled(t *testing.T, k *cluster) {
 	if r.Code != 0 {
 		t.Fatalf("+30: exit %d", r.Code)
 	}
-	if !regexp.MustCompile(`^gnsh: not draining now: the reboot is due in (29m59s|30m0s), beyond the drain timeout \(5m0s\); the node agent drains before it\nReboot scheduled for [^\n]+, use 'shutdown -c' to cancel\.\n$`).
+	if !regexp.MustCompile(`^gnsh: not draining now: the reboot is due in (29m59s|30m0s), beyond the drain timeout \(5m0s\); run 'gnsh drain' before it, or give --drain-timeout=DURATION to drain now\nReboot scheduled for [^\n]+, use 'shutdown -c' to cancel\.\n$`).
 		MatchString(r.Stderr) {
 		t.Errorf("+30: stderr %q", r.Stderr)
 	}
