@@ -383,8 +383,15 @@ func (r *run) retryLater(p *Pod) {
 
 // podGone takes in a pod the watcher saw gone; true once none is left.
 func (r *run) podGone(uid types.UID) bool {
-	if _, ok := r.pending[uid]; !ok {
+	p, ok := r.pending[uid]
+	if !ok {
 		return false
+	}
+	if _, refused := r.blocked[uid]; p.Verdict == Evict && !r.terminating[uid] && !refused {
+		// Its eviction went through, but the watch saw the pod go before
+		// the answer came back (and the drain may end before it does):
+		// count it now; evicted ignores the late answer.
+		r.res.Status.Evicted++
 	}
 	delete(r.pending, uid)
 	delete(r.blocked, uid)
