@@ -52,6 +52,10 @@ type Conn struct {
 	conn *dbus.Conn
 }
 
+// Bus is the godbus connection under c, for callers that read other
+// services' properties on the same bus (gnsh status). Closing c closes it.
+func (c *Conn) Bus() *dbus.Conn { return c.conn }
+
 // Dial connects to a D-Bus address (only unix:path= and unix:abstract=
 // entries; the first that works wins), authenticates with EXTERNAL and, on a
 // bus (not a peer-to-peer socket), says Hello. The whole handshake is bounded

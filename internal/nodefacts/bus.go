@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"regexp"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/godbus/dbus/v5"
 
+	"github.com/gnsh/gnsh/internal/handoff"
 	"github.com/gnsh/gnsh/internal/logind"
 )
 
@@ -54,94 +54,19 @@ func (s *Sources) dialSystemd(ctx context.Context) (Systemd, func(), error) {
 	return nil, nil, errBus
 }
 
-// DialBus connects to a unix: D-Bus address and authenticates (EXTERNAL
-// with the numeric uid, as internal/logind does: no libc), saying Hello
+// DialBus connects to a unix: D-Bus address with logind.Dial (EXTERNAL
+// with the numeric uid: no libc), saying Hello
 // unless peerToPeer. ctx bounds the whole handshake.
 func DialBus(ctx context.Context, address string, peerToPeer bool) (*dbus.Conn, error) {
-	var errs []string
-	for _, entry := range strings.Split(address, ";") {
-		path, ok := unixPath(entry)
-		if !ok {
-			errs = append(errs, fmt.Sprintf("unsupported D-Bus address %q", entry))
-			continue
-		}
-		c, err := dialUnix(ctx, path, peerToPeer)
-		if err == nil {
-			return c, nil
-		}
-		errs = append(errs, err.Error())
-	}
-	return nil, fmt.Errorf("connect to %s: %s", address, strings.Join(errs, "; "))
-}
-
-func unixPath(entry string) (string, bool) {
-	transport, params, ok := strings.Cut(entry, ":")
-	if !ok || transport != "unix" {
-		return "", false
-	}
-	for _, kv := range strings.Split(params, ",") {
-		k, v, _ := strings.Cut(kv, "=")
-		switch k {
-		case "path":
-			return unescape(v), true
-		case "abstract":
-			return "@" + unescape(v), true
-		}
-	}
-	return "", false
-}
-
-func unescape(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '%' && i+2 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 2
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func dialUnix(ctx context.Context, path string, peerToPeer bool) (*dbus.Conn, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "unix", path)
+	c, err := logind.Dial(ctx, address, peerToPeer)
 	if err != nil {
-		var oe *net.OpError
-		if errors.As(err, &oe) {
-			var se *os.SyscallError
-			if errors.As(oe.Err, &se) {
-				return nil, se.Err
-			}
+		var ue *handoff.UnreachableError
+		if errors.As(err, &ue) {
+			return nil, fmt.Errorf("%s: %w", ue.Op, ue.Err)
 		}
 		return nil, err
 	}
-	uc := nc.(*net.UnixConn)
-	if dl, ok := ctx.Deadline(); ok {
-		_ = uc.SetDeadline(dl)
-	} else {
-		_ = uc.SetDeadline(time.Now().Add(DefaultTimeout))
-	}
-	conn, err := dbus.DialUnix(uc)
-	if err != nil {
-		uc.Close()
-		return nil, err
-	}
-	if err := conn.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("authenticate: %w", err)
-	}
-	if !peerToPeer {
-		if err := conn.Hello(); err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("hello: %w", err)
-		}
-	}
-	_ = uc.SetDeadline(time.Time{})
-	return conn, nil
+	return c.Bus(), nil
 }
 
 // BusSystemd reads org.freedesktop.systemd1 over a connection: the
