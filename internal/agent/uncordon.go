@@ -338,10 +338,10 @@ func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bo
 	if undone {
 		r = Result{Outcome: Uncordoned, Node: node, Owner: seen,
 			Why: fmt.Sprintf("%s uncordoned after boot: cordoned by gnsh for a %s requested by %s at %s, in an earlier boot",
-				node, seen.Action, who(*seen), seen.Time.UTC().Format(time.RFC3339))}
+				node, seen.Action, seen.Requester(), seen.Time.UTC().Format(time.RFC3339))}
 		if u.Events {
 			msg := fmt.Sprintf("Uncordoned after boot: cordoned by gnsh for a %s requested by %s at %s",
-				seen.Action, who(*seen), seen.Time.UTC().Format(time.RFC3339))
+				seen.Action, seen.Requester(), seen.Time.UTC().Format(time.RFC3339))
 			if err := drainer.PostEvent(ctx, c, node, "Normal", drainer.ReasonUncordoned, msg, timeout); err != nil {
 				u.printf("event %s not posted: %v", drainer.ReasonUncordoned, err)
 			}
@@ -367,10 +367,10 @@ func (u *Uncordoner) left(node string, n *corev1.Node, o *drain.Ownership, bootI
 		r.Why = node + " is cordoned, but not by gnsh (or cordoned again since gnsh did): left as it is"
 	case !isShutdown(o.Action):
 		r.Why = fmt.Sprintf("%s is cordoned by %s (requested by %s at %s): left until 'gnsh uncordon'",
-			node, what(o.Action), who(*o), o.Time.UTC().Format(time.RFC3339))
+			node, o.Request(), o.Requester(), o.Time.UTC().Format(time.RFC3339))
 	case !u.fromEarlierBoot(o, bootID, boot):
 		r.Why = fmt.Sprintf("%s is cordoned by gnsh for a %s requested by %s at %s in this boot: that %s has not happened, left as it is",
-			node, o.Action, who(*o), o.Time.UTC().Format(time.RFC3339), o.Action)
+			node, o.Action, o.Requester(), o.Time.UTC().Format(time.RFC3339), o.Action)
 	default:
 		// Uncordon met a Node that changed in between (say, kubectl
 		// uncordon): nothing of gnsh's to undo any more.
@@ -475,18 +475,4 @@ func ReadyForBoot(n *corev1.Node, boot time.Time, bootID string, leaseRenew *tim
 	}
 	return false, fmt.Sprintf("Ready=True was last reported at %s, before this boot began at %s",
 		c.LastHeartbeatTime.UTC().Format(time.RFC3339), boot.UTC().Format(time.RFC3339))
-}
-
-func what(action string) string {
-	if action == "drain" {
-		return "gnsh drain"
-	}
-	return action
-}
-
-func who(o drain.Ownership) string {
-	if o.TTY != "" {
-		return o.User + " on " + o.TTY
-	}
-	return o.User
 }

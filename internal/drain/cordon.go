@@ -127,6 +127,23 @@ func Cordon(ctx context.Context, c kubernetes.Interface, n *corev1.Node, own Own
 	}
 }
 
+// Request names the request in messages: "reboot", "poweroff", …, and
+// "gnsh drain" for a maintenance drain.
+func (o Ownership) Request() string {
+	if o.Action == "drain" {
+		return "gnsh drain"
+	}
+	return o.Action
+}
+
+// Requester is who asked, for messages: "alice on pts/0", or "alice".
+func (o Ownership) Requester() string {
+	if o.TTY != "" {
+		return o.User + " on " + o.TTY
+	}
+	return o.User
+}
+
 // Adopt takes over gnsh's own cordon left standing from an earlier boot
 // (its record names another boot ID than own's): the record is rewritten
 // to own, so that the cordon now stands for this request and the node

@@ -232,25 +232,10 @@ func notFoundName(err error) string {
 func (r *run) sayAlreadyCordoned(n *corev1.Node) {
 	if o := drain.Owner(n); o != nil {
 		r.info("%s was already cordoned by gnsh (%s requested by %s at %s); that cordon stays",
-			n.Name, what(o.Action), who(*o), o.Time.Local().Format("2006-01-02 15:04"))
+			n.Name, o.Request(), o.Requester(), o.Time.Local().Format("2006-01-02 15:04"))
 		return
 	}
 	r.info("%s was already cordoned, not by gnsh; that cordon stays", n.Name)
-}
-
-// what names the request in messages: "reboot", or "gnsh drain".
-func what(action string) string {
-	if action == "drain" {
-		return "gnsh drain"
-	}
-	return action
-}
-
-func who(o drain.Ownership) string {
-	if o.TTY != "" {
-		return o.User + " on " + o.TTY
-	}
-	return o.User
 }
 
 // roundDue is a due time for a line: whole seconds.

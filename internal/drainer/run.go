@@ -181,7 +181,7 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 		if made {
 			r.info("cordoned %s; %s -f does not drain", s.node, r.verb)
 		}
-		r.event(ctx, "Warning", ReasonHandOff, "%s -f requested by %s: no drain", r.verb, who(r.own))
+		r.event(ctx, "Warning", ReasonHandOff, "%s -f requested by %s: no drain", r.verb, r.own.Requester())
 		return drained
 	case !made:
 		r.sayAlreadyCordoned(n)
@@ -199,7 +199,7 @@ func (r *run) adopt(ctx context.Context, n *corev1.Node) {
 	case err != nil:
 		r.debug("%v", err)
 	case adopted:
-		r.info("gnsh's cordon of %s from an earlier boot now stands for this %s", n.Name, what(r.verb))
+		r.info("gnsh's cordon of %s from an earlier boot now stands for this %s", n.Name, r.own.Request())
 	}
 }
 
@@ -207,7 +207,7 @@ func (r *run) adopt(ctx context.Context, n *corev1.Node) {
 func (r *run) drain(ctx context.Context) outcome {
 	s, timeout := r.sess, r.cfg.DrainTimeout.D()
 	r.draining = true
-	r.event(ctx, "Normal", ReasonDrainStarted, "Draining before %s requested by %s (timeout %s)", what(r.own.Action), who(r.own), timeout)
+	r.event(ctx, "Normal", ReasonDrainStarted, "Draining before %s requested by %s (timeout %s)", r.own.Request(), r.own.Requester(), timeout)
 	start := r.d.now()
 	stopTicks := r.out.ticking()
 	res, err := drain.Drain(ctx, s.c, drain.Options{
@@ -314,9 +314,9 @@ func (r *run) conclude(o outcome, err error) (handoff.Prepared, error) {
 	}
 	if r.purpose == forShutdown {
 		if o == drained {
-			r.event(context.Background(), "Normal", ReasonHandOff, "%s requested by %s: drained, handing off to systemd-logind", r.verb, who(r.own))
+			r.event(context.Background(), "Normal", ReasonHandOff, "%s requested by %s: drained, handing off to systemd-logind", r.verb, r.own.Requester())
 		} else if o != apiFailed {
-			r.event(context.Background(), "Warning", ReasonHandOff, "%s requested by %s: %s; handing off to systemd-logind", r.verb, who(r.own), o.eventText())
+			r.event(context.Background(), "Warning", ReasonHandOff, "%s requested by %s: %s; handing off to systemd-logind", r.verb, r.own.Requester(), o.eventText())
 		}
 	}
 	if !r.onNode || r.purpose == forMaintenance {
