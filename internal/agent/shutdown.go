@@ -99,7 +99,7 @@ func (g *ShutdownGuard) Run(ctx context.Context) error {
 			break
 		}
 		if ok {
-			backoff = initial // it ran: start over
+			backoff, lastErr = initial, "" // it ran: start over
 		}
 		if msg := err.Error(); msg != lastErr {
 			g.say("%v; connecting again", err)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,12 +157,22 @@ func TestGuardDrainsShutdownThatBypassedWrapper(t *testing.T) {
 	for _, v := range []int{247, 252} {
 		t.Run(fmt.Sprint("v", v), func(t *testing.T) {
 			f := newGuardFixture(t, v, 30*time.Second)
+			var late atomic.Int32 // evictions once logind had gone on
+			f.cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if a.GetSubresource() == "eviction" && f.ld.State().ShutdownStarted {
+					late.Add(1)
+				}
+				return false, nil, nil
+			})
 			f.start(t)
 			f.reboot(t)
 			f.started(t)
 			// The lock is released only once the drain has returned.
 			if got := f.cs.Evictions(); got != 2 {
 				t.Errorf("evictions = %d, want 2; log:\n%s", got, f.out)
+			}
+			if n := late.Load(); n != 0 {
+				t.Errorf("%d evictions after logind went on", n)
 			}
 			if n := f.pods(t); n != 0 {
 				t.Errorf("%d pods left when logind went on", n)
@@ -267,6 +278,20 @@ func TestGuardAPIFailingStillReleases(t *testing.T) {
 	f.start(t)
 	f.reboot(t)
 	f.started(t)
+}
+
+// A drain that cannot finish (a pod that never goes) ends with the budget,
+// InhibitDelayMax less 2 s, and the lock is released before logind's
+// timeout: the agent never holds a shutdown up.
+func TestGuardSlowDrainReleasesWithinBudget(t *testing.T) {
+	f := newGuardFixture(t, 252, 3*time.Second) // budget 1 s
+	f.cs.Stick("web-1")
+	f.start(t)
+	f.reboot(t)
+	f.started(t)
+	if !f.node(t).Spec.Unschedulable {
+		t.Error("the cordon of an unfinished drain was lifted; the node is going down")
+	}
 }
 
 func TestGuardReconnects(t *testing.T) {
