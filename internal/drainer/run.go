@@ -314,6 +314,11 @@ func (r *run) conclude(o outcome, err error) (handoff.Prepared, error) {
 	}
 	if r.purpose == forShutdown {
 		if o == drained {
+			// Right before the hand-off: the node agent, seeing
+			// PrepareForShutdown(true), does not drain again.
+			if err := r.d.writeMarker(r.verb); err != nil {
+				r.debug("marker %s not written: %v", MarkerName, err)
+			}
 			r.event(context.Background(), "Normal", ReasonHandOff, "%s requested by %s: drained, handing off to systemd-logind", r.verb, r.own.Requester())
 		} else if o != apiFailed {
 			r.event(context.Background(), "Warning", ReasonHandOff, "%s requested by %s: %s; handing off to systemd-logind", r.verb, r.own.Requester(), o.eventText())
@@ -331,6 +336,9 @@ func (r *run) conclude(o outcome, err error) (handoff.Prepared, error) {
 // under the lock.
 func (r *run) Finish(ctx context.Context, err error) {
 	r.leaveHold()
+	if err != nil {
+		r.d.RemoveMarker() // that shutdown did not happen
+	}
 	if err != nil && r.cordoned {
 		r.undo("the " + r.verb + " was not handed off")
 		r.event(ctx, "Warning", ReasonDrainFailed, "%s requested by %s was not handed off: %v", r.verb, r.d.who().User, err)

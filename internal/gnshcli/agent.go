@@ -21,7 +21,7 @@ import (
 func agentCommand(code *int, env *dispatch.Env) *cli.Command {
 	return &cli.Command{
 		Name:  "agent",
-		Usage: "run the node agent (gnsh.service): make the node schedulable again after a reboot gnsh drained for",
+		Usage: "run the node agent (gnsh.service): uncordon after a reboot gnsh drained for; drain shutdowns that bypass the wrapper",
 		Description: "Run by systemd as gnsh.service (Type=notify); it never shuts anything down.\n" +
 			"\n" +
 			"After boot it waits until the kubelet has reported the Node Ready for this boot\n" +
@@ -37,8 +37,14 @@ func agentCommand(code *int, env *dispatch.Env) *cli.Command {
 			"backoff (1 s doubling to 30 s) for as long as the agent runs, and logged at most\n" +
 			"every 30 s. Without a kubeconfig (not a Kubernetes node) it says so once.\n" +
 			"\n" +
-			"Then it keeps running, idle: later versions handle shutdowns that bypass the\n" +
-			"wrapper here. It tells systemd READY=1 at once (it never delays boot) and its\n" +
+			"Then it drains shutdowns that bypass the wrapper (systemctl reboot, the power\n" +
+			"button): it holds a systemd-logind delay lock on shutdown and, on\n" +
+			"PrepareForShutdown, cordons and drains within InhibitDelayMaxSec less 10% or 2 s,\n" +
+			"then releases the lock whatever the outcome (unless the wrapper drained for this\n" +
+			"shutdown: /run/gnsh/drained). A cancelled shutdown gets its lock back and the\n" +
+			"cordon its drain made undone. It reconnects to the bus with backoff.\n" +
+			"\n" +
+			"It tells systemd READY=1 at once (it never delays boot) and its\n" +
 			"state in STATUS=. SIGTERM or SIGINT ends it with exit status 0. Logs go to stderr\n" +
 			"(the journal), one line an event. Kubeconfig and node name are found as for a\n" +
 			"drain; apiTimeout, drainTimeout, events and debug come from /etc/gnsh/config.yaml.",
@@ -93,6 +99,10 @@ func pendingShutdown(ctx context.Context, address string, drainTimeout time.Dura
 	}
 	return "", nil
 }
+
+// MarkerMaxAge is how old the wrapper's marker (drainer.MarkerName) may be
+// for the agent to take a shutdown as drained for already.
+const MarkerMaxAge = 10 * time.Minute
 
 // runAgent runs the agent until SIGTERM/SIGINT and returns the exit status.
 func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) string, env *dispatch.Env) int {
@@ -156,7 +166,27 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 	case agent.NotANode:
 		status = "not a Kubernetes node (no kubeconfig); idle"
 	}
-	if status != "" {
+	switch {
+	case r.Outcome == agent.Uncordoned || r.Outcome == agent.Left:
+		_ = notify.Status(status)
+		g := &agent.ShutdownGuard{
+			Dial: func(ctx context.Context) (*logind.Conn, error) {
+				return logind.Dial(ctx, logind.SystemBusAddress(getenv), false)
+			},
+			Drain: func(ctx context.Context, action string, budget time.Duration) (func(string), error) {
+				sd, err := d.DrainForShutdown(ctx, action, budget)
+				return sd.Undo, err
+			},
+			Drained: func() (string, bool) {
+				m, ok := d.DrainedFor(MarkerMaxAge)
+				return "gnsh " + m.Action + " at " + m.Time.Format(time.RFC3339), ok
+			},
+			Forget: d.RemoveMarker,
+			Out:    env.Stderr,
+			Status: u.Status,
+		}
+		_ = g.Run(ctx)
+	case status != "":
 		_ = notify.Status(status)
 		<-ctx.Done()
 	}

@@ -1,0 +1,154 @@
+package drainer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gnsh/gnsh/internal/config"
+)
+
+// MarkerName is the file, in the lock directory (/run/gnsh), that a
+// wrapper's drain writes right before it hands a shutdown to logind: the
+// node agent, seeing PrepareForShutdown(true), then knows that this
+// shutdown was drained for and does not drain a second time.
+const MarkerName = "drained"
+
+// Marker is the content of MarkerName.
+type Marker struct {
+	BootID string    `json:"bootID"`
+	Action string    `json:"action"`
+	Time   time.Time `json:"time"`
+}
+
+// writeMarker writes the marker for a drained shutdown: a temporary file
+// made with O_EXCL|O_NOFOLLOW, 0644, renamed over MarkerName. A failure
+// costs only a second drain by the agent, so it is a debug line.
+func (d *Drainer) writeMarker(action string) error {
+	dir := d.lockDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	data, err := json.Marshal(Marker{BootID: d.bootID(), Action: action, Time: d.now().UTC()})
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, fmt.Sprintf(".%s.%d", MarkerName, os.Getpid()))
+	_ = os.Remove(tmp)
+	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: tmp, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	_, err = f.Write(append(data, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o644) // whatever the umask
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, MarkerName))
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
+}
+
+// ReadMarker reads the marker in the lock directory; os.ErrNotExist if
+// there is none. (For the node agent.)
+func (d *Drainer) ReadMarker() (Marker, error) {
+	var m Marker
+	fd, err := unix.Open(filepath.Join(d.lockDir(), MarkerName), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return m, &os.PathError{Op: "open", Path: filepath.Join(d.lockDir(), MarkerName), Err: err}
+	}
+	f := os.NewFile(uintptr(fd), MarkerName)
+	defer f.Close()
+	err = json.NewDecoder(f).Decode(&m)
+	return m, err
+}
+
+// RemoveMarker removes the marker: the shutdown it was written for did not
+// happen (a refused hand-off, a cancelled shutdown).
+func (d *Drainer) RemoveMarker() {
+	_ = os.Remove(filepath.Join(d.lockDir(), MarkerName))
+}
+
+// DrainedFor reports whether the marker says that a wrapper drained, in
+// this boot and no longer than maxAge ago, for the shutdown now under way.
+func (d *Drainer) DrainedFor(maxAge time.Duration) (Marker, bool) {
+	m, err := d.ReadMarker()
+	if err != nil || m.BootID == "" || m.BootID != d.bootID() {
+		return m, false
+	}
+	age := d.now().Sub(m.Time)
+	return m, age >= -time.Minute && age <= maxAge
+}
+
+// ShutdownDrain is what a DrainForShutdown leaves: gnsh's cordon, if it
+// made one, which Undo lifts if the shutdown is cancelled.
+type ShutdownDrain struct {
+	r *run
+}
+
+// Cordoned reports whether the drain made gnsh's cordon (or may have).
+func (s *ShutdownDrain) Cordoned() bool { return s != nil && s.r.cordoned }
+
+// Undo lifts the cordon this drain made, and only if its record is still
+// this drain's (as after a refused hand-off). Bounded by 2×apiTimeout.
+func (s *ShutdownDrain) Undo(why string) {
+	if s == nil {
+		return
+	}
+	s.r.undo(why)
+}
+
+// ErrDrainBudget is what DrainForShutdown returns when the budget ran out.
+var ErrDrainBudget = errors.New("the drain did not finish within the shutdown's delay")
+
+// DrainForShutdown is the node agent's drain for a shutdown that bypassed
+// the wrapper (systemctl reboot, the power button): logind already sent
+// PrepareForShutdown(true), so nothing can refuse it. It cordons at once
+// and drains as a wrapper's drain does, under the drain lock, within
+// budget (connecting, every request and the Events included); any outcome
+// other than drained only ends the drain, reported as the error, and the
+// cordon stays (the agent lifts it after the boot). The lock is released
+// before it returns. The returned ShutdownDrain is never nil.
+func (d *Drainer) DrainForShutdown(ctx context.Context, action string, budget time.Duration) (*ShutdownDrain, error) {
+	r := newRun(d, forShutdown, action)
+	sd := &ShutdownDrain{r: r}
+	if err := r.loadConfig(nil); err != nil {
+		return sd, err
+	}
+	if !r.cfg.Drain {
+		return sd, errors.New("drain: false in " + d.configPath())
+	}
+	if budget <= 0 {
+		return sd, ErrDrainBudget
+	}
+	r.cfg.DrainTimeout = min(r.cfg.DrainTimeout, config.Duration(budget))
+	r.cfg.APITimeout = min(r.cfg.APITimeout, config.Duration(budget))
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	o := r.attempt(ctx, nil)
+	r.lock.Release()
+	r.lock = nil
+	r.leaveDrain()
+	switch {
+	case o == drained:
+		return sd, nil
+	case ctx.Err() == context.DeadlineExceeded:
+		return sd, fmt.Errorf("%w (%s): %v", ErrDrainBudget, budget, r.err)
+	case r.err != nil:
+		return sd, fmt.Errorf("%s: %w", o, r.err)
+	}
+	return sd, errors.New(o.String())
+}
