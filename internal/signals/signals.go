@@ -214,7 +214,14 @@ func (h *Handler) handle(sig syscall.Signal) {
 			line = fmt.Sprintf("%s received while %s; not interrupting that (it is bounded)", Name(sig), top.why)
 		case h.caught == 0:
 			h.caught = sig
-			top.cancel() // the drain reports the interruption itself
+			// Every Drain under way stops, the outer ones too (the node
+			// agent's life is one, its drains nest inside): each reports
+			// the interruption itself.
+			for _, f := range h.stack {
+				if f.cancel != nil {
+					f.cancel()
+				}
+			}
 		default:
 			line = fmt.Sprintf("%s received again; stopping as soon as gnsh's changes are undone", Name(sig))
 		}

@@ -156,3 +156,17 @@ func TestNilHandler(t *testing.T) {
 		t.Fatal("nil handler did something")
 	}
 }
+
+// Nested Drain modes (the agent's life, a drain inside it): SIGTERM stops
+// both, not only the innermost.
+func TestInterruptStopsNestedDrains(t *testing.T) {
+	h, f := newFake()
+	outer, leaveOuter := h.Drain(context.Background())
+	defer leaveOuter()
+	inner, leaveInner := h.Drain(outer)
+	f.send(t, h, syscall.SIGTERM)
+	leaveInner()
+	if inner.Err() == nil || outer.Err() == nil {
+		t.Fatalf("inner %v, outer %v", inner.Err(), outer.Err())
+	}
+}
