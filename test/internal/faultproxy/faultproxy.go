@@ -320,8 +320,8 @@ func (p *Proxy) Reset() {
 }
 
 // Interrupt ends every request being passed through right now, open
-// watches included: their clients see the stream end or the connection
-// reset, and come back to meet the rules in force.
+// watches included: their clients see the stream (or connection) reset,
+// and come back to meet the rules in force.
 func (p *Proxy) Interrupt() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -384,8 +384,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // pass sends r on to the API server as its client.
 func (p *Proxy) pass(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithCancel(r.Context())
+	client := r.Context()
+	ctx, cancel := context.WithCancel(client)
 	defer cancel()
+	defer func() {
+		// Interrupted while the client still listens: reset its stream, as
+		// a restarting load balancer does, instead of letting it end as if
+		// the answer were complete (which one it was depended on timing).
+		if ctx.Err() != nil && client.Err() == nil {
+			panic(http.ErrAbortHandler)
+		}
+	}()
 	r = r.WithContext(ctx)
 	p.mu.Lock()
 	p.inFlight[r] = cancel
