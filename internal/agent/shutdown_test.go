@@ -115,6 +115,20 @@ func (f *guardFixture) wait(t *testing.T, what string, cond func(logindtest.Stat
 	return s
 }
 
+// eventually polls cond (something the agent does on its own goroutine
+// that neither the fake logind nor a fake clock can announce) for up to
+// 20 s.
+func (f *guardFixture) eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s; log:\n%s", what, f.out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // reboot calls logind's Reboot as systemctl reboot does.
 func (f *guardFixture) reboot(t *testing.T) {
 	t.Helper()
@@ -209,16 +223,10 @@ func TestGuardHonoursWrapperMarker(t *testing.T) {
 	// that bypasses the wrapper is drained for.
 	f.ld.CancelShutdown()
 	f.wait(t, "the lock taken again", holds)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := f.d.ReadMarker(); os.IsNotExist(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("marker left after the cancel")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	f.eventually(t, "the marker removed after the cancel", func() bool {
+		_, err := f.d.ReadMarker()
+		return os.IsNotExist(err)
+	})
 	f.reboot(t)
 	f.started(t)
 	if got := f.cs.Evictions(); got != 2 {
@@ -257,13 +265,7 @@ func TestGuardCancelledShutdownUndoesCordon(t *testing.T) {
 		t.Fatal("no shutdown to cancel")
 	}
 	f.wait(t, "the lock taken again", holds)
-	deadline := time.Now().Add(20 * time.Second)
-	for f.node(t).Spec.Unschedulable {
-		if time.Now().After(deadline) {
-			t.Fatalf("cordon not undone after the cancel; log:\n%s", f.out)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	f.eventually(t, "the cordon undone after the cancel", func() bool { return !f.node(t).Spec.Unschedulable })
 	if drain.Owner(f.node(t)) != nil {
 		t.Error("gnsh's record left on the node")
 	}
