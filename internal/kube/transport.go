@@ -59,6 +59,15 @@ type singleShot struct {
 func (s *singleShot) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithTimeout(req.Context(), s.timeout)
 	resp, err := s.next.RoundTrip(req.WithContext(ctx))
+	if err == nil && ctx.Err() != nil && req.Context().Err() == nil {
+		// The bound ran out while the response came in. net/http can
+		// still hand one over then (seen as a 200 with an empty body
+		// from a server whose handler returned because the exchange
+		// was being cancelled), and client-go would take that empty
+		// body for an answer. Past the bound it is a timeout.
+		resp.Body.Close()
+		resp, err = nil, ctx.Err()
+	}
 	if err != nil {
 		timedOut := ctx.Err() != nil
 		cancel()
