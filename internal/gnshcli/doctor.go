@@ -18,11 +18,17 @@ func doctorCommand(code *int, env *dispatch.Env) *cli.Command {
 		Description: "One line per check: ok, warn or fail, what was found and, when not ok, the fix.\n" +
 			"Checks: systemd (do its legacy commands bypass logind: before 251, and RHEL 8 without\n" +
 			"SYSTEMD_NEW_SHUTDOWN=1), logind reachable, kubelet's grace period > 0, kubelet's delay\n" +
-			"inhibitor held, InhibitDelayMaxSec ≥ kubelet's period (and which logind.conf file sets\n" +
-			"it), the four commands run gnsh for root's PATH and for sudo's secure_path, the\n" +
-			"shutdown that ansible.builtin.reboot finds runs gnsh (a warning only), the\n" +
-			"kubeconfig (found, mode 0600), the Node (found, this machine), and the node agent\n" +
-			"(gnsh.service active; a warning only for now).\n" +
+			"inhibitor held, InhibitDelayMaxSec ≥ kubelet's period (fail) and long enough for the\n" +
+			"agent to drain a shutdown that bypasses the wrapper within drainTimeout (warn; it gets\n" +
+			"InhibitDelayMaxSec less max(10%, 2s), and both locks share one window: logind waits for\n" +
+			"the longer), naming the logind.conf file that sets it, the four commands run gnsh for\n" +
+			"root's PATH and for sudo's secure_path, the shutdown that ansible.builtin.reboot finds\n" +
+			"runs gnsh (a warning only), the kubeconfig (found, mode 0600), the Node (found, this\n" +
+			"machine), API access (a SelfSubjectAccessReview, with that kubeconfig, for each request\n" +
+			"gnsh makes: get and patch of the Node, list and watch of its pods by spec.nodeName, pod\n" +
+			"evictions, Events in default, the node's Lease), and the node agent (gnsh.service active\n" +
+			"or /run/gnsh/agent.lock held, else fail; its delay lock on shutdown listed by logind,\n" +
+			"else warn).\n" +
 			"Exit status 1 if any check fails, else 0. --output json prints\n" +
 			"[{name, verdict, message, fix}].",
 		Flags: []cli.Flag{outputFlag, nodeFlag, kubeFlag, kubeletConfigFlag},
@@ -30,7 +36,9 @@ func doctorCommand(code *int, env *dispatch.Env) *cli.Command {
 			if err := checkOutput(c); err != nil {
 				return err
 			}
-			checks := nodefacts.Doctor(nodefacts.Gather(c.Context, factSources(c, env)))
+			s := factSources(c, env)
+			s.Access = true
+			checks := nodefacts.Doctor(nodefacts.Gather(c.Context, s))
 			if c.String("output") == "json" {
 				enc := json.NewEncoder(env.Stdout)
 				enc.SetIndent("", "  ")

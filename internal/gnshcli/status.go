@@ -55,7 +55,8 @@ func statusCommand(env *dispatch.Env) *cli.Command {
 			"kubelet's shutdownGracePeriod settings (from --kubelet-config, else the running kubelet's\n" +
 			"--config, else /var/lib/kubelet/config.yaml), what reboot/shutdown/poweroff/halt run for\n" +
 			"root's PATH and sudo's secure_path, the kubeconfig, the Node (schedulable? gnsh's\n" +
-			"cordon?) and the node agent (gnsh.service). A fact that cannot be read shows its error in\n" +
+			"cordon?) and the node agent (gnsh.service, and the lock it holds while it runs:\n" +
+			"/run/gnsh/agent.lock). A fact that cannot be read shows its error in\n" +
 			"place; the exit status is 0 all the same.\n\n" +
 			"--output json prints one object with these stable fields (an \"error\" field, or\n" +
 			"\"…Error\", says why a fact is missing):\n" +
@@ -74,7 +75,10 @@ func statusCommand(env *dispatch.Env) *cli.Command {
 			"  node: name, nameFrom (--node|config|certificate|hostname), found, notFound,\n" +
 			"    schedulable, gnshCordon {action, user, tty, time, bootID, when}, sameMachine,\n" +
 			"    sameMachineWhy\n" +
-			"  agent: unit, activeState (unknown when systemd cannot be asked), loadState",
+			"  drain: enabled, timeout, timeoutSec (drain and drainTimeout from the config file)\n" +
+			"  agent: unit, activeState (unknown when systemd cannot be asked), loadState, lockPath,\n" +
+			"    lock (held|free|absent: the flock the agent holds while it runs), running (the unit\n" +
+			"    is active or the lock is held); its delay lock is logind.gnshLock",
 		Flags: []cli.Flag{outputFlag, nodeFlag, kubeFlag, kubeletConfigFlag},
 		Action: func(c *cli.Context) error {
 			if err := checkOutput(c); err != nil {
@@ -238,6 +242,22 @@ func WriteStatus(w io.Writer, r *nodefacts.Report) {
 		v += " (" + a.LoadState + ")"
 	}
 	add("agent", a.Unit+": "+v+errSuffix(a.Error))
+	path := a.LockPath
+	if path == "" {
+		path = nodefacts.AgentLockPath
+	}
+	lock := path + " " + a.Lock
+	if a.LockError != "" {
+		lock = path + ": error: " + a.LockError
+	}
+	runs := "no (" + lock + ")"
+	if a.Running {
+		runs = "yes (" + lock + "), delay lock on shutdown " + yesNo(l.GnshLock)
+		if !l.Reachable || l.InhibitorsError != "" {
+			runs = "yes (" + lock + "), delay lock on shutdown unknown"
+		}
+	}
+	add("agent runs", runs)
 
 	width := 0
 	for _, row := range rows {

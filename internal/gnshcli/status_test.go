@@ -44,7 +44,8 @@ func TestWriteStatusLayout(t *testing.T) {
 		Node: nodefacts.NodeFacts{Name: "node1", NameFrom: "certificate", Found: true, Schedulable: boolp(false),
 			Cordon:      &drain.Ownership{Action: "reboot", User: "alice", TTY: "pts/0", Time: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)},
 			SameMachine: boolp(true), SameWhy: "Node node1 has this machine's machine ID m1"},
-		Agent: nodefacts.AgentFacts{Unit: "gnsh.service", ActiveState: "unknown", Error: "systemd not reachable: timed out\nreally"},
+		Agent: nodefacts.AgentFacts{Unit: "gnsh.service", ActiveState: "unknown", Error: "systemd not reachable: timed out\nreally",
+			LockPath: "/run/gnsh/agent.lock", Lock: "held", Running: true},
 	}
 	var b bytes.Buffer
 	WriteStatus(&b, r)
@@ -66,6 +67,7 @@ node                node1 (from certificate), unschedulable
 cordon              by gnsh for reboot, by alice on pts/0 at 2026-11-22T10:00:00Z
 this machine        yes: Node node1 has this machine's machine ID m1
 agent               gnsh.service: unknown (error: systemd not reachable: timed out really)
+agent runs          yes (/run/gnsh/agent.lock held), delay lock on shutdown no
 `
 	if b.String() != want {
 		t.Fatalf("layout:\n%s\nwant:\n%s", b.String(), want)
@@ -147,6 +149,7 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 		"halt                root: /usr/sbin/halt → /usr/bin/systemctl (systemctl)\n",
 		"node                unknown (error: no kubeconfig)\n",
 		"agent               gnsh.service: unknown (error: ",
+		"agent runs          no (/run/gnsh/agent.lock absent)\n",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("status lacks %q:\n%s", want, text)
@@ -162,14 +165,15 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 		t.Fatal(err)
 	}
 	if raw["logind"]["kubeletLock"] != true || raw["logind"]["inhibitDelayMaxSec"] != 30.0 || raw["systemd"]["major"] != 252.0 ||
-		raw["kubelet"]["requestedSec"] != 20.0 || raw["agent"]["activeState"] != "unknown" || raw["kubeconfig"]["found"] != false {
+		raw["kubelet"]["requestedSec"] != 20.0 || raw["agent"]["activeState"] != "unknown" || raw["kubeconfig"]["found"] != false ||
+		raw["agent"]["lock"] != "absent" || raw["agent"]["running"] != false || raw["drain"]["timeoutSec"] != 300.0 || raw["access"] != nil {
 		t.Errorf("json %s", e.out)
 	}
 
 	e.out.Reset()
 	code := Run(context.Background(), []string{"gnsh", "doctor"}, e.env)
 	lines := strings.Split(strings.TrimSuffix(e.out.String(), "\n"), "\n")
-	if code != 1 || len(lines) != 11 || e.errb.String() != "gnsh doctor: 2 of 11 checks failed\n" {
+	if code != 1 || len(lines) != 12 || e.errb.String() != "gnsh doctor: 3 of 12 checks failed\n" {
 		t.Fatalf("doctor exit %d, stderr %q:\n%s", code, e.errb, e.out)
 	}
 	for i, want := range []string{
@@ -183,7 +187,9 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 		"ok    ansible reboot        ansible.builtin.reboot runs /usr/sbin/shutdown: gnsh",
 		"fail  kubeconfig            no kubeconfig found",
 		"warn  node                  not checked: no kubeconfig",
-		"warn  agent                 gnsh.service: state unknown: ",
+		"warn  API access            not checked: no kubeconfig",
+		"fail  agent                 gnsh.service: state unknown (Unknown method GetUnit or interface org.freedesktop.systemd1.Manager.), " +
+			"no agent holds /run/gnsh/agent.lock: nothing uncordons the node after a reboot",
 	} {
 		if !strings.HasPrefix(lines[i], want) {
 			t.Errorf("doctor line %d:\n got %s\nwant %s…", i+1, lines[i], want)
@@ -202,7 +208,8 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 		t.Fatalf("doctor json exit %d", code)
 	}
 	var checks []nodefacts.Check
-	if err := json.Unmarshal(e.out.Bytes(), &checks); err != nil || len(checks) != 11 || checks[5].Verdict != nodefacts.Fail {
+	if err := json.Unmarshal(e.out.Bytes(), &checks); err != nil || len(checks) != 12 || checks[5].Verdict != nodefacts.Fail ||
+		checks[10].Name != "API access" || checks[11].Verdict != nodefacts.Fail || !strings.HasSuffix(e.out.String(), "]\n") {
 		t.Fatalf("doctor json %v: %s", err, e.out)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/gnsh/gnsh/internal/agent"
 )
 
 // Verdict is a check's outcome.
@@ -43,6 +45,7 @@ func Doctor(r *Report) []Check {
 		CheckAnsible(r),
 		CheckKubeconfig(r),
 		CheckNode(r),
+		CheckAccess(r),
 		CheckAgent(r),
 	}
 }
@@ -184,8 +187,24 @@ func CheckKubeletLock(r *Report) Check {
 	return c
 }
 
+// AgentDelayMaxFor is the least InhibitDelayMaxSec (whole seconds) that
+// gives the agent's drain of a shutdown that bypasses the wrapper (which
+// has agent.DrainBudget of it) the whole drainTimeout d.
+func AgentDelayMaxFor(d time.Duration) time.Duration {
+	x := d + 2*time.Second // the 2 s margin, up to 20 s
+	if x > 20*time.Second {
+		x = (d*10 + 8) / 9 // the 10 % margin beyond: d ≤ 0.9·x
+	}
+	x = (x + time.Second - 1).Truncate(time.Second)
+	for agent.DrainBudget(x) < d {
+		x += time.Second
+	}
+	return x
+}
+
 // CheckInhibitDelay: is logind's InhibitDelayMaxSec at least kubelet's
-// period, and which file caps it?
+// period (else fail) and long enough for the agent to drain within
+// drainTimeout (else warn), and which file caps it?
 func CheckInhibitDelay(r *Report) Check {
 	c := Check{Name: "InhibitDelayMaxSec"}
 	conf := r.LogindConf
@@ -201,8 +220,25 @@ func CheckInhibitDelay(r *Report) Check {
 		setBy = conf.EffectiveFile
 	}
 	want := r.Kubelet.RequestedSec
+	// gnsh's need: the agent drains a shutdown that bypasses the wrapper
+	// within InhibitDelayMax less its margin; on a Kubernetes node with
+	// the drain on, that should cover drainTimeout.
+	var gnshWant, budget float64
+	drainTimeout := time.Duration(r.Drain.TimeoutSec * float64(time.Second))
+	if r.Drain.Enabled && r.Kubeconfig.Found && drainTimeout > 0 {
+		gnshWant = AgentDelayMaxFor(drainTimeout).Seconds()
+		budget = agent.DrainBudget(time.Duration(min(have, 1e9) * float64(time.Second))).Seconds()
+	}
+	need := max(want, gnshWant)
+	fix := fmt.Sprintf("write [Login] InhibitDelayMaxSec=%.0f to %s (sorts after %s), then systemctl kill -s HUP systemd-logind",
+		math.Ceil(need), laterDropIn(conf.EffectiveFile), filepath.Base(setBy))
+	sideBySide := ""
+	if gnshWant > 0 && want > 0 {
+		sideBySide = fmt.Sprintf("; kubelet's lock and gnsh's run side by side from PrepareForShutdown, so logind waits for the longer (%s), not the sum",
+			secs(need))
+	}
 	switch {
-	case want <= 0:
+	case want <= 0 && gnshWant <= 0:
 		c.Verdict = OK
 		c.Message = fmt.Sprintf("%s (%s, set by %s); kubelet asks for no delay", secs(have), from, setBy)
 		if r.Kubelet.Error != "" {
@@ -212,16 +248,45 @@ func CheckInhibitDelay(r *Report) Check {
 		c.Verdict = Fail
 		c.Message = fmt.Sprintf("%s (%s, set by %s%s) is below kubelet's %s: kubelet cannot take its lock, or pods are cut short",
 			secs(have), from, setBy, overrides(conf), secs(want))
-		c.Fix = fmt.Sprintf("write [Login] InhibitDelayMaxSec=%.0f to %s (sorts after %s), then systemctl kill -s HUP systemd-logind",
-			math.Ceil(want), laterDropIn(conf.EffectiveFile), filepath.Base(setBy))
+		if gnshWant > want {
+			c.Message += fmt.Sprintf(", and gnsh's agent needs %s to drain within drainTimeout %s", secs(gnshWant), secs(r.Drain.TimeoutSec))
+		}
+		c.Message += sideBySide
+		c.Fix = fix
 		if from == "logind" && (conf.EffectiveSec < 0 || conf.EffectiveSec+1e-9 >= want) {
 			c.Message = fmt.Sprintf("%s (logind) is below kubelet's %s, though logind.conf says %s (%s): logind has not reloaded it",
 				secs(have), secs(want), secs(conf.EffectiveSec), setBy)
 			c.Fix = "systemctl kill -s HUP systemd-logind, then restart kubelet"
 		}
+	case have+1e-9 < gnshWant:
+		c.Verdict = Warn
+		c.Message = fmt.Sprintf("%s (%s, set by %s%s)", secs(have), from, setBy, overrides(conf))
+		if want > 0 {
+			c.Message += " ≥ kubelet's " + secs(want) + ", but"
+		} else {
+			c.Message += ":"
+		}
+		c.Message += fmt.Sprintf(" gnsh's agent drains a shutdown that bypasses the wrapper (systemctl reboot, the power button) "+
+			"within InhibitDelayMaxSec less max(10%%, 2s): %s, short of drainTimeout %s, so such a drain is cut short (it needs %s)%s",
+			secs(budget), secs(r.Drain.TimeoutSec), secs(gnshWant), sideBySide)
+		c.Fix = fix + "; or lower drainTimeout in " + orUnknown(r.Kubeconfig.Config)
 	default:
 		c.Verdict = OK
-		c.Message = fmt.Sprintf("%s (%s, set by %s) ≥ kubelet's %s", secs(have), from, setBy, secs(want))
+		c.Message = fmt.Sprintf("%s (%s, set by %s)", secs(have), from, setBy)
+		switch {
+		case want > 0 && gnshWant > 0:
+			c.Message += fmt.Sprintf(" ≥ kubelet's %s and gnsh's %s (the agent's drain of drainTimeout %s plus its margin)%s",
+				secs(want), secs(gnshWant), secs(r.Drain.TimeoutSec), sideBySide)
+		case want > 0:
+			c.Message += " ≥ kubelet's " + secs(want)
+		default:
+			c.Message += fmt.Sprintf(" ≥ gnsh's %s (the agent's drain of drainTimeout %s plus its margin); kubelet asks for no delay",
+				secs(gnshWant), secs(r.Drain.TimeoutSec))
+			if r.Kubelet.Error != "" {
+				c.Verdict = Warn
+				c.Message = strings.Replace(c.Message, "kubelet asks for no delay", "kubelet's period unknown", 1)
+			}
+		}
 	}
 	if conf.EffectiveSec < 0 {
 		conf.EffectiveSec = float64(1 << 53)
@@ -323,23 +388,61 @@ func CheckAnsible(r *Report) Check {
 	return c
 }
 
-// CheckAgent: is the node agent running? A warning for now: the agent
-// ships in a later release.
+// CheckAgent: does the node agent run (else fail), and does it hold its
+// delay lock on shutdown (else warn)?
 func CheckAgent(r *Report) Check {
 	c := Check{Name: "agent"}
 	a := r.Agent
-	switch a.ActiveState {
-	case "active":
-		c.Verdict, c.Message = OK, a.Unit+" is active"
-	case "unknown", "":
-		c.Verdict, c.Message = Warn, a.Unit+": state unknown: "+orUnknown(a.Error)
+	state := a.Unit + " is " + orUnknown(a.ActiveState)
+	if a.LoadState != "" && a.LoadState != "loaded" {
+		state += " (" + a.LoadState + ")"
+	}
+	if a.ActiveState == "unknown" || a.ActiveState == "" {
+		state = a.Unit + ": state unknown (" + orUnknown(a.Error) + ")"
+	}
+	path := a.LockPath
+	if path == "" {
+		path = AgentLockPath
+	}
+	var lock string
+	switch {
+	case a.Lock == LockHeld:
+		lock = "an agent holds " + path
+	case a.LockError != "":
+		lock = "cannot probe " + path + ": " + a.LockError
 	default:
-		c.Verdict, c.Message = Warn, fmt.Sprintf("%s is %s", a.Unit, a.ActiveState)
-		if a.LoadState != "" && a.LoadState != "loaded" {
-			c.Message += " (" + a.LoadState + ")"
-		}
-		c.Message += ": nothing uncordons the node after a reboot, and shutdowns that bypass the wrapper are not drained"
-		c.Fix = "systemctl enable --now " + a.Unit
+		lock = "no agent holds " + path
+	}
+	l := r.Logind
+	running := agentRunning(a)
+	notNode := !r.Kubeconfig.Found && r.Kubelet.Error != ""
+	switch {
+	case !running && notNode:
+		c.Verdict, c.Message = Warn, state+", "+lock+" (not a Kubernetes node?)"
+	case !running:
+		c.Verdict = Fail
+		c.Message = state + ", " + lock + ": nothing uncordons the node after a reboot, and shutdowns that bypass the wrapper " +
+			"(systemctl reboot, the power button) are not drained"
+		c.Fix = "systemctl enable --now " + a.Unit + " (make install puts the unit in place)"
+	case a.ActiveState != "unknown" && a.ActiveState != "" && a.ActiveState != "active" && a.ActiveState != "activating" && a.ActiveState != "reloading":
+		// The lock is held, but not by the unit: an agent run by hand.
+		c.Verdict = Warn
+		c.Message = lock + ", but " + state + ": an agent runs outside the unit, and none will after a reboot"
+		c.Fix = "stop that agent, then systemctl enable --now " + a.Unit
+	case !l.Reachable || l.InhibitorsError != "":
+		c.Verdict = Warn
+		c.Message = "the agent runs (" + state + "); cannot list logind's inhibitors to see its delay lock: " +
+			orUnknown(firstNonEmpty(l.InhibitorsError, l.Error))
+		c.Fix = "see the logind check"
+	case !l.GnshLock:
+		c.Verdict = Warn
+		c.Message = "the agent runs (" + state + ") but holds no delay lock on shutdown (who " + agent.InhibitWho +
+			"): a shutdown that bypasses the wrapper is not drained. It takes the lock once its uncordon after boot is done " +
+			"(it may still be waiting for the Node to be Ready), and again after it lost the bus"
+		c.Fix = "see systemctl status " + a.Unit + " (its STATUS= line) and journalctl -u " + a.Unit
+	default:
+		c.Verdict = OK
+		c.Message = "the agent runs (" + state + ") and holds its delay lock on shutdown (who " + agent.InhibitWho + ")"
 	}
 	return c
 }

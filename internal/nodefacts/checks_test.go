@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gnsh/gnsh/internal/agent"
 	"github.com/gnsh/gnsh/internal/drain"
 )
 
@@ -26,8 +27,9 @@ func ptr[T any](v T) *T { return &v }
 func healthy() *Report {
 	return &Report{
 		Systemd: SystemdFacts{Booted: true, Version: "247.3-7+deb11u5", Major: 247},
-		Logind: LogindFacts{Reachable: true, InhibitDelayMax: "1m0s", InhibitDelayMaxSec: 60, KubeletLock: true,
-			Inhibitors: []Lock{{What: "shutdown", Who: "kubelet", Why: "Kubelet needs time to handle node shutdown", Mode: "delay", PID: 42}}},
+		Logind: LogindFacts{Reachable: true, InhibitDelayMax: "1m0s", InhibitDelayMaxSec: 60, KubeletLock: true, GnshLock: true,
+			Inhibitors: []Lock{{What: "shutdown", Who: "kubelet", Why: "Kubelet needs time to handle node shutdown", Mode: "delay", PID: 42},
+				{What: "shutdown", Who: "gnsh", Why: "drain the node before shutdown", Mode: "delay", PID: 43}}},
 		LogindConf: LogindConfFacts{Effective: "1m0s", EffectiveSec: 60, EffectiveFile: "/etc/systemd/logind.conf.d/99-kubelet.conf"},
 		Kubelet:    KubeletFacts{ConfigPath: DefaultKubeletConfig, ShutdownGracePeriod: "1m0s", ShutdownGracePeriodCriticalPods: "10s", RequestedSec: 60},
 		Commands: CommandFacts{Self: "/usr/local/sbin/gnsh", RootPath: DefaultRootPath, SecurePath: DefaultRootPath,
@@ -35,13 +37,15 @@ func healthy() *Report {
 		Kubeconfig: KubeconfigFacts{Found: true, Path: "/etc/kubernetes/kubelet.conf", Mode: "0600", Config: "/etc/gnsh/config.yaml"},
 		Node: NodeFacts{Name: "node1", NameFrom: "certificate", Found: true, Schedulable: ptr(true), SameMachine: ptr(true),
 			SameWhy: "Node node1 has this machine's machine ID abc"},
-		Agent: AgentFacts{Unit: AgentUnit, ActiveState: "active", LoadState: "loaded"},
+		Drain:  DrainFacts{Enabled: true, Timeout: "30s", TimeoutSec: 30},
+		Agent:  AgentFacts{Unit: AgentUnit, ActiveState: "active", LoadState: "loaded", LockPath: AgentLockPath, Lock: LockHeld, Running: true},
+		Access: &AccessFacts{User: "system:node:node1", Allowed: GnshRequests("node1", true)},
 	}
 }
 
 func TestDoctorHealthy(t *testing.T) {
 	cs := Doctor(healthy())
-	if len(cs) != 11 || Failed(cs) != 0 {
+	if len(cs) != 12 || Failed(cs) != 0 {
 		t.Fatalf("%+v", cs)
 	}
 	for _, c := range cs {
@@ -77,7 +81,7 @@ func TestChecks(t *testing.T) {
 			"cannot read systemd's version: access denied", "systemctl status dbus"},
 		// logind
 		{"logind ok", func(r *Report) { r.Logind.Scheduled = &Scheduled{Type: "reboot", Time: "2026-11-22T02:00:00Z"} }, CheckLogind, OK,
-			"InhibitDelayMaxSec 1m0s, 1 inhibitor(s), reboot scheduled for 2026-11-22T02:00:00Z", ""},
+			"InhibitDelayMaxSec 1m0s, 2 inhibitor(s), reboot scheduled for 2026-11-22T02:00:00Z", ""},
 		{"logind down", func(r *Report) { r.Logind = LogindFacts{Error: "connect to unix:path=/x: no such file or directory"} }, CheckLogind, Fail,
 			"cannot reach systemd-logind: connect to unix:path=/x", "systemctl status dbus systemd-logind"},
 		// grace period
@@ -98,7 +102,29 @@ func TestChecks(t *testing.T) {
 			"its graceful node shutdown is off", "see the kubelet grace period check"},
 		{"lock unknown", func(r *Report) { r.Logind = LogindFacts{Error: "timed out"} }, CheckKubeletLock, Warn, "cannot list logind's inhibitors: timed out", "see the logind check"},
 		// InhibitDelayMaxSec
-		{"delay ok", func(*Report) {}, CheckInhibitDelay, OK, "1m0s (logind, set by /etc/systemd/logind.conf.d/99-kubelet.conf) ≥ kubelet's 1m0s", ""},
+		{"delay ok", func(*Report) {}, CheckInhibitDelay, OK, "1m0s (logind, set by /etc/systemd/logind.conf.d/99-kubelet.conf) ≥ kubelet's 1m0s " +
+			"and gnsh's 34s (the agent's drain of drainTimeout 30s plus its margin); kubelet's lock and gnsh's run side by side from PrepareForShutdown, " +
+			"so logind waits for the longer (1m0s), not the sum", ""},
+		{"delay ok, drain off", func(r *Report) { r.Drain.Enabled = false }, CheckInhibitDelay, OK, "1m0s (logind, set by /etc/systemd/logind.conf.d/99-kubelet.conf) ≥ kubelet's 1m0s", ""},
+		{"delay short for the agent's drain", func(r *Report) { r.Drain.Timeout, r.Drain.TimeoutSec = "5m0s", 300 }, CheckInhibitDelay, Warn,
+			"1m0s (logind, set by /etc/systemd/logind.conf.d/99-kubelet.conf) ≥ kubelet's 1m0s, but gnsh's agent drains a shutdown that bypasses the wrapper " +
+				"(systemctl reboot, the power button) within InhibitDelayMaxSec less max(10%, 2s): 54s, short of drainTimeout 5m0s, so such a drain is cut short " +
+				"(it needs 5m34s); kubelet's lock and gnsh's run side by side from PrepareForShutdown, so logind waits for the longer (5m34s), not the sum",
+			"write [Login] InhibitDelayMaxSec=334 to /etc/systemd/logind.conf.d/zz-gnsh-inhibit-delay.conf (sorts after 99-kubelet.conf), then systemctl kill -s HUP systemd-logind; " +
+				"or lower drainTimeout in /etc/gnsh/config.yaml"},
+		{"both short: fix covers the longer", func(r *Report) {
+			r.Drain.TimeoutSec = 300
+			r.Logind.InhibitDelayMax, r.Logind.InhibitDelayMaxSec = "30s", 30
+			r.LogindConf = LogindConfFacts{Effective: "30s", EffectiveSec: 30, EffectiveFile: "/usr/lib/systemd/logind.conf.d/" + uuName}
+		}, CheckInhibitDelay, Fail, "is below kubelet's 1m0s: kubelet cannot take its lock, or pods are cut short, and gnsh's agent needs 5m34s to drain within drainTimeout 5m0s",
+			"InhibitDelayMaxSec=334 to /etc/systemd/logind.conf.d/zz-gnsh-inhibit-delay.conf (sorts after " + uuName + ")"},
+		{"no kubelet period, agent short", func(r *Report) { r.Kubelet.RequestedSec, r.Logind.InhibitDelayMaxSec = 0, 5 }, CheckInhibitDelay, Warn,
+			"5s (logind, set by /etc/systemd/logind.conf.d/99-kubelet.conf): gnsh's agent drains a shutdown that bypasses the wrapper (systemctl reboot, the power button) within InhibitDelayMaxSec less max(10%, 2s): 3s, short of drainTimeout 30s",
+			"InhibitDelayMaxSec=34"},
+		{"no kubelet period, agent ok", func(r *Report) { r.Kubelet.RequestedSec = 0 }, CheckInhibitDelay, OK,
+			"≥ gnsh's 34s (the agent's drain of drainTimeout 30s plus its margin); kubelet asks for no delay", ""},
+		{"kubelet unreadable, agent ok", func(r *Report) { r.Kubelet = KubeletFacts{Error: "permission denied"} }, CheckInhibitDelay, Warn,
+			"≥ gnsh's 34s (the agent's drain of drainTimeout 30s plus its margin); kubelet's period unknown", ""},
 		{"unattended-upgrades trap", func(r *Report) {
 			r.Logind.InhibitDelayMax, r.Logind.InhibitDelayMaxSec = "30s", 30
 			r.LogindConf = LogindConfFacts{Effective: "30s", EffectiveSec: 30, EffectiveFile: "/usr/lib/systemd/logind.conf.d/" + uuName,
@@ -118,7 +144,7 @@ func TestChecks(t *testing.T) {
 			r.LogindConf.EffectiveSec = -1
 		},
 			CheckInhibitDelay, OK, "infinity (logind, set by", ""},
-		{"kubelet asks none", func(r *Report) { r.Kubelet.RequestedSec = 0 }, CheckInhibitDelay, OK, "kubelet asks for no delay", ""},
+		{"kubelet asks none, not a node", func(r *Report) { r.Kubelet.RequestedSec, r.Kubeconfig.Found = 0, false }, CheckInhibitDelay, OK, "kubelet asks for no delay", ""},
 		{"a drop-in named after zz", func(r *Report) {
 			r.Logind.InhibitDelayMaxSec, r.LogindConf.EffectiveFile = 10, "/etc/systemd/logind.conf.d/zzz.conf"
 			r.LogindConf.EffectiveSec = 10
@@ -146,14 +172,76 @@ func TestChecks(t *testing.T) {
 			"ln -sf /usr/local/sbin/gnsh /sbin/shutdown"},
 		{"ansible finds none", func(r *Report) { r.Commands.Ansible = Resolution{Name: "shutdown", Is: "missing"} }, CheckAnsible, Warn, "finds no shutdown", ""},
 		// agent
-		{"agent active", func(*Report) {}, CheckAgent, OK, "gnsh.service is active", ""},
-		{"agent not installed", func(r *Report) { r.Agent.ActiveState, r.Agent.LoadState = "inactive", "not-found" }, CheckAgent, Warn,
-			"gnsh.service is inactive (not-found): nothing uncordons the node after a reboot", "systemctl enable --now gnsh.service"},
-		{"agent failed", func(r *Report) { r.Agent.ActiveState = "failed" }, CheckAgent, Warn, "gnsh.service is failed:", "systemctl enable --now gnsh.service"},
-		{"agent unknown", func(r *Report) {
-			r.Agent = AgentFacts{Unit: AgentUnit, ActiveState: "unknown", Error: "systemd not reachable"}
-		}, CheckAgent, Warn,
-			"gnsh.service: state unknown: systemd not reachable", ""},
+		{"agent active, lock held", func(*Report) {}, CheckAgent, OK,
+			"the agent runs (gnsh.service is active) and holds its delay lock on shutdown (who gnsh)", ""},
+		{"agent active, an agent without the lock file", func(r *Report) { r.Agent.Lock = LockAbsent }, CheckAgent, OK,
+			"the agent runs (gnsh.service is active)", ""},
+		{"agent not installed", func(r *Report) {
+			r.Agent.ActiveState, r.Agent.LoadState, r.Agent.Lock = "inactive", "not-found", LockAbsent
+		}, CheckAgent, Fail,
+			"gnsh.service is inactive (not-found), no agent holds /run/gnsh/agent.lock: nothing uncordons the node after a reboot, and shutdowns that bypass the wrapper",
+			"systemctl enable --now gnsh.service"},
+		{"agent failed, lock free", func(r *Report) { r.Agent.ActiveState, r.Agent.Lock = "failed", LockFree }, CheckAgent, Fail,
+			"gnsh.service is failed, no agent holds /run/gnsh/agent.lock:", "systemctl enable --now gnsh.service"},
+		{"agent unknown, no lock", func(r *Report) {
+			r.Agent = AgentFacts{Unit: AgentUnit, ActiveState: "unknown", Error: "systemd not reachable", LockPath: AgentLockPath, Lock: LockAbsent}
+		}, CheckAgent, Fail, "gnsh.service: state unknown (systemd not reachable), no agent holds /run/gnsh/agent.lock", "systemctl enable --now"},
+		{"agent unknown, lock held", func(r *Report) {
+			r.Agent = AgentFacts{Unit: AgentUnit, ActiveState: "unknown", Error: "systemd not reachable", LockPath: AgentLockPath, Lock: LockHeld}
+		}, CheckAgent, OK, "the agent runs (gnsh.service: state unknown (systemd not reachable)) and holds its delay lock", ""},
+		{"agent lock unprobed", func(r *Report) {
+			r.Agent.ActiveState, r.Agent.Lock, r.Agent.LockError = "inactive", "", "open /run/gnsh/agent.lock: permission denied"
+		}, CheckAgent, Fail, "cannot probe /run/gnsh/agent.lock: open /run/gnsh/agent.lock: permission denied", "systemctl enable"},
+		{"agent run by hand", func(r *Report) { r.Agent.ActiveState = "inactive" }, CheckAgent, Warn,
+			"an agent holds /run/gnsh/agent.lock, but gnsh.service is inactive: an agent runs outside the unit", "stop that agent"},
+		{"agent without its delay lock", func(r *Report) { r.Logind.GnshLock = false }, CheckAgent, Warn,
+			"holds no delay lock on shutdown (who gnsh): a shutdown that bypasses the wrapper is not drained. It takes the lock once its uncordon after boot is done",
+			"journalctl -u gnsh.service"},
+		{"agent, inhibitors unknown", func(r *Report) { r.Logind = LogindFacts{Error: "timed out"} }, CheckAgent, Warn,
+			"cannot list logind's inhibitors to see its delay lock: timed out", "see the logind check"},
+		{"not a node, no agent", func(r *Report) {
+			r.Kubeconfig, r.Kubelet.Error = KubeconfigFacts{}, "no kubelet config"
+			r.Agent.ActiveState, r.Agent.Lock = "inactive", LockAbsent
+		}, CheckAgent, Warn, "(not a Kubernetes node?)", ""},
+		// API access
+		{"access ok", func(*Report) {}, CheckAccess, OK,
+			"every request gnsh makes is allowed as system:node:node1 (7 checked by SelfSubjectAccessReview)", ""},
+		{"access: no binding", func(r *Report) {
+			r.Access = &AccessFacts{User: "stranger"}
+			for _, q := range GnshRequests("node1", true) {
+				r.Access.Denied = append(r.Access.Denied, Denial{APIRequest: q})
+			}
+		}, CheckAccess, Fail,
+			"as stranger the API server refuses get nodes/node1, patch nodes/node1, list pods (spec.nodeName=node1), watch pods (spec.nodeName=node1), " +
+				"create pods/eviction, create events in default: gnsh cannot drain this node; and get leases.coordination.k8s.io/node1 in kube-node-lease (gnsh does without it)",
+			"kubectl apply -f install/kubernetes/rbac.yaml and use its ServiceAccount gnsh (install/kubernetes/README.md), or bind its roles to this identity: " +
+				"kubectl create clusterrolebinding gnsh:drain:stranger --clusterrole=gnsh:drain --user=stranger and kubectl -n kube-node-lease create rolebinding " +
+				"gnsh:kubelet-check:stranger --role=gnsh:kubelet-check --user=stranger"},
+		{"access: a ServiceAccount without the Lease role", func(r *Report) {
+			rs := GnshRequests("node1", true)
+			r.Access = &AccessFacts{User: "system:serviceaccount:kube-system:gnsh", Allowed: rs[:5],
+				Denied: []Denial{{APIRequest: rs[5], Reason: "no RBAC rule"}}}
+		}, CheckAccess, Warn,
+			"as system:serviceaccount:kube-system:gnsh every request gnsh needs is allowed, but not get leases.coordination.k8s.io/node1 in kube-node-lease (no RBAC rule)",
+			"--serviceaccount=kube-system:gnsh"},
+		{"access: a node identity refused", func(r *Report) {
+			rs := GnshRequests("node1", false)
+			r.Access = &AccessFacts{User: "system:node:node1", Allowed: rs[1:], Denied: []Denial{{APIRequest: rs[0], Reason: "node 'node1' cannot read 'node1'"}}}
+		}, CheckAccess, Fail, "as system:node:node1 the API server refuses get nodes/node1 (node 'node1' cannot read 'node1')",
+			"allowed all of these by the Node authorizer: run kube-apiserver with --authorization-mode=Node,RBAC"},
+		{"access: user unknown, from the certificate", func(r *Report) { r.Access.User, r.Access.UserError = "", "404" }, CheckAccess, OK,
+			"allowed as system:node:node1", ""},
+		{"access: server does not answer reviews", func(r *Report) {
+			r.Access = &AccessFacts{Unknown: []Denial{{APIRequest: GnshRequests("node1", false)[0], Reason: "Unauthorized"}}}
+		}, CheckAccess, Warn, "cannot ask the API server (SelfSubjectAccessReview): Unauthorized", "API server answers"},
+		{"access: some not answered", func(r *Report) {
+			r.Access.Unknown = []Denial{{APIRequest: r.Access.Allowed[6], Reason: "timed out"}}
+			r.Access.Allowed = r.Access.Allowed[:6]
+		}, CheckAccess, Warn, "as system:node:node1, 6 requests allowed, not answered for create events in default: timed out", "again"},
+		{"access: not asked", func(r *Report) { r.Access = &AccessFacts{Error: "the API server did not answer within 5s"} }, CheckAccess, Warn,
+			"not checked: the API server did not answer within 5s", "see the kubeconfig and node checks"},
+		{"access: no kubeconfig", func(r *Report) { r.Kubeconfig, r.Access = KubeconfigFacts{}, &AccessFacts{Error: "no kubeconfig"} }, CheckAccess, Warn,
+			"not checked: no kubeconfig", ""},
 		// kubeconfig
 		{"kubeconfig ok", func(*Report) {}, CheckKubeconfig, OK, "/etc/kubernetes/kubelet.conf (mode 0600)", ""},
 		{"kubeconfig open", func(r *Report) { r.Kubeconfig.Mode = "0644" }, CheckKubeconfig, Fail, "has mode 0644", "chmod 0600 /etc/kubernetes/kubelet.conf"},
@@ -215,5 +303,20 @@ func TestDoctorStockDebian11(t *testing.T) {
 	}
 	if got := strings.Join(failed, ","); got != "systemd,kubelet inhibitor,InhibitDelayMaxSec,commands (root),commands (sudo)" || Failed(cs) != 5 {
 		t.Fatalf("failed checks: %s", got)
+	}
+}
+
+// The least InhibitDelayMaxSec that lets the agent drain for d: the
+// agent's own budget covers d with it, and not with a second less.
+func TestAgentDelayMaxFor(t *testing.T) {
+	for d, want := range map[time.Duration]time.Duration{
+		time.Second: 3 * time.Second, 10 * time.Second: 12 * time.Second, 18 * time.Second: 20 * time.Second,
+		19 * time.Second: 22 * time.Second, 30 * time.Second: 34 * time.Second, 5 * time.Minute: 334 * time.Second,
+		90*time.Second + 500*time.Millisecond: 101 * time.Second,
+	} {
+		got := AgentDelayMaxFor(d)
+		if got != want || agent.DrainBudget(got) < d || agent.DrainBudget(got-time.Second) >= d {
+			t.Errorf("AgentDelayMaxFor(%s) = %s (budget %s), want %s", d, got, agent.DrainBudget(got), want)
+		}
 	}
 }

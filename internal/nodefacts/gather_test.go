@@ -135,8 +135,15 @@ func TestGatherFakeBus(t *testing.T) {
 		t.Errorf("node %+v", n)
 	}
 	// The fake PID 1 has no GetUnit: the agent's state is unknown, with why.
-	if a := r.Agent; a.Unit != AgentUnit || a.ActiveState != "unknown" || a.Error == "" {
+	if a := r.Agent; a.Unit != AgentUnit || a.ActiveState != "unknown" || a.Error == "" || a.LockPath != AgentLockPath ||
+		a.Lock != LockAbsent || a.LockError != "" || a.Running {
 		t.Errorf("agent %+v", a)
+	}
+	if d := r.Drain; !d.Enabled || d.Timeout != "5m0s" || d.TimeoutSec != 300 {
+		t.Errorf("drain %+v", d)
+	}
+	if r.Access != nil {
+		t.Errorf("access asked without Sources.Access: %+v", r.Access)
 	}
 	// Doctor on this node: the gap of stock Debian 11.
 	var failed []string
@@ -145,7 +152,7 @@ func TestGatherFakeBus(t *testing.T) {
 			failed = append(failed, ch.Name)
 		}
 	}
-	if got := strings.Join(failed, ","); got != "systemd,InhibitDelayMaxSec,commands (root),commands (sudo),kubeconfig" {
+	if got := strings.Join(failed, ","); got != "systemd,InhibitDelayMaxSec,commands (root),commands (sudo),kubeconfig,agent" {
 		t.Errorf("failed checks %s", got)
 	}
 	// Only reads reached logind (the test's own Inhibit and ScheduleShutdown aside).

@@ -28,6 +28,8 @@ type KubeOptions struct {
 	HostID     *kube.HostID // this machine's IDs; kube.ReadHostID(Root) if nil
 	// Connect, if set, replaces loading the kubeconfig (tests).
 	Connect func(path string, timeout time.Duration) (kubernetes.Interface, *rest.Config, error)
+	// Reviewer, if set, replaces asking the client (tests).
+	Reviewer Reviewer
 }
 
 func (s *Sources) config() (config.Config, string, error) {
@@ -45,9 +47,19 @@ func (s *Sources) config() (config.Config, string, error) {
 	return cfg, p, nil
 }
 
-func gatherKube(ctx context.Context, s *Sources, kf *KubeconfigFacts, nf *NodeFacts) {
+// gatherKube finds the kubeconfig and reads the Node; with s.Access it
+// also reviews gnsh's requests into af (nil: not asked).
+func gatherKube(ctx context.Context, s *Sources, kf *KubeconfigFacts, nf *NodeFacts, df *DrainFacts, af *AccessFacts) {
 	cfg, cfgPath, err := s.config()
 	kf.Config, kf.ConfigError = cfgPath, errString(err)
+	if df != nil {
+		*df = DrainFacts{Enabled: cfg.Drain, Timeout: cfg.DrainTimeout.D().String(), TimeoutSec: cfg.DrainTimeout.D().Seconds()}
+	}
+	noAccess := func(why string) {
+		if af != nil {
+			af.Error = why
+		}
+	}
 	loc := kube.Locator{Kubeconfig: s.Kube.Kubeconfig, NodeName: s.Kube.Node, Getenv: s.getenv, Root: s.Root,
 		Hostname: s.Kube.Hostname, Timeout: cfg.APITimeout.D()}
 	if loc.Kubeconfig == "" {
@@ -62,24 +74,27 @@ func gatherKube(ctx context.Context, s *Sources, kf *KubeconfigFacts, nf *NodeFa
 	case errors.Is(err, kube.ErrNoKubeconfig):
 		kf.Error = "no kubeconfig found ($KUBECONFIG, " + kube.GnshKubeconfig + ", " + kube.KubeletKubeconfig + ")"
 		nf.Error = "no kubeconfig"
+		noAccess("no kubeconfig")
 		return
 	case errors.As(err, &ue):
 		kf.Found, kf.Path, kf.Error = true, ue.Path, err.Error()
 		nf.Error = "kubeconfig unreadable"
+		noAccess("kubeconfig unreadable")
 		return
 	case err != nil:
 		kf.Error = err.Error()
 		nf.Error = "no kubeconfig"
+		noAccess("no kubeconfig")
 		return
 	}
 	kf.Found, kf.Path = true, path
 	if fi, err := os.Stat(path); err == nil {
 		kf.Mode = fmt.Sprintf("%04o", fi.Mode().Perm())
 	}
-	gatherNode(ctx, s, &loc, cfg, path, nf)
+	gatherNode(ctx, s, &loc, cfg, path, nf, af)
 }
 
-func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.Config, path string, nf *NodeFacts) {
+func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.Config, path string, nf *NodeFacts, af *AccessFacts) {
 	timeout := cfg.APITimeout.D()
 	var c kubernetes.Interface
 	var rc *rest.Config
@@ -94,6 +109,9 @@ func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.C
 	}
 	if err != nil {
 		nf.Error = err.Error()
+		if af != nil {
+			af.Error = "cannot connect: " + err.Error()
+		}
 		return
 	}
 	if rc == nil {
@@ -112,6 +130,9 @@ func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.C
 		cancel()
 		if err != nil {
 			nf.Error = err.Error()
+			if af != nil {
+				af.Error = "node name unknown"
+			}
 			return
 		}
 		nf.Name, nf.NameFrom = name, "hostname"
@@ -119,12 +140,23 @@ func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.C
 	gctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	n, err := c.CoreV1().Nodes().Get(gctx, nf.Name, metav1.GetOptions{})
+	if af != nil {
+		if timedOut(err) {
+			af.Error = "the API server did not answer within " + timeout.String()
+		} else {
+			rv := s.Kube.Reviewer
+			if rv == nil {
+				rv = ClientReviewer{C: c}
+			}
+			*af = GatherAccess(ctx, rv, GnshRequests(nf.Name, cfg.Events), timeout)
+		}
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		nf.NotFound, nf.Error = true, fmt.Sprintf("the cluster has no Node %q", nf.Name)
 		return
 	case err != nil:
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		if timedOut(err) {
 			err = fmt.Errorf("the API server did not answer within %s: %w", timeout, err)
 		}
 		nf.Error = err.Error()
@@ -141,4 +173,8 @@ func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.C
 	}
 	same, why := kube.SameMachine(n, *h)
 	nf.SameMachine, nf.SameWhy = &same, why
+}
+
+func timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
 }

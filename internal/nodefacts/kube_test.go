@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/gnsh/gnsh/internal/kube"
 )
@@ -57,7 +60,7 @@ func TestGatherKubeRealClient(t *testing.T) {
 		Hostname: func() (string, error) { return "node1.example.com", nil }, HostID: &kube.HostID{MachineID: "other"}}}
 	var kf KubeconfigFacts
 	var nf NodeFacts
-	gatherKube(testCtx(t), s, &kf, &nf)
+	gatherKube(testCtx(t), s, &kf, &nf, nil, nil)
 	if !kf.Found || !strings.HasSuffix(kf.Path, "/etc/gnsh/kubeconfig") || kf.Mode != "0644" {
 		t.Errorf("kubeconfig %+v", kf)
 	}
@@ -96,10 +99,15 @@ func TestGatherKubeHungServer(t *testing.T) {
 	s := &Sources{Root: root, Getenv: envOf(nil)}
 	var kf KubeconfigFacts
 	var nf NodeFacts
+	var af AccessFacts
 	start := time.Now()
-	gatherKube(testCtx(t), s, &kf, &nf)
+	gatherKube(testCtx(t), s, &kf, &nf, nil, &af)
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("took %s", d)
+	}
+	// No reviews are sent to a server that did not answer the Node GET.
+	if af.Error != "the API server did not answer within 500ms" || len(af.Allowed)+len(af.Denied)+len(af.Unknown) != 0 {
+		t.Errorf("access %+v", af)
 	}
 	if !kf.Found || nf.Found || nf.NotFound || nf.Error == "" || nf.Name != "node1" || nf.NameFrom != "config" {
 		t.Errorf("kubeconfig %+v node %+v", kf, nf)
@@ -115,8 +123,39 @@ func TestGatherKubeBadConfig(t *testing.T) {
 	root := tree(t, map[string]string{"/etc/gnsh/config.yaml": "nod: node1\n"})
 	var kf KubeconfigFacts
 	var nf NodeFacts
-	gatherKube(testCtx(t), &Sources{Root: root, Getenv: envOf(nil)}, &kf, &nf)
+	gatherKube(testCtx(t), &Sources{Root: root, Getenv: envOf(nil)}, &kf, &nf, nil, nil)
 	if !strings.Contains(kf.ConfigError, `unknown key "nod"`) || kf.Found || nf.Error != "no kubeconfig" {
 		t.Errorf("kubeconfig %+v node %+v", kf, nf)
+	}
+}
+
+// With Access, gnsh's requests for the node are reviewed (the Events only
+// when the config posts them), whatever the Node GET answered; without a
+// kubeconfig nothing is asked.
+func TestGatherKubeAccess(t *testing.T) {
+	for _, tt := range []struct {
+		config string
+		n      int
+	}{{"node: node1\n", 7}, {"node: node1\nevents: false\ndrainTimeout: 90s\n", 6}} {
+		root := tree(t, map[string]string{"/etc/kubernetes/kubelet.conf": "apiVersion: v1\nkind: Config\n", "/etc/gnsh/config.yaml": tt.config})
+		rv := &fakeReviewer{user: "u"}
+		s := &Sources{Root: root, Getenv: envOf(nil), Kube: KubeOptions{Connect: connectTo(fake.NewClientset()), Reviewer: rv}}
+		var kf KubeconfigFacts
+		var nf NodeFacts
+		var df DrainFacts
+		var af AccessFacts
+		gatherKube(testCtx(t), s, &kf, &nf, &df, &af)
+		if !nf.NotFound || af.Error != "" || len(af.Denied) != tt.n || af.User != "u" || len(rv.seen) != tt.n ||
+			!slices.ContainsFunc(rv.seen, func(q APIRequest) bool { return q.String() == "patch nodes/node1" }) {
+			t.Errorf("%q: node %+v access %+v", tt.config, nf, af)
+		}
+		if !df.Enabled || (tt.n == 6) != (df.Timeout == "1m30s") {
+			t.Errorf("%q: drain %+v", tt.config, df)
+		}
+	}
+	var af AccessFacts
+	gatherKube(testCtx(t), &Sources{Root: t.TempDir(), Getenv: envOf(nil)}, &KubeconfigFacts{}, &NodeFacts{}, nil, &af)
+	if af.Error != "no kubeconfig" {
+		t.Errorf("access without kubeconfig %+v", af)
 	}
 }

@@ -37,7 +37,18 @@ type Report struct {
 	Commands   CommandFacts    `json:"commands"`
 	Kubeconfig KubeconfigFacts `json:"kubeconfig"`
 	Node       NodeFacts       `json:"node"`
+	Drain      DrainFacts      `json:"drain"`
 	Agent      AgentFacts      `json:"agent"`
+	// Access is asked only with Sources.Access (gnsh doctor): nil otherwise.
+	Access *AccessFacts `json:"access,omitempty"`
+}
+
+// DrainFacts is the drain as gnsh's config file sets it (the defaults
+// when the file is missing or invalid).
+type DrainFacts struct {
+	Enabled    bool    `json:"enabled"`
+	Timeout    string  `json:"timeout"` // drainTimeout, e.g. "5m0s"
+	TimeoutSec float64 `json:"timeoutSec"`
 }
 
 // SystemdFacts is PID 1.
@@ -186,7 +197,8 @@ type NodeFacts struct {
 	Error       string           `json:"error,omitempty"`
 }
 
-// AgentFacts is the node agent's unit as systemd reports it.
+// AgentFacts is the node agent: its unit as systemd reports it, and the
+// lock it holds while it runs.
 type AgentFacts struct {
 	Unit string `json:"unit"`
 	// ActiveState: "active", "inactive", "failed", … or "unknown" when
@@ -194,6 +206,14 @@ type AgentFacts struct {
 	ActiveState string `json:"activeState"`
 	LoadState   string `json:"loadState,omitempty"`
 	Error       string `json:"error,omitempty"`
+	// Lock is what ProbeAgentLock found at LockPath: "held" (an agent
+	// runs), "free", "absent", or "" with LockError.
+	LockPath  string `json:"lockPath"`
+	Lock      string `json:"lock,omitempty"`
+	LockError string `json:"lockError,omitempty"`
+	// Running: the unit is active (activating, reloading) or an agent
+	// holds the lock.
+	Running bool `json:"running"`
 }
 
 // Logind is the read-only part of the logind client.
@@ -233,6 +253,10 @@ type Sources struct {
 	KubeletConfig string
 	// Kube finds the kubeconfig and reads the Node; see KubeOptions.
 	Kube KubeOptions
+	// Access: also ask the API server (SelfSubjectAccessReview) whether
+	// each request gnsh makes is allowed (gnsh doctor). The API server
+	// stores no review, but it is a POST, so gnsh status does not.
+	Access bool
 }
 
 func (s *Sources) getenv(k string) string {
@@ -263,11 +287,18 @@ func Gather(ctx context.Context, s *Sources) *Report {
 	var wg sync.WaitGroup
 	wg.Go(func() { gatherSystemd(ctx, s, r) })
 	wg.Go(func() { gatherLogind(ctx, s, &r.Logind) })
-	wg.Go(func() { gatherKube(ctx, s, &r.Kubeconfig, &r.Node) })
+	if s.Access {
+		r.Access = &AccessFacts{}
+	}
+	wg.Go(func() { gatherKube(ctx, s, &r.Kubeconfig, &r.Node, &r.Drain, r.Access) })
 	r.LogindConf = ReadLogindConf(s.Root)
 	r.Kubelet = readKubelet(s)
 	r.Commands = resolveCommands(s)
 	wg.Wait()
+	r.Agent.LockPath = AgentLockPath
+	lock, err := ProbeAgentLock(s.path(AgentLockPath))
+	r.Agent.Lock, r.Agent.LockError = lock, errString(err)
+	r.Agent.Running = agentRunning(r.Agent)
 	return r
 }
 

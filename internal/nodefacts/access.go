@@ -1,0 +1,296 @@
+package nodefacts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// APIRequest is one kind of request gnsh sends to the API server, as a
+// SelfSubjectAccessReview asks about it.
+type APIRequest struct {
+	Verb        string `json:"verb"`
+	Group       string `json:"group,omitempty"`
+	Resource    string `json:"resource"`
+	Subresource string `json:"subresource,omitempty"`
+	Namespace   string `json:"namespace,omitempty"` // "" = every namespace (or cluster-scoped)
+	Name        string `json:"name,omitempty"`
+	// FieldSelector is the request's spec.nodeName selector: the Node
+	// authorizer lets a node list and watch pods only with it.
+	FieldSelector string `json:"fieldSelector,omitempty"`
+	// For says which of gnsh's steps sends it.
+	For string `json:"for"`
+	// Optional: gnsh does without it (a fallback), so a denial is a
+	// warning, not a failure.
+	Optional bool `json:"optional,omitempty"`
+}
+
+// String names the request as the doctor line does, e.g. "patch
+// nodes/node1", "list pods (spec.nodeName=node1)", "get
+// leases.coordination.k8s.io/node1 in kube-node-lease".
+func (q APIRequest) String() string {
+	res := q.Resource
+	if q.Group != "" {
+		res += "." + q.Group
+	}
+	if q.Subresource != "" {
+		res += "/" + q.Subresource
+	}
+	if q.Name != "" {
+		res += "/" + q.Name
+	}
+	s := q.Verb + " " + res
+	if q.FieldSelector != "" {
+		s += " (" + q.FieldSelector + ")"
+	}
+	if q.Namespace != "" {
+		s += " in " + q.Namespace
+	}
+	return s
+}
+
+// eventNamespace is where gnsh posts its Node Events (internal/drainer:
+// metav1.NamespaceDefault, as kubectl describe node reads them).
+const eventNamespace = metav1.NamespaceDefault
+
+// GnshRequests lists every kind of request gnsh sends about node: the
+// drain (internal/drain: cordon, pod list and watch, evictions, the
+// kubelet check), its Events (internal/drainer), and the agent's uncordon
+// after boot (internal/agent), the same calls again. Not listed: the list
+// of all Nodes that resolving the node name from the host name falls back
+// to when no Node is named like the host (the node check reports that).
+func GnshRequests(node string, events bool) []APIRequest {
+	pods := "spec.nodeName=" + node
+	rs := []APIRequest{
+		{Verb: "get", Resource: "nodes", Name: node, For: "read the Node (cordon, uncordon after boot)"},
+		{Verb: "patch", Resource: "nodes", Name: node, For: "cordon and uncordon"},
+		{Verb: "list", Resource: "pods", FieldSelector: pods, For: "list the node's pods"},
+		{Verb: "watch", Resource: "pods", FieldSelector: pods, For: "wait for evicted pods to go"},
+		// The pods' namespaces are not known ahead: in every namespace.
+		{Verb: "create", Resource: "pods", Subresource: "eviction", For: "evict pods (PodDisruptionBudgets honoured)"},
+		{Verb: "get", Group: "coordination.k8s.io", Resource: "leases", Namespace: corev1.NamespaceNodeLease, Name: node,
+			For: "check that the kubelet is alive (else the Node's Ready condition is used)", Optional: true},
+	}
+	if events {
+		rs = append(rs, APIRequest{Verb: "create", Resource: "events", Namespace: eventNamespace, For: "post Events about the Node"})
+	}
+	return rs
+}
+
+// AccessFacts is what the API server says gnsh's identity may do.
+type AccessFacts struct {
+	// User is the identity as the API server sees it (SelfSubjectReview);
+	// UserError why it could not be asked.
+	User      string `json:"user,omitempty"`
+	UserError string `json:"userError,omitempty"`
+	// Allowed and Denied are the requests of GnshRequests by answer;
+	// Unknown those whose review failed (Error of each).
+	Allowed []APIRequest `json:"allowed,omitempty"`
+	Denied  []Denial     `json:"denied,omitempty"`
+	Unknown []Denial     `json:"unknown,omitempty"`
+	// Error says why nothing was asked.
+	Error string `json:"error,omitempty"`
+}
+
+// Denial is a request the identity may not make, with the authorizers'
+// reason, or one the review of which failed.
+type Denial struct {
+	APIRequest
+	Reason string `json:"reason,omitempty"`
+}
+
+// Reviewer asks the API server about the identity of a client.
+type Reviewer interface {
+	// Review answers whether q is allowed, and the authorizers' reason.
+	Review(ctx context.Context, q APIRequest) (allowed bool, reason string, err error)
+	// WhoAmI returns the user name the API server authenticates.
+	WhoAmI(ctx context.Context) (string, error)
+}
+
+// ClientReviewer asks through a client: SelfSubjectAccessReview (with the
+// request's field selector, so the Node authorizer answers for a node's
+// pod list as it would for the list) and SelfSubjectReview. Neither
+// changes anything: the API server stores no review.
+type ClientReviewer struct{ C kubernetes.Interface }
+
+// Review implements Reviewer. The API server answers allowed, or not:
+// "denied" only when an authorizer says no outright, which the Node
+// authorizer and RBAC never do (they have "no opinion"); either way the
+// request would be refused with 403, so both count as not allowed.
+func (r ClientReviewer) Review(ctx context.Context, q APIRequest) (bool, string, error) {
+	ra := &authzv1.ResourceAttributes{Verb: q.Verb, Group: q.Group, Resource: q.Resource, Subresource: q.Subresource,
+		Namespace: q.Namespace, Name: q.Name}
+	if q.FieldSelector != "" {
+		ra.FieldSelector = &authzv1.FieldSelectorAttributes{RawSelector: q.FieldSelector}
+	}
+	ssar := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: ra}}
+	res, err := r.C.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, ssar, metav1.CreateOptions{})
+	if err != nil {
+		return false, "", err
+	}
+	reason := res.Status.Reason
+	if res.Status.EvaluationError != "" {
+		reason = strings.TrimSpace(reason + " (" + res.Status.EvaluationError + ")")
+	}
+	return res.Status.Allowed, reason, nil
+}
+
+// WhoAmI implements Reviewer.
+func (r ClientReviewer) WhoAmI(ctx context.Context) (string, error) {
+	res, err := r.C.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	return res.Status.UserInfo.Username, nil
+}
+
+// GatherAccess reviews every request side by side, each bounded by
+// timeout, and asks who the identity is.
+func GatherAccess(ctx context.Context, rv Reviewer, reqs []APIRequest, timeout time.Duration) AccessFacts {
+	var f AccessFacts
+	type answer struct {
+		allowed bool
+		reason  string
+		err     error
+	}
+	answers := make([]answer, len(reqs))
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		u, err := rv.WhoAmI(cctx)
+		f.User, f.UserError = u, errString(timeoutError(err, timeout))
+	})
+	for i, q := range reqs {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			a := &answers[i]
+			a.allowed, a.reason, a.err = rv.Review(cctx, q)
+			a.err = timeoutError(a.err, timeout)
+		})
+	}
+	wg.Wait()
+	for i, a := range answers {
+		switch {
+		case a.err != nil:
+			f.Unknown = append(f.Unknown, Denial{APIRequest: reqs[i], Reason: a.err.Error()})
+		case a.allowed:
+			f.Allowed = append(f.Allowed, reqs[i])
+		default:
+			f.Denied = append(f.Denied, Denial{APIRequest: reqs[i], Reason: a.reason})
+		}
+	}
+	return f
+}
+
+func timeoutError(err error, timeout time.Duration) error {
+	if err != nil && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("the API server did not answer within %s: %w", timeout, err)
+	}
+	return err
+}
+
+// CheckAccess: may gnsh's identity make every request gnsh makes?
+func CheckAccess(r *Report) Check {
+	c := Check{Name: "API access"}
+	a := r.Access
+	switch {
+	case a == nil || a.Error != "":
+		why := "no kubeconfig"
+		if a != nil {
+			why = a.Error
+		}
+		c.Verdict, c.Message = Warn, "not checked: "+why
+		if r.Kubeconfig.Found && r.Kubeconfig.Error == "" {
+			c.Fix = "see the kubeconfig and node checks"
+		}
+		return c
+	}
+	as := a.User
+	if as == "" {
+		as = "this kubeconfig's identity"
+		if n := r.Node.Name; n != "" && r.Node.NameFrom == "certificate" {
+			as = "system:node:" + n
+		}
+	}
+	var required, optional []string
+	for _, d := range a.Denied {
+		s := d.String()
+		if d.Reason != "" {
+			s += " (" + d.Reason + ")"
+		}
+		if d.Optional {
+			optional = append(optional, s)
+		} else {
+			required = append(required, s)
+		}
+	}
+	switch {
+	case len(required) > 0:
+		c.Verdict = Fail
+		c.Message = fmt.Sprintf("as %s the API server refuses %s: gnsh cannot drain this node", as, strings.Join(required, ", "))
+		if len(optional) > 0 {
+			c.Message += "; and " + strings.Join(optional, ", ") + " (gnsh does without it)"
+		}
+		c.Fix = accessFix(as)
+	case len(a.Unknown) > 0 && len(a.Allowed) == 0:
+		c.Verdict = Warn
+		c.Message = "cannot ask the API server (SelfSubjectAccessReview): " + a.Unknown[0].Reason
+		c.Fix = "check that the API server answers (see the node check)"
+	case len(a.Unknown) > 0:
+		var us []string
+		for _, u := range a.Unknown {
+			us = append(us, u.String()+": "+u.Reason)
+		}
+		c.Verdict = Warn
+		c.Message = fmt.Sprintf("as %s, %d requests allowed, not answered for %s", as, len(a.Allowed), strings.Join(us, "; "))
+		c.Fix = "run gnsh doctor again"
+	case len(optional) > 0:
+		c.Verdict = Warn
+		c.Message = fmt.Sprintf("as %s every request gnsh needs is allowed, but not %s: gnsh does without it, less precisely", as, strings.Join(optional, ", "))
+		c.Fix = accessFix(as)
+	default:
+		c.Verdict = OK
+		c.Message = fmt.Sprintf("every request gnsh makes is allowed as %s (%d checked by SelfSubjectAccessReview)", as, len(a.Allowed))
+	}
+	return c
+}
+
+// accessFix says how to grant gnsh's requests to user.
+func accessFix(user string) string {
+	if node, ok := strings.CutPrefix(user, "system:node:"); ok {
+		return "the kubelet's identity " + user + " is allowed all of these by the Node authorizer: run kube-apiserver with " +
+			"--authorization-mode=Node,RBAC (kubeadm's default), and check that the Node is named " + node
+	}
+	bind := "--user=" + user
+	if sa, ok := strings.CutPrefix(user, "system:serviceaccount:"); ok {
+		bind = "--serviceaccount=" + sa
+	}
+	return "kubectl apply -f install/kubernetes/rbac.yaml and use its ServiceAccount gnsh (install/kubernetes/README.md), " +
+		"or bind its roles to this identity: kubectl create clusterrolebinding gnsh:drain:" + sanitize(user) +
+		" --clusterrole=gnsh:drain " + bind + " and kubectl -n kube-node-lease create rolebinding gnsh:kubelet-check:" +
+		sanitize(user) + " --role=gnsh:kubelet-check " + bind
+}
+
+// sanitize makes a user name usable in an object name.
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '.':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r - 'A' + 'a'
+		}
+		return '-'
+	}, s)
+}
