@@ -230,8 +230,12 @@ func CheckInhibitDelay(r *Report) Check {
 		budget = agent.DrainBudget(time.Duration(min(have, 1e9) * float64(time.Second))).Seconds()
 	}
 	need := max(want, gnshWant)
-	fix := fmt.Sprintf("write [Login] InhibitDelayMaxSec=%.0f to %s (sorts after %s), then systemctl kill -s HUP systemd-logind",
-		math.Ceil(need), laterDropIn(conf.EffectiveFile), filepath.Base(setBy))
+	sortsAfter := ""
+	if conf.EffectiveFile != "" {
+		sortsAfter = " (sorts after " + filepath.Base(conf.EffectiveFile) + ")"
+	}
+	fix := fmt.Sprintf("write [Login] InhibitDelayMaxSec=%.0f to %s%s, then systemctl kill -s HUP systemd-logind",
+		math.Ceil(need), laterDropIn(conf.EffectiveFile), sortsAfter)
 	sideBySide := ""
 	if gnshWant > 0 && want > 0 {
 		sideBySide = fmt.Sprintf("; kubelet's lock and gnsh's run side by side from PrepareForShutdown, so logind waits for the longer (%s), not the sum",

@@ -138,7 +138,8 @@ func TestChecks(t *testing.T) {
 		{"from logind.conf when logind is down", func(r *Report) {
 			r.Logind = LogindFacts{Error: "down"}
 			r.LogindConf = LogindConfFacts{Effective: "5s", EffectiveSec: 5}
-		}, CheckInhibitDelay, Fail, "5s (logind.conf, set by logind's default) is below kubelet's 1m0s", "zz-gnsh-inhibit-delay.conf"},
+		}, CheckInhibitDelay, Fail, "5s (logind.conf, set by logind's default) is below kubelet's 1m0s",
+			"write [Login] InhibitDelayMaxSec=60 to /etc/systemd/logind.conf.d/zz-gnsh-inhibit-delay.conf, then"},
 		{"infinity", func(r *Report) {
 			r.Logind.InhibitDelayMax, r.Logind.InhibitDelayMaxSec = "infinity", -1
 			r.LogindConf.EffectiveSec = -1
