@@ -256,8 +256,13 @@ func CheckAccess(r *Report) Check {
 		c.Message = fmt.Sprintf("as %s, %d requests allowed, not answered for %s", as, len(a.Allowed), strings.Join(us, "; "))
 		c.Fix = "run gnsh doctor again"
 	case len(optional) > 0:
+		var why []string
+		for _, d := range a.Denied {
+			why = append(why, d.For)
+		}
 		c.Verdict = Warn
-		c.Message = fmt.Sprintf("as %s every request gnsh needs is allowed, but not %s: gnsh does without it, less precisely", as, strings.Join(optional, ", "))
+		c.Message = fmt.Sprintf("as %s every request gnsh needs is allowed, but not %s: gnsh does without it (%s)",
+			as, strings.Join(optional, ", "), strings.Join(why, "; "))
 		c.Fix = accessFix(as)
 	default:
 		c.Verdict = OK
