@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/gnsh/gnsh/internal/logind"
+	"github.com/gnsh/gnsh/internal/logind/logindtest"
 	"github.com/gnsh/gnsh/test/internal/controlplane"
 	"github.com/gnsh/gnsh/test/internal/kwok"
 	"github.com/gnsh/gnsh/test/internal/rig"
@@ -162,4 +165,66 @@ func TestDoctorAPIAccess(t *testing.T) {
 			}
 		}
 	})
+}
+
+// The agent check with the real binary: systemd cannot say (the fake PID 1
+// has no GetUnit), so the agent's lock in /run decides whether it runs,
+// and logind's inhibitors whether it guards shutdowns.
+func TestDoctorAgent(t *testing.T) {
+	need(t)
+	b := newLogind(t)
+	b.bus.StartSystemd(t, logindtest.SystemdOptions{})
+	runDir := t.TempDir()
+	env := []string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address(), "GNSH_CONFIG=" + writeConfig(t, "")}
+	agentLine := func() string {
+		t.Helper()
+		r := rig.Run(t, rig.Spec{Env: env, RunDir: runDir, Hide: []string{"/etc/kubernetes", "/etc/gnsh"},
+			Argv: []string{filepath.Join(binDir, "gnsh"), "doctor", "--kubeconfig", writeConfig(t, "apiVersion: v1\nkind: Config\n")}})
+		lines := strings.Split(strings.TrimSuffix(r.Stdout, "\n"), "\n")
+		if len(lines) != 12 || !strings.Contains(lines[11], "  agent  ") {
+			t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+		}
+		t.Logf("%s", lines[11])
+		return lines[11]
+	}
+	const unknown = "gnsh.service: state unknown (Unknown method GetUnit or interface org.freedesktop.systemd1.Manager.)"
+
+	// No lock file in /run: no agent has run since boot.
+	if got, want := agentLine(), "fail  agent                 "+unknown+", no agent holds /run/gnsh/agent.lock: nothing uncordons"; !strings.HasPrefix(got, want) {
+		t.Errorf("got  %s\nwant %s…", got, want)
+	}
+	// An agent holds its lock (as the agent will: an exclusive flock for
+	// its lifetime), but no delay lock on shutdown yet.
+	if err := os.MkdirAll(filepath.Join(runDir, "gnsh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(runDir, "gnsh", "agent.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := agentLine(), "warn  agent                 the agent runs ("+unknown+") but holds no delay lock on shutdown (who gnsh)"; !strings.HasPrefix(got, want) {
+		t.Errorf("got  %s\nwant %s…", got, want)
+	}
+	// Its delay lock, as the agent takes it.
+	c, err := logind.Dial(ctxFor(t, time.Minute), b.bus.Address(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lock, err := c.Logind().Inhibit(ctxFor(t, time.Minute), "shutdown", "gnsh", "drain the node before shutdown", "delay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if got, want := agentLine(), "ok    agent                 the agent runs ("+unknown+") and holds its delay lock on shutdown (who gnsh)"; got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	// The probe left the agent's lock alone.
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Errorf("agent lock: %v", err)
+	}
 }
