@@ -126,3 +126,7 @@ func (d *Drainer) AgentRunning() bool {
 	ok, _ := AgentRunning(d.lockDir())
 	return ok
 }
+
+// HoldAgentLock takes the agent's lock in this drainer's lock directory
+// (for gnsh agent).
+func (d *Drainer) HoldAgentLock() (*AgentLock, error) { return HoldAgentLock(d.lockDir()) }

@@ -44,8 +44,8 @@ type Drainer struct {
 
 	ConfigPath string // config.Path, or $GNSH_CONFIG, if empty
 	LockDir    string // DefaultLockDir if empty
-	// KubeRoot prefixes the well-known kubeconfig paths and this machine's
-	// ID files (tests only).
+	// KubeRoot prefixes the well-known kubeconfig paths, this machine's
+	// ID files and logind's schedule file (tests only).
 	KubeRoot   string
 	Kubeconfig string // --kubeconfig (subcommands); overrides the config
 	Node       string // --node (subcommands); overrides the config
