@@ -13,7 +13,9 @@ package agent
 // cordon record), within what is left before logind acts less a margin;
 // once per schedule, and not if the wrapper already did. When the schedule
 // is cancelled, or moved beyond the drain timeout, it undoes gnsh's cordon
-// for it (never an admin's). The drain leaves the marker with the
+// for it (never an admin's). A dry run (shutdown -k) looks like a real
+// schedule to logind's readers: the wrapper notes it (drainer.DryRunAt)
+// and the follower leaves it alone. The drain leaves the marker with the
 // schedule's deadline, so the shutdown guard does not drain again when
 // logind acts.
 
@@ -86,6 +88,10 @@ type ScheduleFollower struct {
 	// Drained, if set, reports whether gnsh already drained for the
 	// schedule at (the marker: the wrapper, for a near schedule).
 	Drained func(at time.Time) bool
+	// DryRun, if set, reports whether the schedule for at is a dry run
+	// (shutdown -k) that the wrapper noted (drainer.DryRunAt): logind's
+	// readers show a dry run as a real schedule.
+	DryRun func(at time.Time) bool
 	// Drain drains ahead of the shutdown action scheduled for at, within
 	// budget (drainer.DrainForSchedule).
 	Drain func(ctx context.Context, action string, at time.Time, budget time.Duration) error
@@ -168,6 +174,7 @@ type follow struct {
 	cur       *schedule // the schedule that stands, as last read
 	preparing bool      // logind is preparing for (or carrying out) a shutdown
 	readErr   string    // the last read error logged
+	ignored   string    // the key of the schedule last said to be ignored
 
 	tried string    // the key of the schedule drained for (or given up on)
 	resp  *schedule // the schedule whose cordon this follower answers for
@@ -278,9 +285,19 @@ func (w *follow) observe(ctx context.Context, file string) {
 	default:
 		s = &schedule{action: ls.Type, at: at, usec: ls.USec}
 	}
-	if s != nil && !slices.Contains(drainActions, s.action) {
-		if w.cur == nil || w.cur.key() != s.key() {
+	switch {
+	case s == nil:
+	case !slices.Contains(drainActions, s.action):
+		if s.key() != w.ignored {
 			f.say("a %s is scheduled for %s: not draining for it (not a shutdown of this boot)", s.action, s.when())
+			w.ignored = s.key()
+		}
+		s = nil
+	case f.DryRun != nil && f.DryRun(s.at):
+		if s.key() != w.ignored {
+			f.say("a dry run (shutdown -k) is scheduled for %s: nothing to drain for", s.when())
+			f.status("idle: a dry run (shutdown -k) is scheduled for " + s.when())
+			w.ignored = s.key()
 		}
 		s = nil
 	}

@@ -36,6 +36,7 @@ type followerFixture struct {
 	undos     []string
 	undoErr   error
 	wrapperAt time.Time // Drained reports true for this schedule
+	dryAt     time.Time // DryRun reports true for this schedule
 }
 
 type drainCall struct {
@@ -67,6 +68,11 @@ func startFollower(t *testing.T, setup func(*followerFixture)) *followerFixture 
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			return at.Equal(f.wrapperAt)
+		},
+		DryRun: func(at time.Time) bool {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return at.Equal(f.dryAt)
 		},
 		Drain: func(_ context.Context, action string, at time.Time, budget time.Duration) error {
 			f.mu.Lock()
@@ -315,6 +321,25 @@ func TestFollowerIgnores(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A dry run the wrapper noted is not drained for; a real schedule that
+// replaces it is.
+func TestFollowerDryRunNoted(t *testing.T) {
+	at := s0.Add(time.Minute)
+	f := startFollower(t, func(f *followerFixture) { f.dryAt = at })
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
+	f.to(t, s0.Add(time.Second))
+	f.to(t, s0.Add(2*time.Second))
+	if d, _ := f.calls(); len(d) != 0 {
+		t.Fatalf("drained ahead of a dry run: %+v", d)
+	}
+	if n := strings.Count(f.out.String(), "a dry run (shutdown -k) is scheduled for "); n != 1 {
+		t.Errorf("%d lines about the dry run:\n%s", n, f.out)
+	}
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at.Add(time.Second))})
+	f.to(t, f.clk.Now())
+	f.drained(t, 1)
 }
 
 // Without the property (v219, or no bus), the file alone is followed.

@@ -416,8 +416,10 @@ func (c *cancelRun) Finish(ctx context.Context, err error) {
 	if err != nil {
 		return
 	}
-	// A drain the marker records was for the cancelled shutdown.
+	// A drain the marker records was for the cancelled shutdown; a dry run
+	// noted is gone too.
 	c.d.RemoveMarker()
+	c.d.forgetDryRun()
 	if c.req.Drain.Skip {
 		return
 	}

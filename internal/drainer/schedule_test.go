@@ -257,3 +257,36 @@ func TestUndoScheduleCordonWaitsForTheLock(t *testing.T) {
 		t.Fatalf("with the lock held: %v", err)
 	}
 }
+
+// shutdown -k TIME: the wrapper notes the dry run for the agent; a real
+// request or a cancel drops the note.
+func TestDryRunNote(t *testing.T) {
+	for _, next := range []string{"real schedule", "cancel"} {
+		f := newFakeNode(false, nil, "web-1")
+		d := newDrainer(t, f, "")
+		at := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+		d.NoteDryRun(legacy.Usec(at))
+		if !d.DryRunAt(at) || d.DryRunAt(at.Add(time.Second)) {
+			t.Fatal("DryRunAt does not name the dry run")
+		}
+		if fi, err := os.Lstat(filepath.Join(d.LockDir, DryRunName)); err != nil || fi.Mode() != 0o644 {
+			t.Errorf("note: %v, %v", fi, err)
+		}
+		d2 := newDrainer(t, f, "")
+		d2.LockDir = d.LockDir
+		if d2.BootID = "boot-2"; d2.DryRunAt(at) {
+			t.Error("a note of another boot counts")
+		}
+		req := reboot()
+		req.Command, req.When = "shutdown", legacy.Usec(at)
+		if next == "cancel" {
+			req = cancelReq()
+		}
+		if err := d.handOff(t, req, nil); err != nil {
+			t.Fatal(err)
+		}
+		if d.DryRunAt(at) {
+			t.Errorf("%s: the dry run's note stays", next)
+		}
+	}
+}

@@ -32,19 +32,25 @@ type Marker struct {
 	Deadline *time.Time `json:"deadline,omitempty"`
 }
 
-// writeMarker writes the marker for a drained shutdown: a temporary file
-// made with O_EXCL|O_NOFOLLOW, 0644, renamed over MarkerName. A failure
-// costs only a second drain by the agent, so it is a debug line.
+// writeMarker writes the marker for a drained shutdown (deadline: the
+// schedule's time, for a drain ahead of one). A failure costs only a
+// second drain by the agent, so it is a debug line.
 func (d *Drainer) writeMarker(action string, deadline *time.Time) error {
-	dir := d.lockDir()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	data, err := json.Marshal(Marker{BootID: d.bootID(), Action: action, Time: d.now().UTC(), Deadline: deadline})
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, fmt.Sprintf(".%s.%d", MarkerName, os.Getpid()))
+	return d.writeRunFile(MarkerName, data)
+}
+
+// writeRunFile writes name in the lock directory: a temporary file made
+// with O_EXCL|O_NOFOLLOW, 0644, renamed over name.
+func (d *Drainer) writeRunFile(name string, data []byte) error {
+	dir := d.lockDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, fmt.Sprintf(".%s.%d", name, os.Getpid()))
 	_ = os.Remove(tmp)
 	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err != nil {
@@ -59,7 +65,7 @@ func (d *Drainer) writeMarker(action string, deadline *time.Time) error {
 		err = os.Chmod(tmp, 0o644) // whatever the umask
 	}
 	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, MarkerName))
+		err = os.Rename(tmp, filepath.Join(dir, name))
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
@@ -67,17 +73,52 @@ func (d *Drainer) writeMarker(action string, deadline *time.Time) error {
 	return err
 }
 
+// readRunFile decodes the JSON in name in the lock directory, never
+// following a symlink.
+func (d *Drainer) readRunFile(name string, v any) error {
+	path := filepath.Join(d.lockDir(), name)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	return json.NewDecoder(f).Decode(v)
+}
+
+// DryRunName is the file, in the lock directory, where the wrapper notes
+// a dry run (shutdown -k TIME) it had logind schedule: logind shows it as
+// a real schedule, and the node agent must not drain ahead of it.
+const DryRunName = "dry-run"
+
+type dryRun struct {
+	BootID string `json:"bootID"`
+	USec   uint64 `json:"usec"`
+}
+
+// NoteDryRun is handoff.DryRunNoter: it notes the dry run scheduled for
+// usec (a failure only costs a drain by the agent ahead of it).
+func (d *Drainer) NoteDryRun(usec uint64) {
+	data, _ := json.Marshal(dryRun{BootID: d.bootID(), USec: usec})
+	_ = d.writeRunFile(DryRunName, data)
+}
+
+// DryRunAt reports whether the wrapper noted, in this boot, that the
+// schedule for at is a dry run. (For the node agent.)
+func (d *Drainer) DryRunAt(at time.Time) bool {
+	var dr dryRun
+	return d.readRunFile(DryRunName, &dr) == nil && dr.BootID == d.bootID() && dr.USec == uint64(at.UnixMicro())
+}
+
+// forgetDryRun drops the note: a real request (or a cancel) replaced the
+// dry run in logind.
+func (d *Drainer) forgetDryRun() { _ = os.Remove(filepath.Join(d.lockDir(), DryRunName)) }
+
 // ReadMarker reads the marker in the lock directory; os.ErrNotExist if
 // there is none. (For the node agent.)
 func (d *Drainer) ReadMarker() (Marker, error) {
 	var m Marker
-	fd, err := unix.Open(filepath.Join(d.lockDir(), MarkerName), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return m, &os.PathError{Op: "open", Path: filepath.Join(d.lockDir(), MarkerName), Err: err}
-	}
-	f := os.NewFile(uintptr(fd), MarkerName)
-	defer f.Close()
-	err = json.NewDecoder(f).Decode(&m)
+	err := d.readRunFile(MarkerName, &m)
 	return m, err
 }
 

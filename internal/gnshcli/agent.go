@@ -53,11 +53,11 @@ func agentCommand(code *int, env *dispatch.Env) *cli.Command {
 			"once, with the wrapper's cordon record for a schedule, to end 5 s before logind\n" +
 			"acts, and writes /run/gnsh/drained with the deadline so that PrepareForShutdown\n" +
 			"then is not drained for twice. Not if the wrapper drained for that schedule\n" +
-			"already; dry runs (shutdown -k) and soft-reboot are not drained for. If the\n" +
-			"schedule is cancelled, or moved beyond drainTimeout, it undoes gnsh's cordon for\n" +
-			"it (never an admin's). While it runs it holds an flock on /run/gnsh/agent.lock:\n" +
-			"the wrapper says whether the agent will drain a far schedule; a second agent\n" +
-			"exits with status 1.\n" +
+			"already; dry runs (shutdown -k, noted by the wrapper in /run/gnsh/dry-run) and\n" +
+			"soft-reboot are not drained for. If the schedule is cancelled, or moved beyond\n" +
+			"drainTimeout, it undoes gnsh's cordon for it (never an admin's). While it runs\n" +
+			"it holds an flock on /run/gnsh/agent.lock: the wrapper says whether the agent\n" +
+			"will drain a far schedule; a second agent exits with status 1.\n" +
 			"\n" +
 			"It tells systemd READY=1 at once (it never delays boot) and its\n" +
 			"state in STATUS=. SIGTERM or SIGINT ends it with exit status 0. Logs go to stderr\n" +
@@ -224,6 +224,7 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 			File:         filepath.Join(d.KubeRoot, agent.DefaultScheduleFile),
 			DrainTimeout: cfg.DrainTimeout.D(),
 			Drained:      d.ScheduleDrained,
+			DryRun:       d.DryRunAt,
 			Drain: func(ctx context.Context, action string, at time.Time, budget time.Duration) error {
 				_, err := d.DrainForSchedule(ctx, action, at, budget)
 				return err

@@ -415,7 +415,7 @@ func testAgent503(t *testing.T, k *cluster) {
 // follows logind's schedule file in its /run, drains drainTimeout before
 // the deadline, with the wrapper's record for a schedule, and ends before
 // it; cancelling the schedule (as systemctl or busctl would, bypassing the
-// wrapper) uncordons.
+// wrapper) uncordons. A dry run before it is left alone.
 func testAgentSchedule(t *testing.T, k *cluster) {
 	n := k.newNode(t, "ag-sched")
 	n.replicaSet("web", 2, podOpts{})
@@ -427,8 +427,16 @@ func testAgentSchedule(t *testing.T, k *cluster) {
 	a := startAgentIn(t, runDir, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address()}, env...))
 	a.waitStatus("STATUS=nothing to uncordon after boot", 30*time.Second)
 
+	// A dry run: logind's readers show it as a real schedule; the wrapper
+	// notes it in /run/gnsh, and the agent leaves it alone.
+	r := waitCmd(t, startCmd(t, bus, env, runDir, "shutdown", "-k", "+1"), "shutdown", "-k", "+1")
+	if r.Code != 0 {
+		t.Fatalf("shutdown -k +1: exit %d", r.Code)
+	}
+	a.waitStatus("STATUS=idle: a dry run (shutdown -k) is scheduled for ", 30*time.Second)
+
 	// The wrapper, in the same /run, sees the agent's lock.
-	r := waitCmd(t, startCmd(t, bus, env, runDir, "shutdown", "-r", "+30"), "shutdown", "-r", "+30")
+	r = waitCmd(t, startCmd(t, bus, env, runDir, "shutdown", "-r", "+30"), "shutdown", "-r", "+30")
 	if r.Code != 0 || !regexp.MustCompile(`^gnsh: not draining now: the reboot is due in (29m59s|30m0s), beyond the drain timeout \(10s\); the node agent \(gnsh\.service\) will drain the node at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(10s before it\)\n`).MatchString(r.Stderr) {
 		t.Errorf("shutdown -r +30: exit %d, stderr %q", r.Code, r.Stderr)
 	}
