@@ -289,4 +289,10 @@ func TestDryRunNote(t *testing.T) {
 			t.Errorf("%s: the dry run's note stays", next)
 		}
 	}
+	// Not a Kubernetes node: nothing is written.
+	d := newDrainer(t, nil, "")
+	d.NoteDryRun(legacy.Usec(time.Now().Add(time.Hour)))
+	if _, err := os.Lstat(d.LockDir); !os.IsNotExist(err) {
+		t.Errorf("without a kubeconfig: %v", err)
+	}
 }

@@ -96,9 +96,14 @@ type dryRun struct {
 	USec   uint64 `json:"usec"`
 }
 
-// NoteDryRun is handoff.DryRunNoter: it notes the dry run scheduled for
-// usec (a failure only costs a drain by the agent ahead of it).
+// NoteDryRun is handoff.DryRunNoter: on a Kubernetes node (a kubeconfig
+// is found; elsewhere nothing changes) it notes the dry run scheduled for
+// usec. A failure only costs a drain by the agent ahead of it.
 func (d *Drainer) NoteDryRun(usec uint64) {
+	r := newRun(d, forShutdown, "dry run")
+	if r.loadConfig(nil) != nil || !r.cfg.Drain || !r.isNode() {
+		return
+	}
 	data, _ := json.Marshal(dryRun{BootID: d.bootID(), USec: usec})
 	_ = d.writeRunFile(DryRunName, data)
 }
