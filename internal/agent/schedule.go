@@ -312,9 +312,11 @@ func (w *follow) observe(ctx context.Context, file string) {
 			f.say("a %s is scheduled for %s, within drainTimeout (%s)", s.action, s.when(), f.DrainTimeout)
 		}
 	case s == nil && w.cur != nil:
-		if w.preparing {
+		switch {
+		case w.preparing:
 			f.say("the scheduled %s for %s is under way", w.cur.action, w.cur.when())
-		} else {
+		case w.resp == nil && w.drain == nil:
+			// Else the undo's line says it.
 			f.say("the scheduled %s for %s was cancelled", w.cur.action, w.cur.when())
 			f.status("idle: the scheduled " + w.cur.action + " was cancelled")
 		}
@@ -403,7 +405,7 @@ func (w *follow) drained(err error) {
 		f.say("not draining ahead of the scheduled %s yet: %v", s.action, err)
 		return // tried again at the next look
 	default:
-		f.say("drain ahead of the scheduled %s for %s ended: %v; the shutdown guard drains again when systemd-logind acts", s.action, s.when(), err)
+		f.say("drain ahead of the scheduled %s for %s ended: %v", s.action, s.when(), err)
 		f.status(fmt.Sprintf("drain ahead of the scheduled %s for %s ended: %v", s.action, s.when(), err))
 	}
 	w.tried, w.resp = s.key(), s

@@ -569,3 +569,33 @@ func TestScheduleCancelUndoesOnlyGnshCordon(t *testing.T) {
 		})
 	}
 }
+
+// A drain that fails (say, a PDB) is not tried again for that schedule;
+// one that found the drain lock held is, at the next look.
+func TestFollowerDrainOutcomes(t *testing.T) {
+	f := startFollower(t, func(f *followerFixture) { f.drainErr = &drainer.HeldError{} })
+	at := s0.Add(3 * time.Minute)
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
+	f.to(t, s0.Add(time.Second))
+	eventually(t, f.out, "the lock-held line", func() bool { return strings.Contains(f.out.String(), "not draining ahead of the scheduled reboot yet: ") })
+	f.idle(t)
+	f.mu.Lock()
+	f.drainErr = errors.New("blocked by a PodDisruptionBudget")
+	f.mu.Unlock()
+	f.to(t, f.clk.Now())
+	eventually(t, f.out, "the failed drain", func() bool { return strings.Contains(f.out.String(), "ended: blocked by a PodDisruptionBudget") })
+	f.idle(t)
+	n, _ := f.calls()
+	for i := 0; i < 3; i++ {
+		f.to(t, f.clk.Now().Add(DefaultScheduleReread))
+	}
+	if d, _ := f.calls(); len(d) != len(n) || len(n) < 2 {
+		t.Errorf("drains %d then %d; want one retry after the held lock and none after the failure; log:\n%s", len(n), len(d), f.out)
+	}
+	// Its cordon (if any) still goes with the schedule.
+	f.set(t, LogindSchedule{})
+	f.to(t, f.clk.Now())
+	if _, u := f.calls(); len(u) != 1 {
+		t.Errorf("undos %q", u)
+	}
+}
