@@ -577,7 +577,9 @@ func TestFollowerDrainOutcomes(t *testing.T) {
 	at := s0.Add(3 * time.Minute)
 	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
 	f.to(t, s0.Add(time.Second))
-	eventually(t, f.out, "the lock-held line", func() bool { return strings.Contains(f.out.String(), "not draining ahead of the scheduled reboot yet: ") })
+	eventually(t, f.out, "the lock-held line", func() bool {
+		return strings.Contains(f.out.String(), "not draining ahead of the scheduled reboot yet: ")
+	})
 	f.idle(t)
 	f.mu.Lock()
 	f.drainErr = errors.New("blocked by a PodDisruptionBudget")
