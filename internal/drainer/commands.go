@@ -175,7 +175,8 @@ func (d *Drainer) Describe(req *legacy.Request) string {
 	case req.Force != 0:
 		return fmt.Sprintf("cordon only, best effort within %s, no drain (kubeconfig %s)", r.cfg.ForceCordonTimeout.D(), path)
 	case req.When > 0 && req.DueIn(d.now()) > timeout:
-		return fmt.Sprintf("none now: due beyond the drain timeout (%s); not drained before it unless 'gnsh drain' is run", timeout)
+		return fmt.Sprintf("none now: due beyond the drain timeout (%s); the node agent (gnsh.service), if it runs, drains %s before it (the config file's drainTimeout), else run 'gnsh drain'",
+			timeout, r.agentTimeout)
 	}
 	return fmt.Sprintf("cordon, evict, wait up to %s, then the calls; not drained in time: %s; API server unreachable or failing, Node not this machine's, kubelet down: a warning, then the calls (kubeconfig %s)",
 		timeout, onBlock, path)

@@ -44,8 +44,8 @@ type Drainer struct {
 
 	ConfigPath string // config.Path, or $GNSH_CONFIG, if empty
 	LockDir    string // DefaultLockDir if empty
-	// KubeRoot prefixes the well-known kubeconfig paths and this machine's
-	// ID files (tests only).
+	// KubeRoot prefixes the well-known kubeconfig paths, this machine's
+	// ID files and logind's schedule file (tests only).
 	KubeRoot   string
 	Kubeconfig string // --kubeconfig (subcommands); overrides the config
 	Node       string // --node (subcommands); overrides the config
@@ -60,7 +60,10 @@ type Drainer struct {
 	Connect func(ctx context.Context) (kubernetes.Interface, string, error)
 }
 
-var _ handoff.Preparer = (*Drainer)(nil)
+var (
+	_ handoff.Preparer    = (*Drainer)(nil)
+	_ handoff.DryRunNoter = (*Drainer)(nil)
+)
 
 func (d *Drainer) getenv(k string) string {
 	if d.Getenv == nil {
@@ -135,6 +138,11 @@ func (d *Drainer) locator(cfg config.Config) kube.Locator {
 // Prepare is handoff.Preparer: it drains before the hand-off. The returned
 // run holds the lock, the cordon and the signal mode until Finish.
 func (d *Drainer) Prepare(ctx context.Context, req *legacy.Request) (handoff.Prepared, error) {
+	if req.Action != legacy.Cancel {
+		// logind drops a dry run when it takes another request (the
+		// cancel drops it once logind has cancelled).
+		d.forgetDryRun()
+	}
 	switch {
 	case req.Action == legacy.Cancel:
 		return &cancelRun{d: d, req: req}, nil

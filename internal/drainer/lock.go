@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -73,21 +72,12 @@ type Lock struct{ f *os.File }
 // and must not be a symlink; the file is opened without following
 // symlinks and created 0644.
 func Acquire(dir string, h Holder) (*Lock, error) {
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, &lockError{err}
-	}
-	if fi, err := os.Lstat(dir); err != nil {
-		return nil, &lockError{err}
-	} else if !fi.IsDir() {
-		return nil, &lockError{fmt.Errorf("%s is not a directory", dir)}
-	}
-	path := filepath.Join(dir, "drain.lock")
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	f, err := openInLockDir(dir, "drain.lock", unix.O_RDWR|unix.O_CREAT)
 	if err != nil {
-		return nil, &lockError{&os.PathError{Op: "open", Path: path, Err: err}}
+		return nil, &lockError{err}
 	}
-	f := os.NewFile(uintptr(fd), path)
-	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	path := f.Name()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		defer f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, &HeldError{Holder: readHolder(f)}

@@ -238,6 +238,24 @@ func (r *run) sayAlreadyCordoned(n *corev1.Node) {
 	r.info("%s was already cordoned, not by gnsh; that cordon stays", n.Name)
 }
 
+// tellFar says why a shutdown scheduled for at, due beyond the drain
+// timeout, is not drained now, and what will drain it: the node agent
+// (gnsh.service) if it runs, drainTimeout (the config file's) ahead of it;
+// else nothing.
+func (r *run) tellFar(at time.Time, due time.Duration) {
+	head := fmt.Sprintf("not draining now: the %s is due in %s, beyond the drain timeout (%s)", r.verb, roundDue(due), r.cfg.DrainTimeout.D())
+	if !r.d.AgentRunning() {
+		r.info("%s, and the node agent (gnsh.service) is not running: nothing will drain the node before it; run 'gnsh drain' before it, or start the agent (systemctl enable --now gnsh)", head)
+		return
+	}
+	start := at.Add(-r.agentTimeout)
+	if !start.After(r.d.now()) {
+		r.info("%s; the node agent (gnsh.service) will drain the node now (its drain timeout is %s)", head, r.agentTimeout)
+		return
+	}
+	r.info("%s; the node agent (gnsh.service) will drain the node at %s (%s before it)", head, start.Local().Format("2006-01-02 15:04:05 MST"), r.agentTimeout)
+}
+
 // roundDue is a due time for a line: whole seconds.
 func roundDue(d time.Duration) time.Duration { return d.Round(time.Second) }
 

@@ -15,10 +15,13 @@ const (
 	kubeletDown                  // pods evicted, but no kubelet to finish them
 	blocked                      // not drained within the drain timeout (PDBs, slow pods)
 	interrupted                  // SIGINT or SIGTERM
+	// drainedBefore: gnsh's cordon for this very schedule already stands
+	// (only the agent's drain ahead of a schedule looks for it).
+	drainedBefore
 )
 
 var outcomeNames = [...]string{"drained", "not a node", "bad config", "not permitted", "lock held", "API failed",
-	"not registered", "other machine", "kubelet down", "blocked", "interrupted"}
+	"not registered", "other machine", "kubelet down", "blocked", "interrupted", "already drained"}
 
 func (o outcome) String() string { return outcomeNames[o] }
 
@@ -56,7 +59,7 @@ type verdict struct {
 //     on failure (as kubectl drain's) except when interrupted.
 func decide(o outcome, p purpose, forceDrain bool) verdict {
 	switch {
-	case o == drained:
+	case o == drained, o == drainedBefore:
 		return verdict{proceed: true}
 	case o == interrupted:
 		return verdict{undo: true, warn: true}

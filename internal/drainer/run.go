@@ -34,8 +34,15 @@ type run struct {
 	cordoned bool
 	own      drain.Ownership
 	draining bool // the drain (evictions) began
-	res      *drain.Result
-	err      error // the error behind the outcome
+	// ahead: the agent's drain ahead of a schedule (own.When), which
+	// changes nothing when gnsh's cordon for that schedule stands.
+	ahead bool
+	// agentTimeout is the config file's drainTimeout (before
+	// --drain-timeout): the node agent's, which drains that long ahead of
+	// a schedule.
+	agentTimeout time.Duration
+	res          *drain.Result
+	err          error // the error behind the outcome
 
 	leaveDrain func() // leaves the signals' Drain mode
 	leaveHold  func() // leaves Hold mode (during the hand-off)
@@ -60,6 +67,7 @@ func (r *run) debug(format string, args ...any) {
 func (r *run) loadConfig(req *legacy.Request) error {
 	c, err := config.Load(r.d.configPath())
 	r.cfg = c
+	r.agentTimeout = c.DrainTimeout.D()
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) {
 			// Not root, most likely: a file the admin made 0600.
@@ -96,10 +104,7 @@ func (r *run) prepare(ctx context.Context, req *legacy.Request) (handoff.Prepare
 			if !r.isNode() {
 				return r.conclude(notANode, kube.ErrNoKubeconfig)
 			}
-			// The node agent does not drain ahead of a schedule yet:
-			// say so rather than promise it.
-			r.info("not draining now: the %s is due in %s, beyond the drain timeout (%s); run 'gnsh drain' before it, or give --drain-timeout=DURATION to drain now",
-				r.verb, roundDue(due), r.cfg.DrainTimeout.D())
+			r.tellFar(legacy.FromUsec(req.When), due)
 			return nil, nil
 		}
 		t := legacy.FromUsec(req.When).UTC()
@@ -165,6 +170,9 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 		return r.fail(otherMachine, &otherMachineError{node: s.node, why: why})
 	} else if why != "" {
 		r.debug("%s: %s", s.node, why)
+	}
+	if o := drain.Owner(n); r.ahead && o != nil && o.When != nil && o.When.Equal(*r.own.When) && o.BootID == r.own.BootID {
+		return drainedBefore
 	}
 	// Until the answer is in, the cordon may or may not have been made.
 	r.cordoned = !n.Spec.Unschedulable
@@ -316,7 +324,7 @@ func (r *run) conclude(o outcome, err error) (handoff.Prepared, error) {
 		if o == drained {
 			// Right before the hand-off: the node agent, seeing
 			// PrepareForShutdown(true), does not drain again.
-			if err := r.d.writeMarker(r.verb); err != nil {
+			if err := r.d.writeMarker(r.verb, r.own.When); err != nil {
 				r.debug("marker %s not written: %v", MarkerName, err)
 			}
 			r.event(context.Background(), "Normal", ReasonHandOff, "%s requested by %s: drained, handing off to systemd-logind", r.verb, r.own.Requester())
@@ -405,7 +413,14 @@ type cancelRun struct {
 }
 
 func (c *cancelRun) Finish(ctx context.Context, err error) {
-	if err != nil || c.req.Drain.Skip {
+	if err != nil {
+		return
+	}
+	// A drain the marker records was for the cancelled shutdown; a dry run
+	// noted is gone too.
+	c.d.RemoveMarker()
+	c.d.forgetDryRun()
+	if c.req.Drain.Skip {
 		return
 	}
 	r := newRun(c.d, forShutdown, "cancel")

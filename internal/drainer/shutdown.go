@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gnsh/gnsh/internal/config"
+	"github.com/gnsh/gnsh/internal/drain"
 )
 
 // MarkerName is the file, in the lock directory (/run/gnsh), that a
@@ -25,21 +26,31 @@ type Marker struct {
 	BootID string    `json:"bootID"`
 	Action string    `json:"action"`
 	Time   time.Time `json:"time"`
+	// Deadline, for a drain ahead of a scheduled shutdown (the wrapper's
+	// for a near schedule, the agent's for a far one), is the time logind
+	// acts: PrepareForShutdown comes then, maybe long after Time.
+	Deadline *time.Time `json:"deadline,omitempty"`
 }
 
-// writeMarker writes the marker for a drained shutdown: a temporary file
-// made with O_EXCL|O_NOFOLLOW, 0644, renamed over MarkerName. A failure
-// costs only a second drain by the agent, so it is a debug line.
-func (d *Drainer) writeMarker(action string) error {
+// writeMarker writes the marker for a drained shutdown (deadline: the
+// schedule's time, for a drain ahead of one). A failure costs only a
+// second drain by the agent, so it is a debug line.
+func (d *Drainer) writeMarker(action string, deadline *time.Time) error {
+	data, err := json.Marshal(Marker{BootID: d.bootID(), Action: action, Time: d.now().UTC(), Deadline: deadline})
+	if err != nil {
+		return err
+	}
+	return d.writeRunFile(MarkerName, data)
+}
+
+// writeRunFile writes name in the lock directory: a temporary file made
+// with O_EXCL|O_NOFOLLOW, 0644, renamed over name.
+func (d *Drainer) writeRunFile(name string, data []byte) error {
 	dir := d.lockDir()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	data, err := json.Marshal(Marker{BootID: d.bootID(), Action: action, Time: d.now().UTC()})
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(dir, fmt.Sprintf(".%s.%d", MarkerName, os.Getpid()))
+	tmp := filepath.Join(dir, fmt.Sprintf(".%s.%d", name, os.Getpid()))
 	_ = os.Remove(tmp)
 	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err != nil {
@@ -54,7 +65,7 @@ func (d *Drainer) writeMarker(action string) error {
 		err = os.Chmod(tmp, 0o644) // whatever the umask
 	}
 	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, MarkerName))
+		err = os.Rename(tmp, filepath.Join(dir, name))
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
@@ -62,17 +73,57 @@ func (d *Drainer) writeMarker(action string) error {
 	return err
 }
 
+// readRunFile decodes the JSON in name in the lock directory, never
+// following a symlink.
+func (d *Drainer) readRunFile(name string, v any) error {
+	path := filepath.Join(d.lockDir(), name)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	return json.NewDecoder(f).Decode(v)
+}
+
+// DryRunName is the file, in the lock directory, where the wrapper notes
+// a dry run (shutdown -k TIME) it had logind schedule: logind shows it as
+// a real schedule, and the node agent must not drain ahead of it.
+const DryRunName = "dry-run"
+
+type dryRun struct {
+	BootID string `json:"bootID"`
+	USec   uint64 `json:"usec"`
+}
+
+// NoteDryRun is handoff.DryRunNoter: on a Kubernetes node (a kubeconfig
+// is found; elsewhere nothing changes) it notes the dry run scheduled for
+// usec. A failure only costs a drain by the agent ahead of it.
+func (d *Drainer) NoteDryRun(usec uint64) {
+	r := newRun(d, forShutdown, "dry run")
+	if r.loadConfig(nil) != nil || !r.cfg.Drain || !r.isNode() {
+		return
+	}
+	data, _ := json.Marshal(dryRun{BootID: d.bootID(), USec: usec})
+	_ = d.writeRunFile(DryRunName, data)
+}
+
+// DryRunAt reports whether the wrapper noted, in this boot, that the
+// schedule for at is a dry run. (For the node agent.)
+func (d *Drainer) DryRunAt(at time.Time) bool {
+	var dr dryRun
+	return d.readRunFile(DryRunName, &dr) == nil && dr.BootID == d.bootID() && dr.USec == uint64(at.UnixMicro())
+}
+
+// forgetDryRun drops the note: a real request (or a cancel) replaced the
+// dry run in logind.
+func (d *Drainer) forgetDryRun() { _ = os.Remove(filepath.Join(d.lockDir(), DryRunName)) }
+
 // ReadMarker reads the marker in the lock directory; os.ErrNotExist if
 // there is none. (For the node agent.)
 func (d *Drainer) ReadMarker() (Marker, error) {
 	var m Marker
-	fd, err := unix.Open(filepath.Join(d.lockDir(), MarkerName), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return m, &os.PathError{Op: "open", Path: filepath.Join(d.lockDir(), MarkerName), Err: err}
-	}
-	f := os.NewFile(uintptr(fd), MarkerName)
-	defer f.Close()
-	err = json.NewDecoder(f).Decode(&m)
+	err := d.readRunFile(MarkerName, &m)
 	return m, err
 }
 
@@ -82,15 +133,34 @@ func (d *Drainer) RemoveMarker() {
 	_ = os.Remove(filepath.Join(d.lockDir(), MarkerName))
 }
 
-// DrainedFor reports whether the marker says that a wrapper drained, in
-// this boot and no longer than maxAge ago, for the shutdown now under way.
+// DrainedFor reports whether the marker says that gnsh drained, in this
+// boot, for the shutdown now under way: no longer than maxAge ago, or, for
+// a drain ahead of a scheduled shutdown, no longer than maxAge after that
+// schedule's time (logind acts then; a cancelled or moved schedule takes
+// its marker away). A marker from the future by more than a minute does
+// not count.
 func (d *Drainer) DrainedFor(maxAge time.Duration) (Marker, bool) {
 	m, err := d.ReadMarker()
 	if err != nil || m.BootID == "" || m.BootID != d.bootID() {
 		return m, false
 	}
-	age := d.now().Sub(m.Time)
-	return m, age >= -time.Minute && age <= maxAge
+	now := d.now()
+	age := now.Sub(m.Time)
+	switch {
+	case age < -time.Minute:
+		return m, false
+	case age <= maxAge:
+		return m, true
+	}
+	return m, m.Deadline != nil && now.Sub(*m.Deadline) <= maxAge
+}
+
+// ScheduleDrained reports whether the marker says that gnsh drained, in
+// this boot, ahead of the shutdown scheduled for at (the wrapper for a
+// near schedule, or the agent).
+func (d *Drainer) ScheduleDrained(at time.Time) bool {
+	m, err := d.ReadMarker()
+	return err == nil && m.BootID != "" && m.BootID == d.bootID() && m.Deadline != nil && m.Deadline.Equal(at)
 }
 
 // ShutdownDrain is what a DrainForShutdown leaves: gnsh's cordon, if it
@@ -123,7 +193,31 @@ var ErrDrainBudget = errors.New("the drain did not finish within the shutdown's 
 // cordon stays (the agent lifts it after the boot). The lock is released
 // before it returns. The returned ShutdownDrain is never nil.
 func (d *Drainer) DrainForShutdown(ctx context.Context, action string, budget time.Duration) (*ShutdownDrain, error) {
+	return d.drainWithin(ctx, action, nil, budget)
+}
+
+// ErrAlreadyDrained is what DrainForSchedule returns when gnsh's cordon
+// for that very schedule already stands: the wrapper drained for it.
+var ErrAlreadyDrained = errors.New("gnsh's cordon for this scheduled shutdown already stands")
+
+// DrainForSchedule is the node agent's drain ahead of a shutdown
+// (action) that logind has scheduled for at: the same drain, lock, Events
+// and cordon record as the wrapper's for a schedule due within
+// drainTimeout (Ownership.When = at), so that shutdown -c through the
+// wrapper undoes it and the agent lifts it after the boot. It ends within
+// budget, as DrainForShutdown; a drained node gets the marker, with at as
+// its Deadline, so that the shutdown guard does not drain again when logind
+// acts. If gnsh's cordon for this schedule already stands in this boot,
+// it changes nothing but the marker and returns ErrAlreadyDrained. The
+// lock is released before it returns.
+func (d *Drainer) DrainForSchedule(ctx context.Context, action string, at time.Time, budget time.Duration) (*ShutdownDrain, error) {
+	at = at.UTC()
+	return d.drainWithin(ctx, action, &at, budget)
+}
+
+func (d *Drainer) drainWithin(ctx context.Context, action string, when *time.Time, budget time.Duration) (*ShutdownDrain, error) {
 	r := newRun(d, forShutdown, action)
+	r.ahead = when != nil
 	sd := &ShutdownDrain{r: r}
 	if err := r.loadConfig(nil); err != nil {
 		return sd, err
@@ -138,17 +232,63 @@ func (d *Drainer) DrainForShutdown(ctx context.Context, action string, budget ti
 	r.cfg.APITimeout = min(r.cfg.APITimeout, config.Duration(budget))
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	o := r.attempt(ctx, nil)
+	o := r.attempt(ctx, when)
 	r.lock.Release()
 	r.lock = nil
 	r.leaveDrain()
+	if when != nil && (o == drained || o == drainedBefore) {
+		if err := d.writeMarker(action, when); err != nil {
+			r.debug("marker %s not written: %v", MarkerName, err)
+		}
+	}
 	switch {
 	case o == drained:
 		return sd, nil
+	case o == drainedBefore:
+		return sd, ErrAlreadyDrained
 	case ctx.Err() == context.DeadlineExceeded:
 		return sd, fmt.Errorf("%w (%s): %v", ErrDrainBudget, budget, r.err)
 	case r.err != nil:
 		return sd, fmt.Errorf("%s: %w", o, r.err)
 	}
 	return sd, errors.New(o.String())
+}
+
+// IsLockHeld reports whether err is another gnsh holding the drain lock.
+func IsLockHeld(err error) bool {
+	var held *HeldError
+	return errors.As(err, &held)
+}
+
+// UndoScheduleCordon is the node agent's undo when a scheduled shutdown it
+// drained for (or found drained for) was cancelled, or moved beyond the
+// drain timeout: under the drain lock, it lifts gnsh's own cordon made
+// for a scheduled shutdown in this boot (Ownership.When set, this boot's
+// ID; never an admin's cordon, nor one for another request), drops the
+// marker and posts GnshUncordoned. It reports whether it uncordoned; a
+// *HeldError means a drain runs: try again later. Bounded by 4×apiTimeout.
+func (d *Drainer) UndoScheduleCordon(ctx context.Context, why string) (bool, error) {
+	r := newRun(d, forShutdown, "cancel")
+	if err := r.loadConfig(nil); err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 4*r.cfg.APITimeout.D())
+	defer cancel()
+	s, err := d.connect(ctx, r.cfg, "", r.out.sayf)
+	if err != nil {
+		return false, err
+	}
+	r.sess = s
+	lock, err := d.lock("undo the cordon for a cancelled schedule", s.node)
+	if err != nil {
+		return false, err
+	}
+	defer lock.Release()
+	d.RemoveMarker()
+	boot := d.bootID()
+	undone, err := drain.Uncordon(ctx, s.c, s.node, func(o *drain.Ownership) bool { return o.When != nil && o.BootID == boot })
+	if undone {
+		r.event(ctx, "Normal", ReasonUncordoned, "%s; uncordoned by the node agent", why)
+	}
+	return undone, err
 }

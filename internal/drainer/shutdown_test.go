@@ -68,7 +68,7 @@ func TestMarkerNotFollowedThroughSymlink(t *testing.T) {
 	if err := os.Symlink(target, filepath.Join(d.LockDir, MarkerName)); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.writeMarker("reboot"); err != nil {
+	if err := d.writeMarker("reboot", nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Lstat(target); !os.IsNotExist(err) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -21,7 +23,7 @@ import (
 func agentCommand(code *int, env *dispatch.Env) *cli.Command {
 	return &cli.Command{
 		Name:  "agent",
-		Usage: "run the node agent (gnsh.service): uncordon after a reboot gnsh drained for; drain shutdowns that bypass the wrapper",
+		Usage: "run the node agent (gnsh.service): uncordon after a reboot gnsh drained for; drain shutdowns that bypass the wrapper, and ahead of scheduled ones",
 		Description: "Run by systemd as gnsh.service (Type=notify); it never shuts anything down.\n" +
 			"\n" +
 			"After boot it waits until the kubelet has reported the Node Ready for this boot\n" +
@@ -43,6 +45,19 @@ func agentCommand(code *int, env *dispatch.Env) *cli.Command {
 			"then releases the lock whatever the outcome (unless the wrapper drained for this\n" +
 			"shutdown: /run/gnsh/drained). A cancelled shutdown gets its lock back and the\n" +
 			"cordon its drain made undone. It reconnects to the bus with backoff.\n" +
+			"\n" +
+			"It also drains ahead of a shutdown scheduled beyond drainTimeout (shutdown -r +60,\n" +
+			"shutdown -r 02:00), which the wrapper does not drain for: it looks at logind's\n" +
+			"/run/systemd/shutdown/scheduled every 2 s and reads logind's ScheduledShutdown when\n" +
+			"that file changes (and every minute); drainTimeout before the deadline it drains,\n" +
+			"once, with the wrapper's cordon record for a schedule, to end 5 s before logind\n" +
+			"acts, and writes /run/gnsh/drained with the deadline so that PrepareForShutdown\n" +
+			"then is not drained for twice. Not if the wrapper drained for that schedule\n" +
+			"already; dry runs (shutdown -k, noted by the wrapper in /run/gnsh/dry-run) and\n" +
+			"soft-reboot are not drained for. If the schedule is cancelled, or moved beyond\n" +
+			"drainTimeout, it undoes gnsh's cordon for it (never an admin's). While it runs\n" +
+			"it holds an flock on /run/gnsh/agent.lock: the wrapper says whether the agent\n" +
+			"will drain a far schedule; a second agent exits with status 1.\n" +
 			"\n" +
 			"It tells systemd READY=1 at once (it never delays boot) and its\n" +
 			"state in STATUS=. SIGTERM or SIGINT ends it with exit status 0. Logs go to stderr\n" +
@@ -100,8 +115,9 @@ func pendingShutdown(ctx context.Context, address string, drainTimeout time.Dura
 	return "", nil
 }
 
-// MarkerMaxAge is how old the wrapper's marker (drainer.MarkerName) may be
-// for the agent to take a shutdown as drained for already.
+// MarkerMaxAge is how old the marker (drainer.MarkerName) may be for the
+// agent to take a shutdown as drained for already; a marker written ahead
+// of a scheduled shutdown counts until MarkerMaxAge after its deadline.
 const MarkerMaxAge = 10 * time.Minute
 
 // runAgent runs the agent until SIGTERM/SIGINT and returns the exit status.
@@ -112,6 +128,18 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		say("agent: %v", err)
 		return 1
 	}
+	// The agent's lock, held for its whole life, tells the wrapper (and
+	// gnsh status) that a schedule beyond drainTimeout will be drained.
+	alock, err := d.HoldAgentLock()
+	var running *drainer.AgentRunningError
+	switch {
+	case errors.As(err, &running):
+		say("agent: %v", err)
+		return 1
+	case err != nil:
+		say("agent: warning: %v; the wrapper will take the agent for not running", err)
+	}
+	defer alock.Release()
 	notify := agent.Notifier{Socket: getenv("NOTIFY_SOCKET")}
 	// The agent's whole life is one Drain mode of the signal handler:
 	// SIGINT and SIGTERM cancel ctx, SIGHUP and SIGPIPE are ignored.
@@ -179,13 +207,38 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 			},
 			Drained: func() (string, bool) {
 				m, ok := d.DrainedFor(MarkerMaxAge)
-				return "gnsh " + m.Action + " at " + m.Time.Format(time.RFC3339), ok
+				what := "gnsh " + m.Action + " at " + m.Time.Format(time.RFC3339)
+				if m.Deadline != nil {
+					what += " ahead of the schedule for " + m.Deadline.Format(time.RFC3339)
+				}
+				return what, ok
 			},
 			Forget: d.RemoveMarker,
 			Out:    env.Stderr,
 			Status: u.Status,
 		}
+		f := &agent.ScheduleFollower{
+			Read: func(ctx context.Context) (agent.LogindSchedule, error) {
+				return agent.ReadLogindSchedule(ctx, logind.SystemBusAddress(getenv))
+			},
+			File:         filepath.Join(d.KubeRoot, agent.DefaultScheduleFile),
+			DrainTimeout: cfg.DrainTimeout.D(),
+			Drained:      d.ScheduleDrained,
+			DryRun:       d.DryRunAt,
+			Drain: func(ctx context.Context, action string, at time.Time, budget time.Duration) error {
+				_, err := d.DrainForSchedule(ctx, action, at, budget)
+				return err
+			},
+			Undo:   d.UndoScheduleCordon,
+			Out:    env.Stderr,
+			Status: u.Status,
+			Clock:  d.Clock,
+		}
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = f.Run(ctx) }()
 		_ = g.Run(ctx)
+		wg.Wait()
 	case status != "":
 		_ = notify.Status(status)
 		<-ctx.Done()

@@ -71,7 +71,7 @@ func TestAgentCommand(t *testing.T) {
 	lockDir := t.TempDir()
 	env.NewDrainer = func() *drainer.Drainer {
 		return &drainer.Drainer{Stderr: env.Stderr, Getenv: func(string) string { return "" }, Signal: sig,
-			ConfigPath: filepath.Join(t.TempDir(), "none.yaml"), BootID: "this-boot", LockDir: lockDir,
+			ConfigPath: filepath.Join(t.TempDir(), "none.yaml"), BootID: "this-boot", LockDir: lockDir, KubeRoot: t.TempDir(),
 			Connect: func(context.Context) (kubernetes.Interface, string, error) { return cs, "node-1", nil }}
 	}
 	done := make(chan int, 1)
@@ -99,6 +99,16 @@ func TestAgentCommand(t *testing.T) {
 		t.Fatalf("agent ended (%d) before a signal", code)
 	case <-time.After(50 * time.Millisecond):
 	}
+	if running, err := drainer.AgentRunning(lockDir); !running || err != nil {
+		t.Errorf("the wrapper does not see the agent running: %v, %v", running, err)
+	}
+	// A second agent does not start.
+	var errb2 lockedBuffer
+	env2 := *env
+	env2.Stderr = &errb2
+	if code := Run(context.Background(), []string{"gnsh", "agent"}, &env2); code != 1 || !strings.Contains(errb2.String(), "gnsh: agent: another gnsh agent is running (pid ") {
+		t.Errorf("second agent: exit %d, %s", code, errb2.String())
+	}
 	sig.Deliver(syscall.SIGTERM)
 	select {
 	case code := <-done:
@@ -121,6 +131,9 @@ func TestAgentCommand(t *testing.T) {
 			t.Errorf("notify %q before STOPPING=1", m)
 		}
 	}
+	if running, err := drainer.AgentRunning(lockDir); running || err != nil {
+		t.Errorf("agent lock held after the agent ended: %v, %v", running, err)
+	}
 	if l, err := drainer.Acquire(lockDir, drainer.Holder{}); err != nil {
 		t.Errorf("the agent left the drain lock held: %v", err)
 	} else {
@@ -142,7 +155,8 @@ func TestAgentHelpAndArgs(t *testing.T) {
 	if code := Run(context.Background(), []string{"gnsh", "agent", "--help"}, env); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb)
 	}
-	for _, want := range []string{"gnsh.service", "Ready for this boot", "'gnsh drain' maintenance cordon", "SIGTERM", "--kubeconfig"} {
+	for _, want := range []string{"gnsh.service", "Ready for this boot", "'gnsh drain' maintenance cordon", "SIGTERM", "--kubeconfig",
+		"drains ahead of a shutdown scheduled beyond drainTimeout", "/run/gnsh/agent.lock"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, out)
 		}

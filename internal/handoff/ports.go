@@ -116,6 +116,14 @@ type Preparer interface {
 	Prepare(ctx context.Context, req *legacy.Request) (Prepared, error)
 }
 
+// DryRunNoter is what a Preparer may also be: it hears of a dry run
+// (shutdown -k TIME) that logind accepted to schedule for usec. logind's
+// readers (ScheduledShutdown, /run/systemd/shutdown/scheduled) show a dry
+// run as a real schedule, so gnsh's node agent learns it from here.
+type DryRunNoter interface {
+	NoteDryRun(usec uint64)
+}
+
 // Prepared is the state of one successful preparation.
 type Prepared interface {
 	// Finish reports how the hand-off went: err is nil when logind (or a

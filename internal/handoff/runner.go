@@ -307,6 +307,9 @@ func (r *Runner) schedule(ctx context.Context, req *legacy.Request) error {
 		r.say("Failed to schedule shutdown: %s", err)
 		return err
 	}
+	if n, ok := r.Preparer.(DryRunNoter); ok && req.DryRun {
+		n.NoteDryRun(req.When)
+	}
 	// Like systemd, report what logind now has scheduled; a failure to read
 	// it back is printed but does not fail the command.
 	if err := r.showWith(ctx, l); err != nil {

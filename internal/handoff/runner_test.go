@@ -547,6 +547,38 @@ func TestPreparerHearsTheOutcome(t *testing.T) {
 	}
 }
 
+// dryNoter records the dry runs it hears of.
+type dryNoter struct {
+	finishRecorder
+	dry []uint64
+}
+
+func (d *dryNoter) NoteDryRun(usec uint64) { d.dry = append(d.dry, usec) }
+
+func TestDryRunNoted(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		req  *legacy.Request
+		errs map[string]error
+		want []uint64
+	}{
+		{"scheduled dry run", req(legacy.Reboot, at(5), dry), nil, []uint64{legacy.Usec(t0.Add(5 * time.Minute))}},
+		{"refused", req(legacy.Reboot, at(5), dry), map[string]error{"ScheduleShutdown": &BusError{Name: ErrAccessDenied}}, nil},
+		{"real schedule", req(legacy.Reboot, at(5)), nil, nil},
+		{"immediate dry run", req(legacy.Reboot, dry), nil, nil},
+	} {
+		e := newEnv()
+		e.host.euid = 0
+		e.logind.errs = c.errs
+		d := &dryNoter{}
+		e.prep = d
+		e.run(c.req)
+		if !reflect.DeepEqual(d.dry, c.want) {
+			t.Errorf("%s: noted %v, want %v", c.name, d.dry, c.want)
+		}
+	}
+}
+
 func TestPreparerRunsBeforeHandoff(t *testing.T) {
 	e := newEnv()
 	var order []string

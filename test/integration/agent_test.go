@@ -26,12 +26,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gnsh/gnsh/internal/drainer"
+	"github.com/gnsh/gnsh/internal/logind/logindtest"
 	"github.com/gnsh/gnsh/test/internal/faultproxy"
 	"github.com/gnsh/gnsh/test/internal/rig"
 )
 
 // agentNodes are the Nodes of TestAgent, one per scenario.
-var agentNodes = []string{"ag-reboot", "ag-admin", "ag-recordon", "ag-drain", "ag-sameboot", "ag-late", "ag-locked", "ag-pending", "ag-503"}
+var agentNodes = []string{"ag-reboot", "ag-admin", "ag-recordon", "ag-drain", "ag-sameboot", "ag-late", "ag-locked", "ag-pending", "ag-503", "ag-sched"}
 
 // earlierBoot is a boot ID that is not this one.
 const earlierBoot = "00000000-0000-4000-8000-0000000000e1"
@@ -52,6 +53,7 @@ func TestAgent(t *testing.T) {
 		{"a drain holding the lock delays the uncordon", testAgentLocked},
 		{"a pending shutdown keeps the cordon until it is cancelled", testAgentPendingShutdown},
 		{"503 on the Node for a while: uncordoned once it answers", testAgent503},
+		{"a far schedule is drained ahead of it; its cancel uncordons", testAgentSchedule},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
@@ -405,5 +407,86 @@ func testAgent503(t *testing.T, k *cluster) {
 	log := a.stop()
 	if strings.Count(log, "gnsh: ag-503: read Node: ") != 1 || !strings.Contains(log, "faultproxy: injected 503") {
 		t.Errorf("want one line about the 503s:\n%s", log)
+	}
+}
+
+// testAgentSchedule: logind has a reboot scheduled beyond drainTimeout
+// (10 s here; the wrapper says the agent will drain it). The agent, which
+// follows logind's schedule file in its /run, drains drainTimeout before
+// the deadline, with the wrapper's record for a schedule, and ends before
+// it; cancelling the schedule (as systemctl or busctl would, bypassing the
+// wrapper) uncordons. A dry run before it is left alone.
+func testAgentSchedule(t *testing.T, k *cluster) {
+	n := k.newNode(t, "ag-sched")
+	n.replicaSet("web", 2, podOpts{})
+	n.waitRunning(2)
+	runDir := t.TempDir()
+	bus := logindtest.StartBus(t)
+	ld := bus.StartLogind(t, logindtest.Options{Version: 252, ScheduleFile: filepath.Join(runDir, "systemd", "shutdown", "scheduled")})
+	env := n.env(config("drainTimeout: 10s"))
+	a := startAgentIn(t, runDir, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address()}, env...))
+	a.waitStatus("STATUS=nothing to uncordon after boot", 30*time.Second)
+
+	// A dry run: logind's readers show it as a real schedule; the wrapper
+	// notes it in /run/gnsh, and the agent leaves it alone.
+	r := waitCmd(t, startCmd(t, bus, env, runDir, "shutdown", "-k", "+1"), "shutdown", "-k", "+1")
+	if r.Code != 0 {
+		t.Fatalf("shutdown -k +1: exit %d", r.Code)
+	}
+	a.waitStatus("STATUS=idle: a dry run (shutdown -k) is scheduled for ", 30*time.Second)
+
+	// The wrapper, in the same /run, sees the agent's lock.
+	r = waitCmd(t, startCmd(t, bus, env, runDir, "shutdown", "-r", "+30"), "shutdown", "-r", "+30")
+	if r.Code != 0 || !regexp.MustCompile(`^gnsh: not draining now: the reboot is due in (29m59s|30m0s), beyond the drain timeout \(10s\); the node agent \(gnsh\.service\) will drain the node at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(10s before it\)\n`).MatchString(r.Stderr) {
+		t.Errorf("shutdown -r +30: exit %d, stderr %q", r.Code, r.Stderr)
+	}
+	n.wantCordon("")
+
+	c := bus.Connect(t)
+	obj := c.Object(logindtest.LogindName, logindtest.LogindPath)
+	deadline := time.Now().Add(20 * time.Second).Truncate(time.Microsecond)
+	if err := obj.Call(logindtest.LogindInterface+".ScheduleShutdown", 0, "reboot", uint64(deadline.UnixMicro())).Err; err != nil {
+		t.Fatal(err)
+	}
+	a.waitStatus("STATUS=drained ahead of the scheduled reboot", 40*time.Second)
+	if now := time.Now(); !now.Before(deadline) {
+		t.Errorf("drained %s after the deadline", now.Sub(deadline))
+	}
+	o := n.wantCordon("reboot")
+	if o == nil || o.When == nil || !o.When.Equal(deadline) || o.Time.Before(deadline.Add(-10*time.Second).Truncate(time.Second)) {
+		t.Errorf("cordon record %+v for the schedule at %s (drainTimeout 10s)", o, deadline.Format(time.RFC3339Nano))
+	}
+	if left := n.pods(); len(left) != 0 {
+		t.Errorf("pods left: %q", names(left))
+	}
+	var m drainer.Marker
+	if b, err := os.ReadFile(filepath.Join(runDir, "gnsh", drainer.MarkerName)); err != nil || json.Unmarshal(b, &m) != nil ||
+		m.Deadline == nil || !m.Deadline.Equal(deadline) {
+		t.Errorf("marker %q, %v", b, err)
+	}
+
+	if err := obj.Call(logindtest.LogindInterface+".CancelScheduledShutdown", 0).Err; err != nil {
+		t.Fatal(err)
+	}
+	a.waitStatus("; uncordoned", 30*time.Second)
+	n.wantCordon("")
+	if _, err := os.Stat(filepath.Join(runDir, "gnsh", drainer.MarkerName)); !os.IsNotExist(err) {
+		t.Errorf("marker after the cancel: %v", err)
+	}
+	n.wantEvents(evStarted, evFinished, evUncordoned)
+	if typ, _ := ld.Scheduled(); typ != "" {
+		t.Errorf("still scheduled: %q", typ)
+	}
+	log := a.stop()
+	for _, want := range []string{
+		"gnsh: agent: a reboot is scheduled for ",
+		"gnsh: agent: draining ahead of the scheduled reboot for ",
+		"gnsh: drained ag-sched in ",
+		"gnsh: agent: drained ahead of the scheduled reboot for ",
+		" was cancelled; gnsh's cordon for it undone\n",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
 	}
 }

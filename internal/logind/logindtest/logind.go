@@ -2,9 +2,11 @@ package logindtest
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -113,6 +115,13 @@ type Options struct {
 	WallMessage        string
 	EnableWallMessages bool
 
+	// ScheduleFile, if set, is kept as logind keeps
+	// /run/systemd/shutdown/scheduled: written (USEC=, WARN_WALL=, MODE=
+	// without "dry-", mode 0644, through a rename) while a schedule stands,
+	// removed when it is cancelled or reset. As in logind, a schedule
+	// that fired stays (and so does its file).
+	ScheduleFile string
+
 	// Now stamps recorded calls; nil means time.Now.
 	Now func() time.Time
 
@@ -167,6 +176,7 @@ type Logind struct {
 	changed   chan struct{} // closed and replaced on every change
 	actionGen int           // bumped when an action starts or is cancelled
 	schedGen  int           // bumped when the schedule changes
+	schedFile string        // what Options.ScheduleFile holds ("" for none)
 }
 
 // lock is an inhibitor taken with Inhibit: the fake keeps the read end of
@@ -272,10 +282,43 @@ func (l *Logind) Wait(ctx context.Context, cond func(State) bool) (State, error)
 	}
 }
 
-// notify wakes Wait and the delay wait; svc.mu must be held.
+// notify wakes Wait and the delay wait, and brings Options.ScheduleFile
+// up to date; svc.mu must be held.
 func (l *Logind) notify() {
+	l.syncScheduleFile()
 	close(l.changed)
 	l.changed = make(chan struct{})
+}
+
+// syncScheduleFile writes or removes Options.ScheduleFile after a change
+// of the schedule; svc.mu must be held. From v251 an immediate action
+// reads (type, 0): logind reset the schedule, and the file is gone.
+func (l *Logind) syncScheduleFile() {
+	path := l.o.ScheduleFile
+	if path == "" {
+		return
+	}
+	want := ""
+	if l.st.ScheduledType != "" && l.st.ScheduledUSec != 0 {
+		warn := 0
+		if l.st.EnableWallMessages {
+			warn = 1
+		}
+		want = fmt.Sprintf("USEC=%d\nWARN_WALL=%d\nMODE=%s\n", l.st.ScheduledUSec, warn, l.st.ScheduledType)
+	}
+	if want == l.schedFile {
+		return
+	}
+	l.schedFile = want
+	if want == "" {
+		_ = os.Remove(path)
+		return
+	}
+	_ = os.MkdirAll(filepath.Dir(path), 0o755)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(want), 0o644); err == nil {
+		_ = os.Rename(tmp, path)
+	}
 }
 
 // HoldReplies holds the replies to member (e.g. "Inhibit") until release

@@ -4,6 +4,8 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -452,6 +454,44 @@ func TestScheduleReplaceAndCancel(t *testing.T) {
 	}
 	if got := f.prop(t, "ScheduledShutdown").([]any); !slices.Equal(got, []any{"", uint64(0)}) {
 		t.Errorf("ScheduledShutdown property = %#v", got)
+	}
+}
+
+func TestScheduleFile(t *testing.T) {
+	for _, v := range []int{247, 252} {
+		t.Run(fmt.Sprint(v), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "systemd", "shutdown", "scheduled")
+			f := start(t, logindtest.Options{Version: v, ScheduleFile: path})
+			if _, err := os.Stat(path); !os.IsNotExist(err) {
+				t.Fatalf("file before any schedule: %v", err)
+			}
+			if err := f.call("ScheduleShutdown", "dry-reboot", uint64(1_700_000_000_000_000)).Err; err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(path)
+			if err != nil || string(b) != "USEC=1700000000000000\nWARN_WALL=0\nMODE=reboot\n" {
+				t.Fatalf("file %q, %v", b, err)
+			}
+			if fi, err := os.Stat(path); err != nil || fi.Mode() != 0o644 {
+				t.Errorf("file mode: %v, %v", fi, err)
+			}
+			if err := f.call("CancelScheduledShutdown").Err; err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(path); !os.IsNotExist(err) {
+				t.Fatalf("file after the cancel: %v", err)
+			}
+			// An immediate action resets the schedule from v251 on.
+			if err := f.call("ScheduleShutdown", "poweroff", uint64(1_700_000_000_000_000)).Err; err != nil {
+				t.Fatal(err)
+			}
+			if err := f.call("PowerOff", false).Err; err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(path); (v >= 251) != os.IsNotExist(err) {
+				t.Errorf("file after an immediate poweroff: %v", err)
+			}
+		})
 	}
 }
 

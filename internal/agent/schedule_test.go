@@ -1,0 +1,603 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/gnsh/gnsh/internal/drain"
+	"github.com/gnsh/gnsh/internal/drainer"
+	"github.com/gnsh/gnsh/internal/logind/logindtest"
+)
+
+// followerFixture runs a ScheduleFollower on a fake clock with a logind
+// schedule the test sets, recording the drains and undos it asks for.
+type followerFixture struct {
+	clk  *clocktesting.FakeClock
+	out  *syncBuffer
+	file string
+
+	mu        sync.Mutex
+	ls        LogindSchedule
+	readErr   error
+	drains    []drainCall
+	drainErr  error
+	undos     []string
+	undoErr   error
+	wrapperAt time.Time // Drained reports true for this schedule
+	dryAt     time.Time // DryRun reports true for this schedule
+}
+
+type drainCall struct {
+	action string
+	at     time.Time
+	budget time.Duration
+	now    time.Time
+}
+
+var s0 = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+
+const followerTimeout = 5 * time.Minute
+
+func startFollower(t *testing.T, setup func(*followerFixture)) *followerFixture {
+	t.Helper()
+	f := &followerFixture{clk: clocktesting.NewFakeClock(s0), out: &syncBuffer{}, file: filepath.Join(t.TempDir(), "scheduled")}
+	if setup != nil {
+		setup(f)
+	}
+	fl := &ScheduleFollower{
+		Read: func(context.Context) (LogindSchedule, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return f.ls, f.readErr
+		},
+		File:         f.file,
+		DrainTimeout: followerTimeout,
+		Drained: func(at time.Time) bool {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return at.Equal(f.wrapperAt)
+		},
+		DryRun: func(at time.Time) bool {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return at.Equal(f.dryAt)
+		},
+		Drain: func(_ context.Context, action string, at time.Time, budget time.Duration) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.drains = append(f.drains, drainCall{action, at, budget, f.clk.Now()})
+			return f.drainErr
+		},
+		Undo: func(_ context.Context, why string) (bool, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.undoErr != nil {
+				return false, f.undoErr
+			}
+			f.undos = append(f.undos, why)
+			return true, nil
+		},
+		Out: f.out, Clock: f.clk,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = fl.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	f.idle(t)
+	return f
+}
+
+// idle waits until the follower waits on the clock again.
+func (f *followerFixture) idle(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !f.clk.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the follower never waits; log:\n%s", f.out)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// to moves the clock to at and lets the follower look once more: the file
+// is stamped as logind would rewrite it, so the property is read.
+func (f *followerFixture) to(t *testing.T, at time.Time) {
+	t.Helper()
+	f.clk.SetTime(at)
+	f.idle(t)
+	// A second look: the first may have run before the drain's result.
+	f.clk.Step(DefaultSchedulePoll)
+	f.idle(t)
+}
+
+// set changes logind's schedule (and its file, as logind does).
+func (f *followerFixture) set(t *testing.T, ls LogindSchedule) {
+	t.Helper()
+	f.mu.Lock()
+	f.ls = ls
+	f.mu.Unlock()
+	if ls.Type == "" || ls.USec == 0 {
+		_ = os.Remove(f.file)
+		return
+	}
+	// A new inode, as logind's rename makes.
+	tmp := f.file + ".tmp"
+	if err := os.WriteFile(tmp, []byte(fmt.Sprintf("USEC=%d\nWARN_WALL=1\nMODE=%s\n", ls.USec, ls.Type)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, f.file); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *followerFixture) calls() ([]drainCall, []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]drainCall(nil), f.drains...), append([]string(nil), f.undos...)
+}
+
+func usecOf(at time.Time) uint64 { return uint64(at.UnixMicro()) }
+
+func TestFollowerDrainsAtDeadlineLessDrainTimeout(t *testing.T) {
+	f := startFollower(t, nil)
+	at := s0.Add(2 * time.Hour)
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
+	f.to(t, s0.Add(2*time.Second))
+	if !strings.Contains(f.out.String(), "gnsh: agent: a reboot is scheduled for "+at.Local().Format("2006-01-02 15:04:05 MST")+": draining at "+
+		at.Add(-followerTimeout).Local().Format("2006-01-02 15:04:05 MST")+" (drainTimeout 5m0s before it)\n") {
+		t.Errorf("no line for the schedule seen:\n%s", f.out)
+	}
+	f.to(t, at.Add(-followerTimeout-time.Second-DefaultSchedulePoll))
+	f.idle(t)
+	if d, _ := f.calls(); len(d) != 0 {
+		t.Fatalf("drained before deadline − drainTimeout: %+v", d)
+	}
+	f.clk.SetTime(at.Add(-followerTimeout))
+	f.idle(t)
+	f.drained(t, 1)
+	d, _ := f.calls()
+	if c := d[0]; c.action != "reboot" || !c.at.Equal(at) || c.now.Before(at.Add(-followerTimeout)) ||
+		c.budget != followerTimeout-DefaultScheduleMargin {
+		t.Errorf("drain %+v", c)
+	}
+	// Exactly once, however often it looks (and rereads the property).
+	for i := 0; i < 3; i++ {
+		f.to(t, f.clk.Now().Add(DefaultScheduleReread))
+	}
+	if d, u := f.calls(); len(d) != 1 || len(u) != 0 {
+		t.Errorf("drains %+v, undos %q", d, u)
+	}
+	for _, want := range []string{"draining ahead of the scheduled reboot for ", "drained ahead of the scheduled reboot for "} {
+		if strings.Count(f.out.String(), want) != 1 {
+			t.Errorf("want one line %q:\n%s", want, f.out)
+		}
+	}
+}
+
+// drained waits until the follower has asked for n drains and taken the
+// end of each (its line), and looks at the clock again.
+func (f *followerFixture) drained(t *testing.T, n int) {
+	t.Helper()
+	eventually(t, f.out, fmt.Sprintf("drain %d", n), func() bool {
+		d, _ := f.calls()
+		return len(d) == n && strings.Count(f.out.String(), "drained ahead of the scheduled") == n
+	})
+	f.idle(t)
+}
+
+// eventually polls cond (the follower's drain runs on its own goroutine)
+// for up to 20 s.
+func eventually(t *testing.T, out fmt.Stringer, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s; log:\n%s", what, out)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestFollowerCancelUndoes(t *testing.T) {
+	f := startFollower(t, nil)
+	at := s0.Add(4 * time.Minute) // within drainTimeout: at once
+	f.set(t, LogindSchedule{Type: "poweroff", USec: usecOf(at)})
+	f.to(t, s0.Add(time.Second))
+	f.drained(t, 1)
+	f.set(t, LogindSchedule{Type: "", USec: 0})
+	f.to(t, f.clk.Now())
+	d, u := f.calls()
+	if len(d) != 1 || len(u) != 1 || !strings.HasPrefix(u[0], "the scheduled poweroff for ") || !strings.HasSuffix(u[0], " was cancelled") {
+		t.Fatalf("drains %+v, undos %q; log:\n%s", d, u, f.out)
+	}
+	if !strings.Contains(f.out.String(), "was cancelled; gnsh's cordon for it undone\n") {
+		t.Errorf("log:\n%s", f.out)
+	}
+	// Once: nothing more to undo.
+	f.to(t, f.clk.Now().Add(DefaultScheduleReread))
+	if _, u := f.calls(); len(u) != 1 {
+		t.Errorf("undos %q", u)
+	}
+}
+
+func TestFollowerMovedLaterUndoesThenDrainsAgain(t *testing.T) {
+	f := startFollower(t, nil)
+	at := s0.Add(3 * time.Minute)
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
+	f.to(t, s0.Add(time.Second))
+	f.drained(t, 1)
+	later := s0.Add(time.Hour)
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(later)})
+	f.to(t, f.clk.Now())
+	if _, u := f.calls(); len(u) != 1 || !strings.Contains(u[0], " was moved to "+later.Local().Format("2006-01-02 15:04:05 MST")) {
+		t.Fatalf("undos %q; log:\n%s", u, f.out)
+	}
+	f.to(t, later.Add(-followerTimeout))
+	f.drained(t, 2)
+	if d, _ := f.calls(); !d[1].at.Equal(later) {
+		t.Errorf("second drain %+v", d[1])
+	}
+}
+
+// Moved, but still within drainTimeout: the cordon serves the new time,
+// nothing is undone; the new schedule is drained for (the wrapper's
+// marker may already say so).
+func TestFollowerMovedWithinTimeoutKeepsCordon(t *testing.T) {
+	f := startFollower(t, nil)
+	at := s0.Add(3 * time.Minute)
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
+	f.to(t, s0.Add(time.Second))
+	f.drained(t, 1)
+	f.mu.Lock()
+	f.wrapperAt = at.Add(time.Minute)
+	f.mu.Unlock()
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at.Add(time.Minute))})
+	f.to(t, f.clk.Now())
+	if d, u := f.calls(); len(d) != 1 || len(u) != 0 {
+		t.Errorf("drains %+v, undos %q; log:\n%s", d, u, f.out)
+	}
+}
+
+func TestFollowerWrapperDrainedAlready(t *testing.T) {
+	at := s0.Add(4 * time.Minute)
+	f := startFollower(t, func(f *followerFixture) { f.wrapperAt = at })
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
+	f.to(t, s0.Add(time.Second))
+	if d, _ := f.calls(); len(d) != 0 {
+		t.Fatalf("drained again after the wrapper: %+v", d)
+	}
+	if !strings.Contains(f.out.String(), "was drained for already (by gnsh's wrapper)") {
+		t.Errorf("log:\n%s", f.out)
+	}
+	// Cancelled by a means that bypasses the wrapper: the cordon goes.
+	f.set(t, LogindSchedule{})
+	f.to(t, f.clk.Now())
+	if _, u := f.calls(); len(u) != 1 {
+		t.Errorf("undos %q; log:\n%s", u, f.out)
+	}
+}
+
+func TestFollowerIgnores(t *testing.T) {
+	at := s0.Add(time.Minute)
+	for _, c := range []struct {
+		name string
+		ls   LogindSchedule
+		file string // the file's content, when the property cannot be read
+	}{
+		{"dry run", LogindSchedule{Type: "dry-reboot", USec: usecOf(at)}, ""},
+		{"soft-reboot", LogindSchedule{Type: "soft-reboot", USec: usecOf(at)}, ""},
+		{"never (past year 294247)", LogindSchedule{Type: "reboot", USec: 1 << 63}, ""},
+		{"nothing (v252)", LogindSchedule{Type: "", USec: 1<<64 - 1}, ""},
+		{"an immediate action (v251+)", LogindSchedule{Type: "reboot", USec: 0}, ""},
+		{"v219's dry run in the file", LogindSchedule{}, fmt.Sprintf("USEC=%d\nWARN_WALL=1\nMODE=reboot\nDRY_RUN=1\n", usecOf(at))},
+		{"too near to drain", LogindSchedule{Type: "reboot", USec: usecOf(s0.Add(DefaultScheduleMargin))}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := startFollower(t, func(f *followerFixture) {
+				f.ls = c.ls
+				if c.file != "" {
+					f.readErr = errors.New("org.freedesktop.DBus.Error.UnknownProperty")
+					if err := os.WriteFile(f.file, []byte(c.file), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+			f.to(t, s0.Add(time.Second))
+			f.to(t, at.Add(time.Second))
+			if d, u := f.calls(); len(d) != 0 || len(u) != 0 {
+				t.Errorf("drains %+v, undos %q; log:\n%s", d, u, f.out)
+			}
+		})
+	}
+}
+
+// A dry run the wrapper noted is not drained for; a real schedule that
+// replaces it is.
+func TestFollowerDryRunNoted(t *testing.T) {
+	at := s0.Add(time.Minute)
+	f := startFollower(t, func(f *followerFixture) { f.dryAt = at })
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
+	f.to(t, s0.Add(time.Second))
+	f.to(t, s0.Add(2*time.Second))
+	if d, _ := f.calls(); len(d) != 0 {
+		t.Fatalf("drained ahead of a dry run: %+v", d)
+	}
+	if n := strings.Count(f.out.String(), "a dry run (shutdown -k) is scheduled for "); n != 1 {
+		t.Errorf("%d lines about the dry run:\n%s", n, f.out)
+	}
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at.Add(time.Second))})
+	f.to(t, f.clk.Now())
+	f.drained(t, 1)
+}
+
+// Without the property (v219, or no bus), the file alone is followed.
+func TestFollowerFileFallback(t *testing.T) {
+	f := startFollower(t, func(f *followerFixture) { f.readErr = errors.New("no bus") })
+	at := s0.Add(time.Hour)
+	f.set(t, LogindSchedule{Type: "halt", USec: usecOf(at)})
+	f.mu.Lock()
+	f.ls = LogindSchedule{} // what the failing Read would not tell anyway
+	f.mu.Unlock()
+	f.to(t, at.Add(-followerTimeout))
+	f.drained(t, 1)
+	if d, _ := f.calls(); d[0].action != "halt" || !d[0].at.Equal(at) {
+		t.Errorf("drain %+v", d[0])
+	}
+	if n := strings.Count(f.out.String(), "reading systemd-logind's scheduled shutdown: no bus; following "); n != 1 {
+		t.Errorf("%d lines about the read error:\n%s", n, f.out)
+	}
+	_ = os.Remove(f.file)
+	f.to(t, f.clk.Now())
+	if _, u := f.calls(); len(u) != 1 {
+		t.Errorf("undos %q; log:\n%s", u, f.out)
+	}
+}
+
+// The schedule's time came: logind prepares for the shutdown (and on 247
+// and 252 keeps the schedule, or resets it): the cordon stays.
+func TestFollowerKeepsCordonWhenLogindActs(t *testing.T) {
+	f := startFollower(t, nil)
+	at := s0.Add(3 * time.Minute)
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
+	f.to(t, s0.Add(time.Second))
+	f.drained(t, 1)
+	f.mu.Lock()
+	f.ls.Preparing = true
+	f.mu.Unlock()
+	f.to(t, at.Add(DefaultScheduleReread))
+	f.set(t, LogindSchedule{Preparing: true})
+	f.to(t, f.clk.Now())
+	if d, u := f.calls(); len(d) != 1 || len(u) != 0 {
+		t.Errorf("drains %+v, undos %q; log:\n%s", d, u, f.out)
+	}
+}
+
+// An undo while a drain holds the lock waits for it, with one line.
+func TestFollowerUndoWaitsForTheLock(t *testing.T) {
+	f := startFollower(t, nil)
+	at := s0.Add(3 * time.Minute)
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
+	f.to(t, s0.Add(time.Second))
+	f.drained(t, 1)
+	f.mu.Lock()
+	f.undoErr = &drainer.HeldError{}
+	f.mu.Unlock()
+	f.set(t, LogindSchedule{})
+	f.to(t, f.clk.Now())
+	f.to(t, f.clk.Now())
+	if _, u := f.calls(); len(u) != 0 {
+		t.Fatalf("undos %q", u)
+	}
+	f.mu.Lock()
+	f.undoErr = nil
+	f.mu.Unlock()
+	f.to(t, f.clk.Now())
+	if _, u := f.calls(); len(u) != 1 {
+		t.Errorf("undos %q; log:\n%s", u, f.out)
+	}
+	if n := strings.Count(f.out.String(), "waiting for the drain lock to undo gnsh's cordon"); n != 1 {
+		t.Errorf("%d waiting lines:\n%s", n, f.out)
+	}
+}
+
+// scheduleFixture: the follower and the shutdown guard side by side, as
+// gnsh agent runs them, with the real drainer on a fake cluster and a fake
+// logind on a private bus that keeps the schedule file. The test fires
+// logind's timers itself: the first armed is the schedule's.
+type scheduleFixture struct {
+	*guardFixture
+	file string
+
+	mu     sync.Mutex
+	timers []chan time.Time
+}
+
+func newScheduleFixture(t *testing.T, cordonedByAdmin bool) *scheduleFixture {
+	t.Helper()
+	f := &scheduleFixture{guardFixture: newGuardFixture(t, 252, 30*time.Second)}
+	f.ld.Close() // the guard fixture's logind: this one keeps the file and hands out the timers
+	f.file = filepath.Join(t.TempDir(), "systemd", "shutdown", "scheduled")
+	f.ld = f.bus.StartLogind(t, logindtest.Options{Version: 252, WaitForDelayLocks: true, InhibitDelayMax: 30 * time.Second,
+		ScheduleFile: f.file, After: func(time.Duration) <-chan time.Time {
+			ch := make(chan time.Time, 1)
+			f.mu.Lock()
+			f.timers = append(f.timers, ch)
+			f.mu.Unlock()
+			return ch
+		}})
+	if cordonedByAdmin {
+		n := f.node(t)
+		n.Spec.Unschedulable = true
+		if _, err := f.cs.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{FieldManager: "kubectl-cordon"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+// follow runs the follower until the test ends.
+func (f *scheduleFixture) follow(t *testing.T, drainTimeout time.Duration) {
+	t.Helper()
+	fl := &ScheduleFollower{
+		Read:         func(ctx context.Context) (LogindSchedule, error) { return ReadLogindSchedule(ctx, f.bus.Address()) },
+		File:         f.file,
+		DrainTimeout: drainTimeout,
+		Drained:      f.d.ScheduleDrained,
+		Drain: func(ctx context.Context, action string, at time.Time, budget time.Duration) error {
+			_, err := f.d.DrainForSchedule(ctx, action, at, budget)
+			return err
+		},
+		Undo: f.d.UndoScheduleCordon,
+		Out:  f.out, Poll: 20 * time.Millisecond, Margin: 200 * time.Millisecond,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = fl.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func (f *scheduleFixture) schedule(t *testing.T, typ string, at time.Time) {
+	t.Helper()
+	c := f.bus.Connect(t)
+	if err := c.Object(logindtest.LogindName, logindtest.LogindPath).Call(logindtest.LogindInterface+".ScheduleShutdown", 0, typ, usecOf(at)).Err; err != nil {
+		t.Fatalf("ScheduleShutdown: %v", err)
+	}
+}
+
+func (f *scheduleFixture) cancelSchedule(t *testing.T) {
+	t.Helper()
+	c := f.bus.Connect(t)
+	if err := c.Object(logindtest.LogindName, logindtest.LogindPath).Call(logindtest.LogindInterface+".CancelScheduledShutdown", 0).Err; err != nil {
+		t.Fatalf("CancelScheduledShutdown: %v", err)
+	}
+}
+
+// evictionTimes records when each eviction was asked for.
+func (f *scheduleFixture) evictionTimes() func() []time.Time {
+	var mu sync.Mutex
+	var times []time.Time
+	f.cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "eviction" {
+			mu.Lock()
+			times = append(times, time.Now())
+			mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	return func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Time(nil), times...)
+	}
+}
+
+// The follower drains drainTimeout before the deadline, with the
+// wrapper's record for a schedule; when logind acts, the guard finds the
+// marker and lets the shutdown go without a second drain.
+func TestScheduleDrainedOnceThenGuardLetsGo(t *testing.T) {
+	f := newScheduleFixture(t, false)
+	evictions := f.evictionTimes()
+	f.start(t) // the guard
+	const drainTimeout = 2 * time.Second
+	f.follow(t, drainTimeout)
+	at := time.Now().Add(4 * time.Second).Truncate(time.Microsecond)
+	f.schedule(t, "reboot", at)
+	f.eventually(t, "the drain ahead of the schedule", func() bool { return len(evictions()) == 2 && f.pods(t) == 0 })
+	for _, e := range evictions() {
+		if e.Before(at.Add(-drainTimeout)) {
+			t.Errorf("evicted %s before the deadline, earlier than drainTimeout (%s)", at.Sub(e), drainTimeout)
+		}
+	}
+	own := drain.Owner(f.node(t))
+	if own == nil || own.Action != "reboot" || own.When == nil || !own.When.Equal(at) || own.BootID != thisBoot {
+		t.Fatalf("cordon record %+v", own)
+	}
+	f.eventually(t, "the drain's end", func() bool { return strings.Contains(f.out.String(), "drained ahead of the scheduled reboot") })
+	// logind's time comes.
+	f.eventually(t, "the schedule's timer", func() bool { f.mu.Lock(); defer f.mu.Unlock(); return len(f.timers) > 0 })
+	f.mu.Lock()
+	f.timers[0] <- time.Now()
+	f.mu.Unlock()
+	f.started(t)
+	if n := len(evictions()); n != 2 {
+		t.Errorf("%d evictions in all, want 2 (drained twice?)", n)
+	}
+	if !strings.Contains(f.out.String(), "shutdown under way, already drained for by ") {
+		t.Errorf("the guard did not take the marker; log:\n%s", f.out)
+	}
+	if n := drain.Owner(f.node(t)); n == nil {
+		t.Error("the cordon went as logind acted")
+	}
+}
+
+// Cancelled: gnsh's cordon for the schedule goes, an admin's stays.
+func TestScheduleCancelUndoesOnlyGnshCordon(t *testing.T) {
+	for _, admin := range []bool{false, true} {
+		t.Run(fmt.Sprint("admin ", admin), func(t *testing.T) {
+			f := newScheduleFixture(t, admin)
+			f.follow(t, time.Minute)
+			f.schedule(t, "poweroff", time.Now().Add(30*time.Second))
+			f.eventually(t, "the drain ahead of the schedule", func() bool {
+				return strings.Contains(f.out.String(), "drained ahead of the scheduled poweroff")
+			})
+			if !f.node(t).Spec.Unschedulable {
+				t.Fatal("not cordoned")
+			}
+			if _, err := f.d.ReadMarker(); err != nil {
+				t.Fatalf("no marker: %v", err)
+			}
+			f.cancelSchedule(t)
+			f.eventually(t, "the undo", func() bool { return strings.Contains(f.out.String(), "was cancelled; ") })
+			if n := f.node(t); n.Spec.Unschedulable != admin {
+				t.Errorf("unschedulable %v after the cancel; log:\n%s", n.Spec.Unschedulable, f.out)
+			}
+			if _, err := f.d.ReadMarker(); !os.IsNotExist(err) {
+				t.Errorf("marker after the cancel: %v", err)
+			}
+		})
+	}
+}
+
+// A drain that fails (say, a PDB) is not tried again for that schedule;
+// one that found the drain lock held is, at the next look.
+func TestFollowerDrainOutcomes(t *testing.T) {
+	f := startFollower(t, func(f *followerFixture) { f.drainErr = &drainer.HeldError{} })
+	at := s0.Add(3 * time.Minute)
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
+	f.to(t, s0.Add(time.Second))
+	eventually(t, f.out, "the lock-held line", func() bool {
+		return strings.Contains(f.out.String(), "not draining ahead of the scheduled reboot yet: ")
+	})
+	f.idle(t)
+	f.mu.Lock()
+	f.drainErr = errors.New("blocked by a PodDisruptionBudget")
+	f.mu.Unlock()
+	f.to(t, f.clk.Now())
+	eventually(t, f.out, "the failed drain", func() bool { return strings.Contains(f.out.String(), "ended: blocked by a PodDisruptionBudget") })
+	f.idle(t)
+	n, _ := f.calls()
+	for i := 0; i < 3; i++ {
+		f.to(t, f.clk.Now().Add(DefaultScheduleReread))
+	}
+	if d, _ := f.calls(); len(d) != len(n) || len(n) < 2 {
+		t.Errorf("drains %d then %d; want one retry after the held lock and none after the failure; log:\n%s", len(n), len(d), f.out)
+	}
+	// Its cordon (if any) still goes with the schedule.
+	f.set(t, LogindSchedule{})
+	f.to(t, f.clk.Now())
+	if _, u := f.calls(); len(u) != 1 {
+		t.Errorf("undos %q", u)
+	}
+}

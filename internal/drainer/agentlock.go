@@ -1,0 +1,132 @@
+package drainer
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// AgentLockName is the file, in the lock directory (/run/gnsh), on which
+// the node agent holds an exclusive flock(2) for as long as it runs. The
+// wrapper probes it (AgentRunning) to tell whether anything will drain
+// ahead of a shutdown scheduled beyond the drain timeout; no D-Bus is
+// needed, and the lock goes with the agent's process however it ends.
+const AgentLockName = "agent.lock"
+
+// AgentLock is the node agent's lock, held until Release or the process's
+// end.
+type AgentLock struct{ f *os.File }
+
+// AgentRunningError is returned by HoldAgentLock when another agent holds
+// the lock.
+type AgentRunningError struct{ PID int }
+
+func (e *AgentRunningError) Error() string {
+	if e.PID > 0 {
+		return fmt.Sprintf("another gnsh agent is running (pid %d)", e.PID)
+	}
+	return "another gnsh agent is running"
+}
+
+// openInLockDir creates dir (0755) if needed, checks that it is a
+// directory and not a symlink, and opens dir/name with flags, never
+// following a symlink, creating it 0644 if O_CREAT is given. The drain
+// lock and the agent's lock are made alike.
+func openInLockDir(dir, name string, flags int) (*os.File, error) {
+	if flags&unix.O_CREAT != 0 {
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, err
+		}
+	}
+	if fi, err := os.Lstat(dir); err != nil {
+		return nil, err
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory", dir)
+	}
+	path := filepath.Join(dir, name)
+	fd, err := unix.Open(path, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// HoldAgentLock takes the agent's lock in dir (DefaultLockDir if "")
+// without waiting and writes this process's ID into it. Another agent
+// holding it is an *AgentRunningError.
+func HoldAgentLock(dir string) (*AgentLock, error) {
+	if dir == "" {
+		dir = DefaultLockDir
+	}
+	f, err := openInLockDir(dir, AgentLockName, unix.O_RDWR|unix.O_CREAT)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		defer f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			b := make([]byte, 32)
+			n, _ := f.ReadAt(b, 0)
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
+			return nil, &AgentRunningError{PID: pid}
+		}
+		return nil, &os.PathError{Op: "flock", Path: f.Name(), Err: err}
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return &AgentLock{f: f}, nil
+}
+
+// Release drops the lock (the file stays, empty).
+func (l *AgentLock) Release() {
+	if l == nil || l.f == nil {
+		return
+	}
+	_ = l.f.Truncate(0)
+	_ = l.f.Close()
+	l.f = nil
+}
+
+// AgentRunning reports whether a node agent holds its lock in dir
+// (DefaultLockDir if ""): a non-blocking shared flock on the file fails.
+// It opens the file read-only, without creating it or following a
+// symlink, so any user may ask; no file means no agent. An error (say,
+// /run/gnsh unreadable) comes with false.
+func AgentRunning(dir string) (bool, error) {
+	if dir == "" {
+		dir = DefaultLockDir
+	}
+	f, err := openInLockDir(dir, AgentLockName, unix.O_RDONLY)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	switch err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); {
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		return true, nil
+	case err != nil:
+		return false, &os.PathError{Op: "flock", Path: f.Name(), Err: err}
+	}
+	return false, nil // closing the file drops the shared lock
+}
+
+// AgentRunning reports whether the node agent holds its lock in this
+// drainer's lock directory.
+func (d *Drainer) AgentRunning() bool {
+	ok, _ := AgentRunning(d.lockDir())
+	return ok
+}
+
+// HoldAgentLock takes the agent's lock in this drainer's lock directory
+// (for gnsh agent).
+func (d *Drainer) HoldAgentLock() (*AgentLock, error) { return HoldAgentLock(d.lockDir()) }

@@ -1,0 +1,298 @@
+package drainer
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/gnsh/gnsh/internal/drain"
+	"github.com/gnsh/gnsh/internal/legacy"
+)
+
+func TestAgentLock(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	if running, err := AgentRunning(dir); running || err != nil {
+		t.Fatalf("no lock file: running %v, %v", running, err)
+	}
+	l, err := HoldAgentLock(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Lstat(filepath.Join(dir, AgentLockName))
+	if err != nil || fi.Mode() != 0o644 {
+		t.Fatalf("lock file: %v, %v", fi, err)
+	}
+	if running, err := AgentRunning(dir); !running || err != nil {
+		t.Fatalf("lock held: running %v, %v", running, err)
+	}
+	var ar *AgentRunningError
+	if _, err := HoldAgentLock(dir); !errors.As(err, &ar) || ar.PID != os.Getpid() {
+		t.Fatalf("second agent: %v", err)
+	}
+	l.Release()
+	if running, err := AgentRunning(dir); running || err != nil {
+		t.Fatalf("lock released: running %v, %v", running, err)
+	}
+	// The probe leaves no lock behind: the agent can take it again.
+	l, err = HoldAgentLock(dir)
+	if err != nil {
+		t.Fatalf("after the probes: %v", err)
+	}
+	l.Release()
+}
+
+func TestAgentLockNotFollowedThroughSymlink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(t.TempDir(), "target")
+	if err := os.Symlink(target, filepath.Join(dir, AgentLockName)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := HoldAgentLock(dir); err == nil {
+		t.Fatal("lock taken through a symlink")
+	}
+	if _, err := os.Lstat(target); !os.IsNotExist(err) {
+		t.Errorf("the symlink's target was created: %v", err)
+	}
+	if running, err := AgentRunning(dir); running || err == nil {
+		t.Errorf("probe through a symlink: running %v, %v", running, err)
+	}
+	// Nor a lock directory that is a symlink.
+	link := filepath.Join(t.TempDir(), "gnsh")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := HoldAgentLock(link); err == nil {
+		t.Fatal("lock taken in a symlinked directory")
+	}
+}
+
+func TestFarScheduleMessage(t *testing.T) {
+	for _, agentUp := range []bool{false, true} {
+		f := newFakeNode(false, nil, "web-1")
+		d := newDrainer(t, f, "drainTimeout: 5m\n")
+		now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.Local)
+		d.Clock = clocktesting.NewFakeClock(now)
+		if agentUp {
+			l, err := HoldAgentLock(d.LockDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release()
+		}
+		req := reboot()
+		req.Command, req.When = "shutdown", legacy.Usec(now.Add(2*time.Hour))
+		if err := d.handOff(t, req, nil); err != nil || len(f.Actions()) != 0 {
+			t.Fatalf("agent %v: %v, %d actions", agentUp, err, len(f.Actions()))
+		}
+		want := "gnsh: not draining now: the reboot is due in 2h0m0s, beyond the drain timeout (5m0s), and the node agent (gnsh.service) is not running: nothing will drain the node before it; run 'gnsh drain' before it, or start the agent (systemctl enable --now gnsh)\n"
+		if agentUp {
+			want = "gnsh: not draining now: the reboot is due in 2h0m0s, beyond the drain timeout (5m0s); the node agent (gnsh.service) will drain the node at " +
+				now.Add(115*time.Minute).Format("2006-01-02 15:04:05 MST") + " (5m0s before it)\n"
+		}
+		if got := d.stderr.String(); got != want {
+			t.Errorf("agent %v:\n got %q\nwant %q", agentUp, got, want)
+		}
+	}
+}
+
+// The agent drains with the config file's drainTimeout, not the command
+// line's: a --drain-timeout shorter than the file's, the agent drains now.
+func TestFarScheduleMessageAgentDrainsNow(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "drainTimeout: 5m\n")
+	l, err := HoldAgentLock(d.LockDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	req := reboot()
+	req.Command, req.When, req.Drain.Timeout = "shutdown", legacy.Usec(time.Now().Add(3*time.Minute)), time.Minute
+	if err := d.handOff(t, req, nil); err != nil || len(f.Actions()) != 0 {
+		t.Fatalf("%v, %d actions", err, len(f.Actions()))
+	}
+	if !strings.Contains(d.stderr.String(), "beyond the drain timeout (1m0s); the node agent (gnsh.service) will drain the node now (its drain timeout is 5m0s)") {
+		t.Errorf("stderr %q", d.stderr)
+	}
+}
+
+func TestDrainForSchedule(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1", "web-2")
+	d := newDrainer(t, f, "")
+	at := time.Now().Add(30 * time.Minute).Truncate(time.Microsecond)
+	if _, err := d.DrainForSchedule(context.Background(), "poweroff", at, 20*time.Second); err != nil {
+		t.Fatalf("DrainForSchedule: %v\n%s", err, d.stderr)
+	}
+	o := drain.Owner(f.node(t))
+	if o == nil || o.Action != "poweroff" || o.When == nil || !o.When.Equal(at) || o.BootID != "boot-1" {
+		t.Fatalf("cordon record %+v", o)
+	}
+	if got := f.Evictions(); got != 2 {
+		t.Errorf("evictions %v", got)
+	}
+	if !d.ScheduleDrained(at) || d.ScheduleDrained(at.Add(time.Second)) {
+		t.Error("ScheduleDrained does not name the schedule")
+	}
+	l, err := d.AcquireLock("check", "node1")
+	if err != nil {
+		t.Fatalf("drain lock still held: %v", err)
+	}
+	l.Release()
+
+	// Again for the same schedule: nothing is evicted or changed.
+	before := len(f.Actions())
+	if _, err := d.DrainForSchedule(context.Background(), "poweroff", at, 20*time.Second); !errors.Is(err, ErrAlreadyDrained) {
+		t.Fatalf("second drain: %v", err)
+	}
+	for _, a := range f.Actions()[before:] {
+		if a.GetVerb() != "get" {
+			t.Errorf("second drain did %s %s", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+
+	// The guard counts the marker until 10 minutes after the schedule's
+	// time, not only 10 minutes after the drain.
+	clk := clocktesting.NewFakeClock(time.Now())
+	d.Clock = clk
+	for _, c := range []struct {
+		at   time.Time
+		want bool
+	}{{at.Add(-20 * time.Minute), true}, {at, true}, {at.Add(9 * time.Minute), true}, {at.Add(11 * time.Minute), false}} {
+		clk.SetTime(c.at)
+		if _, ok := d.DrainedFor(10 * time.Minute); ok != c.want {
+			t.Errorf("DrainedFor at schedule%+v = %v", c.at.Sub(at), ok)
+		}
+	}
+
+	// shutdown -c through the wrapper undoes this cordon and drops the
+	// marker.
+	d.Clock = nil
+	if err := d.handOff(t, cancelReq(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.node(t); n.Spec.Unschedulable {
+		t.Errorf("shutdown -c left the agent's cordon for the schedule")
+	}
+	if _, err := d.ReadMarker(); !os.IsNotExist(err) {
+		t.Errorf("marker after shutdown -c: %v", err)
+	}
+}
+
+// The wrapper drained for a near schedule: the agent finds its cordon for
+// that schedule and does not drain again.
+func TestDrainForScheduleAfterWrapper(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	req := reboot()
+	req.Command, req.When = "shutdown", legacy.Usec(time.Now().Add(time.Minute))
+	if err := d.handOff(t, req, nil); err != nil {
+		t.Fatal(err)
+	}
+	at := legacy.FromUsec(req.When)
+	if !d.ScheduleDrained(at) {
+		t.Error("the wrapper's marker does not name the schedule")
+	}
+	d.RemoveMarker() // the cordon alone must do
+	before := len(f.Actions())
+	if _, err := d.DrainForSchedule(context.Background(), "reboot", at, 20*time.Second); !errors.Is(err, ErrAlreadyDrained) {
+		t.Fatalf("agent's drain after the wrapper's: %v", err)
+	}
+	for _, a := range f.Actions()[before:] {
+		if a.GetVerb() != "get" {
+			t.Errorf("agent's drain did %s %s", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+	if !d.ScheduleDrained(at) {
+		t.Error("no marker for the schedule after finding the wrapper's cordon")
+	}
+	// Another schedule: drained (the cordon stays as it is).
+	if _, err := d.DrainForSchedule(context.Background(), "reboot", at.Add(time.Minute), 20*time.Second); err != nil {
+		t.Fatalf("drain for another schedule: %v", err)
+	}
+}
+
+func TestUndoScheduleCordon(t *testing.T) {
+	when := `"when":"2026-11-22T02:00:00Z"`
+	for _, c := range []struct {
+		name   string
+		ann    map[string]string
+		undone bool
+	}{
+		{"gnsh's for a schedule in this boot", map[string]string{drain.CordonAnnotation: `{"action":"reboot","user":"root","bootID":"boot-1",` + when + `}`}, true},
+		{"gnsh's for a schedule in an earlier boot", map[string]string{drain.CordonAnnotation: `{"action":"reboot","user":"root","bootID":"boot-0",` + when + `}`}, false},
+		{"gnsh's for an immediate reboot", map[string]string{drain.CordonAnnotation: `{"action":"reboot","user":"root","bootID":"boot-1"}`}, false},
+		{"an admin's", nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFakeNode(true, c.ann, "web-1")
+			d := newDrainer(t, f, "")
+			if err := d.writeMarker("reboot", nil); err != nil {
+				t.Fatal(err)
+			}
+			undone, err := d.UndoScheduleCordon(context.Background(), "the scheduled reboot was cancelled")
+			if err != nil || undone != c.undone || f.node(t).Spec.Unschedulable == c.undone {
+				t.Fatalf("undone %v, %v; unschedulable %v", undone, err, f.node(t).Spec.Unschedulable)
+			}
+			if _, err := d.ReadMarker(); !os.IsNotExist(err) {
+				t.Errorf("marker left: %v", err)
+			}
+		})
+	}
+}
+
+func TestUndoScheduleCordonWaitsForTheLock(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	l, err := d.AcquireLock("reboot", "node1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if _, err := d.UndoScheduleCordon(context.Background(), "cancelled"); !IsLockHeld(err) {
+		t.Fatalf("with the lock held: %v", err)
+	}
+}
+
+// shutdown -k TIME: the wrapper notes the dry run for the agent; a real
+// request or a cancel drops the note.
+func TestDryRunNote(t *testing.T) {
+	for _, next := range []string{"real schedule", "cancel"} {
+		f := newFakeNode(false, nil, "web-1")
+		d := newDrainer(t, f, "")
+		at := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+		d.NoteDryRun(legacy.Usec(at))
+		if !d.DryRunAt(at) || d.DryRunAt(at.Add(time.Second)) {
+			t.Fatal("DryRunAt does not name the dry run")
+		}
+		if fi, err := os.Lstat(filepath.Join(d.LockDir, DryRunName)); err != nil || fi.Mode() != 0o644 {
+			t.Errorf("note: %v, %v", fi, err)
+		}
+		d2 := newDrainer(t, f, "")
+		d2.LockDir = d.LockDir
+		if d2.BootID = "boot-2"; d2.DryRunAt(at) {
+			t.Error("a note of another boot counts")
+		}
+		req := reboot()
+		req.Command, req.When = "shutdown", legacy.Usec(at)
+		if next == "cancel" {
+			req = cancelReq()
+		}
+		if err := d.handOff(t, req, nil); err != nil {
+			t.Fatal(err)
+		}
+		if d.DryRunAt(at) {
+			t.Errorf("%s: the dry run's note stays", next)
+		}
+	}
+	// Not a Kubernetes node: nothing is written.
+	d := newDrainer(t, nil, "")
+	d.NoteDryRun(legacy.Usec(time.Now().Add(time.Hour)))
+	if _, err := os.Lstat(d.LockDir); !os.IsNotExist(err) {
+		t.Errorf("without a kubeconfig: %v", err)
+	}
+}
