@@ -94,30 +94,46 @@ func (l *AgentLock) Release() {
 	l.f = nil
 }
 
-// AgentRunning reports whether a node agent holds its lock in dir
-// (DefaultLockDir if ""): a non-blocking shared flock on the file fails.
-// It opens the file read-only, without creating it or following a
-// symlink, so any user may ask; no file means no agent. An error (say,
-// /run/gnsh unreadable) comes with false.
-func AgentRunning(dir string) (bool, error) {
+// ProbeAgentLock says whether a node agent holds its lock in dir
+// (DefaultLockDir if ""): a non-blocking shared flock on the file fails
+// exactly while the agent's exclusive one is held; a shared lock it gets
+// is dropped at once (closing the file). It opens the file read-only,
+// without creating it or following a symlink, so any user may ask.
+// exists is false when there is no such file (no agent has run since
+// boot: /run is a tmpfs). An error (say, /run/gnsh unreadable) comes with
+// false, false.
+func ProbeAgentLock(dir string) (held, exists bool, err error) {
 	if dir == "" {
 		dir = DefaultLockDir
 	}
 	f, err := openInLockDir(dir, AgentLockName, unix.O_RDONLY)
 	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
+		return false, false, nil
 	}
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	defer f.Close()
-	switch err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); {
-	case errors.Is(err, syscall.EWOULDBLOCK):
-		return true, nil
-	case err != nil:
-		return false, &os.PathError{Op: "flock", Path: f.Name(), Err: err}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
 	}
-	return false, nil // closing the file drops the shared lock
+	switch {
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		return true, true, nil
+	case err != nil:
+		return false, false, &os.PathError{Op: "flock", Path: f.Name(), Err: err}
+	}
+	return false, true, nil
+}
+
+// AgentRunning reports whether a node agent holds its lock in dir
+// (ProbeAgentLock).
+func AgentRunning(dir string) (bool, error) {
+	held, _, err := ProbeAgentLock(dir)
+	return held, err
 }
 
 // AgentRunning reports whether the node agent holds its lock in this

@@ -1,14 +1,15 @@
 package nodefacts
 
 import (
-	"errors"
-	"os"
-	"syscall"
+	"fmt"
+	"path/filepath"
+
+	"github.com/gnsh/gnsh/internal/drainer"
 )
 
 // AgentLockPath is the file the node agent holds an exclusive flock(2) on
 // for as long as it runs.
-const AgentLockPath = "/run/gnsh/agent.lock"
+const AgentLockPath = drainer.DefaultLockDir + "/" + drainer.AgentLockName
 
 // Answers of ProbeAgentLock.
 const (
@@ -17,41 +18,23 @@ const (
 	LockAbsent = "absent" // no such file: no agent has run since boot (/run is a tmpfs)
 )
 
-// ProbeAgentLock says whether a process holds an exclusive flock on the
-// file at path, without waiting: a non-blocking shared flock fails with
-// EWOULDBLOCK exactly while an exclusive one is held. A shared lock it
-// gets is released at once. A missing file counts as not running.
-//
-// The agent's side (an exclusive flock on AgentLockPath for its lifetime)
-// is being added to internal/agent separately; this probe is its reader,
-// kept here so that doctor and status need nothing from the agent's code.
-// While the probe holds its shared lock (for microseconds), an agent
-// starting at that very instant and taking its lock with LOCK_NB would see
-// it taken: the agent should take it blocking (or retry once), which costs
-// it nothing.
+// ProbeAgentLock says whether the node agent holds its lock at path (a
+// file named drainer.AgentLockName; drainer.ProbeAgentLock is the probe).
+// A missing file counts as not running.
 func ProbeAgentLock(path string) (string, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return LockAbsent, nil
+	if filepath.Base(path) != drainer.AgentLockName {
+		return "", fmt.Errorf("%s: the agent's lock is named %s", path, drainer.AgentLockName)
 	}
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
-		if err != syscall.EINTR {
-			break
-		}
-	}
+	held, exists, err := drainer.ProbeAgentLock(filepath.Dir(path))
 	switch {
-	case err == nil:
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		return LockFree, nil
-	case errors.Is(err, syscall.EWOULDBLOCK):
+	case err != nil:
+		return "", err
+	case held:
 		return LockHeld, nil
+	case exists:
+		return LockFree, nil
 	}
-	return "", &os.PathError{Op: "flock", Path: path, Err: err}
+	return LockAbsent, nil
 }
 
 // agentRunning reads the agent's state from systemd's answer and the
