@@ -55,6 +55,10 @@ type agentCase struct {
 	slow    bool // mostly sleeps for a minute or more: the slow lane
 	wrapper bool // gnsh installed over reboot/poweroff/halt/shutdown
 	gate    bool // kubelet.conf points at a gate (a TCP relay the test can close) in front of the API server
+	// kubelet: the stand-in lock looks like kubelet's (who "kubelet", its
+	// why) and /var/lib/kubelet/config.yaml asks for a shutdown grace
+	// period within InhibitDelayMaxSec, as gnsh doctor expects of a node.
+	kubelet bool
 	run     func(a *agentRun)
 	why     string
 	// pending, if set, names what gnsh lacks for this case on this
@@ -77,9 +81,8 @@ func agentCases() []agentCase {
 		{name: "shutdown_+2_drain_ahead", wrapper: true, slow: true, run: shutdownAheadPending,
 			pending: "the agent's drain ahead of a far `shutdown TIME` (README: not yet)",
 			why:     "shutdown -r +2 with drainTimeout 90s: the agent drains at about the deadline - 90 s; shutdown -c uncordons"},
-		{name: "doctor", run: doctorPending,
-			pending: "gnsh doctor's agent check (README: the agent check only warns)",
-			why:     "gnsh doctor reports the gap on stock bullseye (exit 1) and passes once gnsh is installed over the four commands and the agent runs"},
+		{name: "doctor", kubelet: true, run: doctor,
+			why: "gnsh doctor reports the gap on stock bullseye (exit 1) and passes once gnsh is installed over the four commands and the agent runs"},
 	}
 }
 
@@ -289,11 +292,18 @@ StandardError=journal
 WantedBy=multi-user.target
 `)
 	// The stand-in kubelet: a shutdown delay lock held from every boot on.
+	who, why := inhibitWho, "e2e delay lock"
+	if a.tc.kubelet {
+		who, why = "kubelet", "Kubelet needs time to handle node shutdown" // kubelet's own words
+		mustWrite(t, filepath.Join(stage, "kubelet-config.yaml"), "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+
+			fmt.Sprintf("shutdownGracePeriod: %ds\nshutdownGracePeriodCriticalPods: 2s\n", agentDelay-2))
+		c.must("sh", "-ec", "mkdir -p /var/lib/kubelet && install -m 0644 /rig/units/kubelet-config.yaml /var/lib/kubelet/config.yaml && rm /rig/units/kubelet-config.yaml")
+	}
 	mustWrite(t, filepath.Join(stage, "rig-inhibit.service"), `[Unit]
 Description=gnsh e2e: a kubelet-like shutdown delay lock
 After=systemd-logind.service dbus.service
 [Service]
-ExecStart=/usr/bin/systemd-inhibit --what=shutdown --mode=delay --who=`+inhibitWho+` "--why=e2e delay lock" /bin/sleep infinity
+ExecStart=/usr/bin/systemd-inhibit --what=shutdown --mode=delay "--who=`+who+`" "--why=`+why+`" /bin/sleep infinity
 [Install]
 WantedBy=multi-user.target
 `)
@@ -322,7 +332,7 @@ WantedBy=multi-user.target
 		time.Sleep(100 * time.Millisecond)
 	}
 	c.must("systemctl", "start", "rig-inhibit.service")
-	a.waitInhibitor(inhibitWho)
+	a.waitInhibitor(who)
 	if v := c.prop("InhibitDelayMaxUSec"); v != fmt.Sprintf("t %d", agentDelay*1000000) {
 		t.Fatalf("InhibitDelayMaxUSec = %q, want %d s", v, agentDelay)
 	}
@@ -912,22 +922,33 @@ func shutdownAheadPending(a *agentRun) {
 	c.terminate()
 }
 
-// doctorPending (case 7, pending): gnsh doctor on stock bullseye reports
-// the gap (exit 1), and passes (exit 0) once gnsh is installed over the
-// four commands and the agent runs.
-func doctorPending(a *agentRun) {
+// doctor (case 7): gnsh doctor against the real systemd and logind of each
+// suite, the stand-in lock looking like kubelet's and a kubelet config
+// asking for 6 s (InhibitDelayMaxSec is 8 s). With the stock commands it
+// must fail on bullseye (they bypass logind); with gnsh installed over the
+// four commands and the agent running it must pass on both suites.
+func doctor(a *agentRun) {
 	t, c := a.t, a.c
 	r := c.run(30*time.Second, "gnsh", "doctor")
-	c.logf("gnsh doctor (stock commands):\n%s%s", r.stdout, r.stderr)
-	if a.suite == "bullseye" && r.rc != 1 {
+	c.logf("gnsh doctor (stock commands), rc %d:\n%s%s", r.rc, r.stdout, r.stderr)
+	switch {
+	case a.suite == "bullseye" && r.rc != 1:
 		t.Errorf("gnsh doctor on stock bullseye: rc %d, want 1 (the gap)", r.rc)
+	case a.suite == "bullseye" && !regexp.MustCompile(`(?m)^fail +commands \(root\)`).MatchString(r.stdout):
+		t.Errorf("gnsh doctor on stock bullseye does not fail the commands check:\n%s", r.stdout)
 	}
 	c.must("sh", "-ec", `for c in reboot poweroff halt shutdown; do ln -sfn /usr/local/sbin/gnsh "$(command -v "$c")"; done`)
 	r = c.run(30*time.Second, "gnsh", "doctor")
-	c.logf("gnsh doctor (gnsh installed, agent running):\n%s%s", r.stdout, r.stderr)
+	c.logf("gnsh doctor (gnsh installed, agent running), rc %d:\n%s%s", r.rc, r.stdout, r.stderr)
 	if r.rc != 0 {
-		t.Errorf("gnsh doctor with gnsh installed and the agent running: rc %d, want 0", r.rc)
+		t.Errorf("gnsh doctor with gnsh installed and the agent running: rc %d, want 0:\n%s%s", r.rc, r.stdout, r.stderr)
 	}
+	for _, want := range []string{`(?m)^ok +kubelet inhibitor`, `(?m)^ok +commands \(root\)`, `(?m)^(ok|warn) +agent +gnsh.service is active`} {
+		if !regexp.MustCompile(want).MatchString(r.stdout) {
+			t.Errorf("gnsh doctor's output has no line matching %q", want)
+		}
+	}
+	a.row.what = "doctor: stock vs installed"
 	c.terminate()
 }
 
