@@ -252,6 +252,7 @@ func runAgentCase(t *testing.T, suite string, tc agentCase, gnsh string) {
 	}
 	d.populate(t)
 
+	t.Cleanup(func() { a.audit(time.Time{}, time.Time{}) }) // keeps audit.jsonl with the artefacts
 	a.root = persistentRoot(t, rootfs, dir)
 	a.c = boot(t, suite, rootfs, dir, bootOpts{gnsh: gnsh, persist: a.root, delay: agentDelay})
 	row.boot1 = a.c.booted
@@ -565,11 +566,15 @@ func (a *agentRun) waitUncordoned(timeout time.Duration) time.Time {
 		if !n.Spec.Unschedulable && !annotated {
 			at := time.Now()
 			a.c.logf("Node %s schedulable, %s gone", n.Name, cordonAnnoKey)
+			// The agent posts the Event right after its patch: give it a moment.
 			evs := a.gnshEvents()
+			for wait := time.Now().Add(20 * time.Second); len(evs["GnshUncordoned"]) == 0 && time.Now().Before(wait); evs = a.gnshEvents() {
+				time.Sleep(250 * time.Millisecond)
+			}
 			if len(evs["GnshUncordoned"]) != 1 {
 				t.Errorf("GnshUncordoned Events: %q, want one", evs["GnshUncordoned"])
 			} else {
-				a.c.logf("Event GnshUncordoned: %s", evs["GnshUncordoned"][0])
+				a.c.logf("Event GnshUncordoned (%.1f s after the Node was seen schedulable): %s", time.Since(at).Seconds(), evs["GnshUncordoned"][0])
 			}
 			return at
 		}
