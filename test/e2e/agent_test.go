@@ -358,7 +358,8 @@ WantedBy=multi-user.target
 // ID by bind-mounting a file over /proc/sys/kernel/random/boot_id. In a
 // unit with ProtectKernelTunables=yes, or with ProtectControlGroups=yes
 // (each alone does it, on systemd 247 and 252 alike), that bind mount is
-// gone from the unit's mount namespace: the agent reads the host kernel's
+// gone from the unit's mount namespace (systemd mounts a fresh procfs
+// instance on /proc there, without nspawn's submounts): the agent reads the host kernel's
 // boot ID, the same in every boot of the container. The agent then takes
 // its own cordon from the last boot for one of this boot ("that reboot has
 // not happened, left as it is") and never uncordons, and never matches the
