@@ -51,14 +51,16 @@ const (
 
 // One control plane serves every drain case (one Node per suite). It is
 // started by the first drain case that needs it and stopped when TestE2E
-// ends.
-var cpShared struct {
-	parent  *testing.T // TestE2E: owns the control plane's cleanup and state dir
+// ends. TestAgentE2E has its own (agentCP), stopped when it ends.
+type sharedCP struct {
+	parent  *testing.T // the top test: owns the control plane's cleanup and state dir
 	once    sync.Once
 	cp      *controlplane.ControlPlane
 	skipped bool
 	mu      sync.Mutex // controlplane.sh node: openssl's CA serial file is not concurrency-safe
 }
+
+var cpShared = &sharedCP{}
 
 // parentScoped hands StartWith a test whose failures and logs are the
 // calling case's, but whose cleanups and temp dirs belong to TestE2E, so
@@ -71,9 +73,11 @@ type parentScoped struct {
 func (p parentScoped) TempDir() string  { return p.parent.TempDir() }
 func (p parentScoped) Cleanup(f func()) { p.parent.Cleanup(f) }
 
-func drainControlPlane(t *testing.T) *controlplane.ControlPlane {
+func drainControlPlane(t *testing.T) *controlplane.ControlPlane { return cpShared.get(t) }
+
+// get starts the control plane on first use and returns it.
+func (s *sharedCP) get(t *testing.T) *controlplane.ControlPlane {
 	t.Helper()
-	s := &cpShared
 	s.once.Do(func() {
 		defer func() { s.skipped = t.Skipped() }()
 		parent := s.parent
@@ -105,6 +109,8 @@ type drainCase struct {
 	keep       []string // pods that must stay: the DaemonSet pod, the peer's pod
 	out        result   // gnsh's reboot
 	trigger    time.Time
+	shared     *sharedCP // whose control plane (cpShared if nil)
+	server     string    // if set, the server URL written into kubelet.conf instead of the API server's
 }
 
 func newDrainCase(suite string) *drainCase {
@@ -273,11 +279,21 @@ func drainPod(ns, name, node string, labels map[string]string, owner metav1.Owne
 // (a symlink to a dated cert+key file).
 func (d *drainCase) installKubeconfig(c *container) {
 	t := c.t
-	cpShared.mu.Lock()
-	kcPath := func() string { defer cpShared.mu.Unlock(); return d.cp.NodeKubeconfig(t, d.node) }()
+	shared := d.shared
+	if shared == nil {
+		shared = cpShared
+	}
+	shared.mu.Lock()
+	kcPath := func() string { defer shared.mu.Unlock(); return d.cp.NodeKubeconfig(t, d.node) }()
 	kc, err := os.ReadFile(kcPath)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if d.server != "" {
+		if !strings.Contains(string(kc), "server: "+d.cp.Server) {
+			t.Fatalf("%s does not name the server %s:\n%s", kcPath, d.cp.Server, kc)
+		}
+		kc = []byte(strings.ReplaceAll(string(kc), "server: "+d.cp.Server, "server: "+d.server))
 	}
 	hostPEM := filepath.Join(d.cp.Dir, "pki", "node-"+d.node+".pem")
 	if n := strings.Count(string(kc), hostPEM); n != 2 {

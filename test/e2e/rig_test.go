@@ -39,6 +39,9 @@ import (
 //	                       (systemd-run --wait --pipe) instead of directly via nsenter
 //	GNSH_E2E_USE_STOCK=1   rig debugging only: run the gnsh cases with the stock
 //	                       systemd commands (no gnsh installed); bullseye cases then fail
+//	GNSH_E2E_AGENT_PARALLEL   TestAgentE2E's fast lane (default 3)
+//	GNSH_E2E_AGENT_DROPIN=0   run gnsh.service exactly as shipped (see bootIDDropIn)
+//	GNSH_E2E_AGENT_PENDING=1  also run the agent cases that need features not merged yet
 const (
 	delaySec   = 3 // InhibitDelayMaxSec= bound into every container
 	inhibitWho = "gnsh-e2e"
@@ -180,7 +183,9 @@ func staticNote(path string) string {
 type container struct {
 	t        *testing.T
 	suite    string
+	rootfs   string
 	dir      string // per-case artefact dir on the host
+	opts     bootOpts
 	viaUnit  bool
 	nspawn   *exec.Cmd
 	console  *os.File
@@ -197,6 +202,14 @@ type container struct {
 
 type bootOpts struct {
 	gnsh string // host path bound to /usr/local/sbin/gnsh ("" = none)
+	// persist, if set, is a directory to boot from instead of rootfs,
+	// without --volatile: a root that survives the container's reboot
+	// (persistentRoot mounts one; bootAgain boots it again).
+	persist string
+	delay   int // InhibitDelayMaxSec bound into the container (0 = delaySec)
+	// n numbers the boots of one case (0 and 1 are the first): boot n > 1
+	// writes console-bootN.log and appends to commands.log.
+	n int
 }
 
 // boot starts a container for the case and waits until logind and the
@@ -210,29 +223,43 @@ func boot(t *testing.T, suite, rootfs, dir string, o bootOpts) *container {
 	}
 	logindConf := filepath.Join(dir, "logind.conf")
 	journaldConf := filepath.Join(dir, "journald.conf")
-	mustWrite(t, logindConf, fmt.Sprintf("[Login]\nInhibitDelayMaxSec=%d\n", delaySec))
+	delay := o.delay
+	if delay == 0 {
+		delay = delaySec
+	}
+	mustWrite(t, logindConf, fmt.Sprintf("[Login]\nInhibitDelayMaxSec=%d\n", delay))
 	// Forward the journal to the console so console.log has every log line
 	// (the journal itself is also kept, see journal/).
 	mustWrite(t, journaldConf, "[Journal]\nForwardToConsole=yes\nMaxLevelConsole=info\n")
 
-	c := &container{t: t, suite: suite, dir: dir, exited: make(chan struct{}),
+	c := &container{t: t, suite: suite, rootfs: rootfs, dir: dir, opts: o, exited: make(chan struct{}),
 		viaUnit: os.Getenv("GNSH_E2E_VIA_UNIT") == "1"}
 	var err error
-	if c.summary, err = os.Create(filepath.Join(dir, "commands.log")); err != nil {
+	consoleName := "console.log"
+	if o.n <= 1 {
+		c.summary, err = os.Create(filepath.Join(dir, "commands.log"))
+	} else {
+		consoleName = fmt.Sprintf("console-boot%d.log", o.n)
+		c.summary, err = os.OpenFile(filepath.Join(dir, "commands.log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
-	if c.console, err = os.Create(filepath.Join(dir, "console.log")); err != nil {
+	if c.console, err = os.Create(filepath.Join(dir, consoleName)); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{
-		"-D", rootfs, "-b", "--register=no", "--keep-unit", "--volatile=overlay",
-		"--machine=" + sanitizeMachine(suite+"-"+filepath.Base(dir)),
+	root := []string{"-D", rootfs, "--volatile=overlay"}
+	if o.persist != "" {
+		root = []string{"-D", o.persist}
+	}
+	args := append(root, "-b", "--register=no", "--keep-unit",
+		"--machine="+sanitizeMachine(suite+"-"+filepath.Base(dir)),
 		"--setenv=SYSTEMD_COLORS=0",
-		"--bind-ro=" + logindConf + ":/etc/systemd/logind.conf.d/gnsh-e2e.conf",
-		"--bind-ro=" + journaldConf + ":/etc/systemd/journald.conf.d/gnsh-e2e.conf",
-		"--bind=" + filepath.Join(dir, "rig") + ":/rig",
-		"--bind=" + filepath.Join(dir, "journal") + ":/var/log/journal",
-	}
+		"--bind-ro="+logindConf+":/etc/systemd/logind.conf.d/gnsh-e2e.conf",
+		"--bind-ro="+journaldConf+":/etc/systemd/journald.conf.d/gnsh-e2e.conf",
+		"--bind="+filepath.Join(dir, "rig")+":/rig",
+		"--bind="+filepath.Join(dir, "journal")+":/var/log/journal",
+	)
 	if o.gnsh != "" {
 		args = append(args, "--bind-ro="+o.gnsh+":/usr/local/sbin/gnsh")
 	}
@@ -319,6 +346,57 @@ func boot(t *testing.T, suite, rootfs, dir string, o bootOpts) *container {
 		t.Fatalf("system state %q (want running); failed units:\n%s", state, f.stdout)
 	}
 	return c
+}
+
+// persistentRoot mounts an overlay on the host for a case whose container
+// reboots: the cached rootfs is the read-only lower layer, the upper and
+// work dirs live in the case dir (root/upper, root/work), and root/merged
+// is what nspawn boots (bootOpts.persist, without --volatile), as many
+// times as the case likes. The cached rootfs is never written. The mount
+// is taken away when the test ends, after every container of the case
+// (lazily if something still holds it).
+func persistentRoot(t *testing.T, rootfs, dir string) string {
+	t.Helper()
+	base := filepath.Join(dir, "root")
+	upper, work, merged := filepath.Join(base, "upper"), filepath.Join(base, "work"), filepath.Join(base, "merged")
+	for _, d := range []string{upper, work, merged} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.ContainsAny(rootfs+upper+work, ",:") {
+		t.Fatalf("overlay paths must not contain ',' or ':' (%s, %s)", rootfs, base)
+	}
+	data := "lowerdir=" + rootfs + ",upperdir=" + upper + ",workdir=" + work
+	if err := syscall.Mount("overlay", merged, "overlay", 0, data); err != nil {
+		t.Fatalf("mount overlay %s on %s: %v", data, merged, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(merged, 0); err != nil {
+			t.Logf("umount %s: %v; detaching it (MNT_DETACH)", merged, err)
+			if err := syscall.Unmount(merged, syscall.MNT_DETACH); err != nil {
+				t.Errorf("umount -l %s: %v", merged, err)
+			}
+		}
+		_ = os.RemoveAll(work) // root-owned overlay work files; upper stays with the artefacts
+	})
+	return merged
+}
+
+// bootAgain boots the case's persistent root once more after the container
+// went down (a reboot: nspawn exited 133; it does not restart by itself).
+// The new boot has its own boot ID, console-bootN.log and cleanup.
+func (c *container) bootAgain(t *testing.T) *container {
+	t.Helper()
+	if c.opts.persist == "" {
+		t.Fatal("bootAgain: the container has no persistent root (bootOpts.persist)")
+	}
+	if !c.hasExited() {
+		t.Fatal("bootAgain: the container is still running")
+	}
+	o := c.opts
+	o.n = max(o.n, 1) + 1
+	return boot(t, c.suite, c.rootfs, c.dir, o)
 }
 
 func sanitizeMachine(s string) string {
@@ -590,7 +668,7 @@ func (c *container) scheduledFile() string {
 }
 
 func (c *container) consoleText() string {
-	b, _ := os.ReadFile(filepath.Join(c.dir, "console.log"))
+	b, _ := os.ReadFile(c.console.Name())
 	return string(b)
 }
 
