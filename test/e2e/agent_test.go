@@ -61,9 +61,6 @@ type agentCase struct {
 	kubelet bool
 	run     func(a *agentRun)
 	why     string
-	// pending, if set, names what gnsh lacks for this case on this
-	// branch: the case is skipped (GNSH_E2E_AGENT_PENDING=1 runs it anyway).
-	pending string
 }
 
 func agentCases() []agentCase {
@@ -78,9 +75,8 @@ func agentCases() []agentCase {
 			why: "a `gnsh drain` maintenance cordon survives a reboot through the wrapper: the agent leaves it; gnsh uncordon lifts it"},
 		{name: "wrapper_drains_once", wrapper: true, run: wrapperDrainsOnce,
 			why: "reboot through the wrapper with the agent running: one cordon and one eviction per pod (the agent sees the wrapper's marker), uncordoned after boot"},
-		{name: "shutdown_+2_drain_ahead", wrapper: true, slow: true, run: shutdownAheadPending,
-			pending: "the agent's drain ahead of a far `shutdown TIME` (README: not yet)",
-			why:     "shutdown -r +2 with drainTimeout 90s: the agent drains at about the deadline - 90 s; shutdown -c uncordons"},
+		{name: "shutdown_+2_drain_ahead", wrapper: true, slow: true, run: shutdownAhead,
+			why: "shutdown -r +2 with drainTimeout 90s: the agent drains at about the deadline - 90 s; shutdown -c uncordons"},
 		{name: "doctor", kubelet: true, run: doctor,
 			why: "gnsh doctor reports the gap on stock bullseye (exit 1) and passes once gnsh is installed over the four commands and the agent runs"},
 	}
@@ -173,12 +169,6 @@ func TestAgentE2E(t *testing.T) {
 		cw.Add(1)
 		go func() {
 			defer cw.Done()
-			if j.tc.pending != "" && os.Getenv("GNSH_E2E_AGENT_PENDING") != "1" {
-				t.Run(j.suite+"/"+j.tc.name, func(t *testing.T) {
-					t.Skipf("SKIP (pending): needs %s; GNSH_E2E_AGENT_PENDING=1 runs it", j.tc.pending)
-				})
-				return
-			}
 			lane <- struct{}{}
 			defer func() { <-lane }()
 			t.Run(j.suite+"/"+j.tc.name, func(t *testing.T) { runAgentCase(t, j.suite, j.tc, gnsh) })
@@ -308,15 +298,7 @@ ExecStart=/usr/bin/systemd-inhibit --what=shutdown --mode=delay "--who=`+who+`" 
 [Install]
 WantedBy=multi-user.target
 `)
-	dropIn := ""
-	if os.Getenv("GNSH_E2E_AGENT_DROPIN") != "0" {
-		mustWrite(t, filepath.Join(stage, bootIDDropIn), bootIDDropInText)
-		dropIn = `mkdir -p /etc/systemd/system/` + agentUnit + `.d
-		install -m 0644 /rig/units/` + bootIDDropIn + ` /etc/systemd/system/` + agentUnit + `.d/`
-		c.logf("drop-in for gnsh.service (nspawn boot ID, see bootIDDropInText): %s", strings.ReplaceAll(bootIDDropInText, "\n", " | "))
-	}
 	c.must("sh", "-ec", `install -m 0644 /rig/units/*.service /etc/systemd/system/
-		`+dropIn+`
 		systemctl daemon-reload
 		systemctl enable --quiet rig-mon.service rig-inhibit.service `+agentUnit+`
 		test -L /etc/systemd/system/multi-user.target.wants/`+agentUnit+`
@@ -353,29 +335,6 @@ WantedBy=multi-user.target
 	a.expectAgentBootID()
 }
 
-// bootIDDropIn works around what install/systemd/gnsh.service's hardening
-// does under systemd-nspawn. nspawn gives each container boot its own boot
-// ID by bind-mounting a file over /proc/sys/kernel/random/boot_id. In a
-// unit with ProtectKernelTunables=yes, or with ProtectControlGroups=yes
-// (each alone does it, on systemd 247 and 252 alike), that bind mount is
-// gone from the unit's mount namespace (systemd mounts a fresh procfs
-// instance on /proc there, without nspawn's submounts): the agent reads the host kernel's
-// boot ID, the same in every boot of the container. The agent then takes
-// its own cordon from the last boot for one of this boot ("that reboot has
-// not happened, left as it is") and never uncordons, and never matches the
-// wrapper's marker (written with the container's boot ID). ReadOnlyPaths=
-// keeps the bind mount, so the drop-in trades the two directives for
-// read-only /proc/sys and /sys. GNSH_E2E_AGENT_DROPIN=0 runs the unit as
-// shipped.
-const (
-	bootIDDropIn     = "e2e-nspawn-boot-id.conf"
-	bootIDDropInText = `[Service]
-ProtectKernelTunables=no
-ProtectControlGroups=no
-ReadOnlyPaths=/proc/sys /sys
-`
-)
-
 // expectAgentBootID checks that the agent started in this boot sees this
 // boot's ID ("agent VERSION started (boot ID)").
 func (a *agentRun) expectAgentBootID() {
@@ -385,7 +344,7 @@ func (a *agentRun) expectAgentBootID() {
 	case m == nil:
 		a.t.Errorf("no \"agent … started (boot …)\" line in the agent's journal of this boot")
 	case m[1] != want:
-		a.t.Errorf("the agent sees boot ID %s, the container's boot is %s (the host's is %s): see bootIDDropIn", m[1], want, hostBootID())
+		a.t.Errorf("the agent sees boot ID %s, the container's boot is %s (the host's is %s): see ReadOnlyPaths= in install/systemd/gnsh.service", m[1], want, hostBootID())
 	default:
 		a.c.logf("the agent sees this boot's ID %s", m[1])
 	}
@@ -886,11 +845,11 @@ func apiDownAtBoot(a *agentRun) {
 	a.waitAgentIdle(30 * time.Second)
 }
 
-// shutdownAheadPending (case 6, pending): shutdown -r +2 with drainTimeout
-// 90s: the agent drains at about the deadline - 90 s, and shutdown -c
-// uncordons. Written against the planned behaviour; skipped until it is
-// merged.
-func shutdownAheadPending(a *agentRun) {
+// shutdownAhead (case 6): shutdown -r +2 through the wrapper with
+// drainTimeout 90s: the wrapper does not drain (beyond drainTimeout) and
+// says the agent will; the agent drains at about the deadline - 90 s, and
+// shutdown -c uncordons.
+func shutdownAhead(a *agentRun) {
 	t, c := a.t, a.c
 	c.must("sh", "-ec", `mkdir -p /etc/gnsh && printf 'drainTimeout: 90s\n' > /etc/gnsh/config.yaml`)
 	c.must("systemctl", "restart", agentUnit)
@@ -898,6 +857,8 @@ func shutdownAheadPending(a *agentRun) {
 	sched := time.Now()
 	if r := c.run(30*time.Second, "shutdown", "-r", "+2"); r.rc != 0 {
 		t.Fatalf("shutdown -r +2: %s", r)
+	} else if !strings.Contains(r.stderr, "the node agent (gnsh.service) will drain the node at") {
+		t.Errorf("shutdown -r +2 does not say that the agent will drain:\n%s", r.stderr)
 	}
 	_, due := c.scheduled()
 	if due.IsZero() {
@@ -949,7 +910,7 @@ func doctor(a *agentRun) {
 	if r.rc != 0 {
 		t.Errorf("gnsh doctor with gnsh installed and the agent running: rc %d, want 0:\n%s%s", r.rc, r.stdout, r.stderr)
 	}
-	for _, want := range []string{`(?m)^ok +kubelet inhibitor`, `(?m)^ok +commands \(root\)`, `(?m)^(ok|warn) +agent +gnsh.service is active`} {
+	for _, want := range []string{`(?m)^ok +kubelet inhibitor`, `(?m)^ok +commands \(root\)`, `(?m)^ok +agent +the agent runs \(gnsh.service is active\) and holds its delay lock`} {
 		if !regexp.MustCompile(want).MatchString(r.stdout) {
 			t.Errorf("gnsh doctor's output has no line matching %q", want)
 		}

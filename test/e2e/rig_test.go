@@ -40,8 +40,6 @@ import (
 //	GNSH_E2E_USE_STOCK=1   rig debugging only: run the gnsh cases with the stock
 //	                       systemd commands (no gnsh installed); bullseye cases then fail
 //	GNSH_E2E_AGENT_PARALLEL   TestAgentE2E's fast lane (default 3)
-//	GNSH_E2E_AGENT_DROPIN=0   run gnsh.service exactly as shipped (see bootIDDropIn)
-//	GNSH_E2E_AGENT_PENDING=1  also run the agent cases that need features not merged yet
 const (
 	delaySec   = 3 // InhibitDelayMaxSec= bound into every container
 	inhibitWho = "gnsh-e2e"
