@@ -409,7 +409,8 @@ if ! { [ "$(r gnsh pfs)" = yes ] && [ "$(r gnsh rc)" = 133 ] && [ "$(r gnsh left
 fi
 
 echo "== node-b boots again, from the same disk (gnsh, its enabled unit, the kubelet's, kubelet.conf)"
-echo "   gnsh's cordon stays until the node is Ready for this boot; then the agent lifts it, nobody else"
+echo "   the agent lifts gnsh's cordon once the Node is Ready for this boot (here at once: kwok, the"
+echo "   stand-in kubelet, keeps it Ready throughout); nothing else would"
 t0=$(now)
 boot gnsh-boot2 node-b -D "$D"
 at "$t0" "$(now)" "node-b booted (boot ID $(in_node "$L" cat /proc/sys/kernel/random/boot_id))"
@@ -438,9 +439,9 @@ sed 's/^/     /' "$WORK/uncordoned"
 echo "   gnsh status (inside node-b; reads only):"
 in_node "$L" timeout 60 gnsh status 2>&1 | sed 's/^/     /' || true
 
-echo "== node-a, for contrast: bullseye's reboot killed its $(r stock left) web pods with the container, evicted"
-echo "   none (the budget never asked) and never cordoned it: there is no cordon to lift, and nothing"
-echo "   kept pods off it while it went down."
+echo "== node-a, for contrast: bullseye's reboot went straight to PID 1. Its $(r stock left) web pods were not evicted"
+echo "   (on a real node they die with it; the budget was never asked), and it was never cordoned:"
+echo "   no cordon to lift after its boot, and nothing kept new pods off it while it went down."
 
 echo
 printf '%-36s %-24s %s\n' "" "stock reboot ($SUITE)" "gnsh reboot"
