@@ -1,10 +1,15 @@
 #!/bin/sh
-# make demo: the gap and the fix on Kubernetes nodes, in throwaway Debian
-# bullseye containers (systemd 247). A local control plane (kwok plays the
-# kubelet) has two nodes with pods; each container holds a kubelet-style
-# delay inhibitor and the node's kubelet.conf. Root types `reboot`: on
-# node-a with bullseye's own reboot, on node-b with gnsh installed over it.
-# Containers run with --volatile=overlay: the cached rootfs is not changed.
+# make demo: the gap and the fix on Kubernetes nodes, in Debian bullseye
+# containers (systemd 247). A local control plane (kwok plays the kubelet)
+# has two nodes with pods; each container holds a kubelet-style delay
+# inhibitor and the node's kubelet.conf. Root types `reboot`: on node-a with
+# bullseye's own reboot, on node-b with gnsh installed over it and gnsh's
+# node agent enabled (install/systemd/gnsh.service). node-a is throwaway
+# (--volatile=overlay). node-b boots from an overlayfs mounted here (lower:
+# the cached rootfs, never changed; upper: in $WORK), so it boots a second
+# time from the same disk, where the agent lifts gnsh's cordon.
+# Safety: commands that shut down run only inside the containers; in_node
+# refuses to enter this machine's own PID namespace.
 # Needs root, systemd-nspawn and debootstrap (make deps), the Kubernetes
 # binaries (make k8s; built here if missing) and gnsh (make build).
 set -eu
@@ -21,6 +26,7 @@ missing=
 for c in curl:curl ss:iproute2 openssl:openssl setsid:util-linux; do
 	command -v "${c%%:*}" >/dev/null 2>&1 || missing="$missing ${c#*:}"
 done
+# shellcheck disable=SC2086 # $missing: a list of packages
 if [ -n "$missing" ]; then
 	echo "== installing$missing"
 	export DEBIAN_FRONTEND=noninteractive
@@ -33,20 +39,103 @@ ROOTFS=$(sh test/e2e/rootfs.sh "$SUITE" | tail -n 1)
 K8S_BIN=$(sh test/k8s/build.sh | tail -n 1)
 WORK=$(mktemp -d)
 CP=$WORK/cp
+DISK=$WORK/node-b-disk # node-b's persistent root: upper, work and the merged root
+
+die() {
+	echo "demo: $*" >&2
+	KEEP=1
+	exit 1
+}
+# alive PID: PID runs (a zombie, not yet waited for, has ended).
+alive() {
+	_s=$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null) || return 1
+	[ -n "$_s" ] && [ "$_s" != Z ]
+}
+# in_container PID: PID is a process of its own PID namespace, neither this
+# machine's nor ours. in_node NODE-PID CMD...: CMD inside that container, as
+# root logged in there (a clean environment); refuses anything else (reboot
+# here would reboot this machine).
+in_container() {
+	case $1 in '' | *[!0-9]*) return 1 ;; esac
+	_ns=$(readlink "/proc/$1/ns/pid" 2>/dev/null) || return 1
+	[ "$_ns" != "$(readlink /proc/self/ns/pid)" ] && [ "$_ns" != "$(readlink /proc/1/ns/pid)" ]
+}
+in_node() {
+	in_container "$1" || {
+		echo "demo: refusing to run '$2' in PID $1: not a container's own PID namespace" >&2
+		return 1
+	}
+	_p=$1
+	shift
+	nsenter -t "$_p" -a env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+		HOME=/root LOGNAME=root USER=root ${SUDO_USER:+SUDO_USER=$SUDO_USER} "$@"
+}
+# mounted DIR: DIR is a mount point here.
+mounted() { awk -v m="$1" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo; }
+# stop_container NSPAWN-PID INIT-PID: orderly (nspawn asks the container's
+# systemd to halt), else killed after 30 s.
+stop_container() {
+	alive "$1" && [ "$(cat "/proc/$1/comm" 2>/dev/null)" = systemd-nspawn ] || return 0
+	kill -TERM "$1" 2>/dev/null || true
+	_i=0
+	while alive "$1" && [ $_i -lt 150 ]; do
+		sleep 0.2
+		_i=$((_i + 1))
+	done
+	alive "$1" || return 0
+	echo "demo: container (systemd-nspawn $1) did not stop within 30 s; killing it" >&2
+	! in_container "${2:-}" || kill -KILL "$2" 2>/dev/null || true
+	kill -KILL "$1" 2>/dev/null || true
+}
 cleanup() {
+	trap '' INT TERM # a second Ctrl-C must not cut the cleanup short
+	# shellcheck disable=SC2013 # PIDs, several a line
 	for p in $(cat "$WORK"/*.pid 2>/dev/null); do kill -TERM "$p" 2>/dev/null || true; done
-	[ ! -f "$CP/env" ] || GNSH_K8S_BIN=$K8S_BIN sh test/k8s/controlplane.sh stop "$CP" >/dev/null 2>&1 || true
+	for f in "$WORK"/*.nspawn; do
+		[ -f "$f" ] && stop_container "$(cat "$f")" "$(cat "${f%.nspawn}.init" 2>/dev/null)"
+	done
+	# run/ holds the PIDs from the first process started: a start cut short
+	# by Ctrl-C (no env yet) leaves etcd running too.
+	[ ! -d "$CP/run" ] || GNSH_K8S_BIN=$K8S_BIN sh test/k8s/controlplane.sh stop "$CP" >/dev/null 2>&1 || true
 	wait 2>/dev/null || true
-	[ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
+	if mounted "$DISK/root"; then
+		umount "$DISK/root" 2>/dev/null || umount -l "$DISK/root" ||
+			echo "demo: cannot unmount $DISK/root" >&2
+	fi
+	if grep -qF " $WORK/" /proc/self/mountinfo; then
+		echo "demo: something is still mounted under $WORK; not removing it" >&2
+	elif [ "${KEEP:-0}" = 1 ]; then
+		echo "demo: logs kept in $WORK" >&2
+	else
+		rm -rf "$WORK"
+	fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 printf '[Login]\nInhibitDelayMaxSec=%s\n' "$DELAY" >"$WORK/delay.conf"
 k() { "$K8S_BIN/kubectl" --kubeconfig "$CP/admin.kubeconfig" "$@"; }
+# kwatch ARGS... &: kubectl itself in the background (so that $! is kubectl,
+# not a subshell running k, and kill ends the watch).
+kwatch() { exec "$K8S_BIN/kubectl" --kubeconfig "$CP/admin.kubeconfig" "$@"; }
+# wait_for SECS WHAT CMD...: CMD until it succeeds, every 0.2 s; false, with
+# a message, after SECS seconds.
+wait_for() {
+	_end=$(($(date +%s) + $1))
+	_what=$2
+	shift 2
+	until "$@"; do
+		[ "$(date +%s)" -lt "$_end" ] || {
+			echo "demo: timed out waiting for $_what" >&2
+			return 1
+		}
+		sleep 0.2
+	done
+}
 
 echo "== a Kubernetes control plane on 127.0.0.1 (etcd, kube-apiserver, disruption controller; kwok plays the kubelet)"
-GNSH_K8S_BIN=$K8S_BIN CP_KWOK=1 CP_NODES="node-a node-b" sh test/k8s/controlplane.sh start "$CP" 2>"$WORK/cp.log" ||
+# CP_OWNER_PID: its watchdog stops it even if this script is killed outright.
+GNSH_K8S_BIN=$K8S_BIN CP_KWOK=1 CP_NODES="node-a node-b" CP_OWNER_PID=$$ sh test/k8s/controlplane.sh start "$CP" 2>"$WORK/cp.log" ||
 	{ cat "$WORK/cp.log" >&2; exit 1; }
 k apply -f - >/dev/null <<EOF
 apiVersion: v1
@@ -107,9 +196,10 @@ for n in a b; do
 	pod "node-agent-$n" "node-$n" node-agent 30 DaemonSet node-agent "$DS"
 done | k apply -f - >/dev/null
 # Running and Ready (a Pending pod would bypass the budget), budget processed.
-k wait --for=condition=Ready node/node-a node/node-b --timeout=60s >/dev/null
-k -n demo wait --for=condition=Ready pod --all --timeout=60s >/dev/null
-k -n demo wait --for=jsonpath='{.status.disruptionsAllowed}'=5 pdb/web --timeout=60s >/dev/null
+k wait --for=condition=Ready node/node-a node/node-b --timeout=60s >/dev/null || die "nodes not Ready within 60 s"
+k -n demo wait --for=condition=Ready pod --all --timeout=60s >/dev/null || die "pods not Ready within 60 s"
+k -n demo wait --for=jsonpath='{.status.disruptionsAllowed}'=5 pdb/web --timeout=60s >/dev/null ||
+	die "the disruption controller did not process the budget within 60 s"
 pods_on() { k -n demo get pods --field-selector "spec.nodeName=$1" -o jsonpath='{range .items[*]}{.metadata.name}{" "}{end}'; }
 for n in node-a node-b; do echo "   $n: pods $(pods_on $n)(all Running)"; done
 echo "   PodDisruptionBudget web: minAvailable 1; web pods' grace periods: $GRACE s"
@@ -126,55 +216,73 @@ now() { date +%s.%N; }
 at() { printf '   [%s] %s\n' "$(echo "$1 $2" | awk '{printf "%+6.2fs", $2-$1}')" "$3"; }
 # stamp T0FILE: stamp each line with the seconds since the time in T0FILE.
 stamp() { while IFS= read -r l; do at "$(cat "$1")" "$(now)" "$l"; done; }
+logind_up() {
+	in_node "$1" busctl call org.freedesktop.login1 /org/freedesktop/login1 \
+		org.freedesktop.login1.Manager ListInhibitors >/dev/null 2>&1
+}
+# inhibitors NODE-PID: the shutdown delay locks held, one a line.
+inhibitors() { in_node "$1" systemd-inhibit --list --no-pager 2>/dev/null | awk '/shutdown/ && /delay/'; }
+# holds NODE-PID WHO...: each WHO holds a shutdown delay lock there.
+holds() {
+	_held=$(inhibitors "$1")
+	shift
+	for _w; do echo "$_held" | grep -q "^ *$_w " || return 1; done
+}
+down() { ! alive "$NS"; } # the container of NS has ended
+both_nonempty() { [ -s "$1" ] && [ -s "$2" ]; }
+# kubelet_conf NODE FILE: the node's kubeconfig where kubeadm puts it,
+# naming the kubelet's rotated client certificate.
+kubelet_conf() {
+	sed "s|$CP/pki/node-$1.pem|/var/lib/kubelet/pki/kubelet-client-current.pem|" "$CP/node-$1.kubeconfig" >"$2"
+}
 
-# run_case NAME NODE INSTALL_GNSH: boots node NODE, holds the lock, types
-# reboot, shows what happened.
-run_case() {
-	name=$1 node=$2 gnsh=$3 log=$WORK/$1
-	mkdir -p "$log"
-	# The node's kubeconfig where kubeadm puts it: kubelet.conf naming the
-	# kubelet's rotated client certificate.
-	sed "s|$CP/pki/node-$node.pem|/var/lib/kubelet/pki/kubelet-client-current.pem|" "$CP/node-$node.kubeconfig" >"$log/kubelet.conf"
-	systemd-nspawn -q -D "$ROOTFS" -b --register=no --keep-unit --volatile=overlay --machine="$node" \
-		--bind-ro="$BIN:/usr/local/sbin/gnsh" \
-		--bind-ro="$WORK/delay.conf:/etc/systemd/logind.conf.d/demo.conf" \
-		--bind-ro="$log/kubelet.conf:/etc/kubernetes/kubelet.conf" \
-		--bind-ro="$CP/pki/node-$node.pem:/var/lib/kubelet/pki/kubelet-client-current.pem" \
-		--bind="$log:/var/log/demo" \
-		>"$log/console" 2>&1 </dev/null &
-	ns=$!
-	echo "$ns" >"$WORK/$name-nspawn.pid"
+# boot NAME NODE NSPAWN-OPTIONS...: boots the container of node NODE (logs in
+# $WORK/NAME) and waits until its systemd has booted and logind answers.
+# Sets NS (systemd-nspawn's PID) and L (the container's PID 1).
+boot() {
+	_log=$WORK/$1 _node=$2
+	mkdir -p "$_log"
+	shift 2
+	systemd-nspawn -q "$@" -b --register=no --keep-unit --machine="$_node" \
+		--bind-ro="$BIN:/usr/local/sbin/gnsh" --bind="$_log:/var/log/demo" \
+		>"$_log/console" 2>&1 </dev/null &
+	NS=$!
+	echo "$NS" >"$_log.nspawn"
 	L=
-	for _ in $(seq 200); do L=$(pid1 "$ns") && break; sleep 0.05; done
-	[ -n "$L" ] || { echo "demo: container did not start; console:" >&2; cat "$log/console" >&2; exit 1; }
-	for _ in $(seq 600); do
-		nsenter -t "$L" -a busctl call org.freedesktop.login1 /org/freedesktop/login1 \
-			org.freedesktop.login1.Manager ListInhibitors >/dev/null 2>&1 && break
-		sleep 0.05
-	done
-	nsenter -t "$L" -a systemctl is-system-running --wait >/dev/null 2>&1 || true
-	nsenter -t "$L" -a systemd-run --quiet --unit=demo-monitor -p StandardOutput=file:/var/log/demo/monitor \
+	wait_for 20 "the $_node container to start" pid1 "$NS" >/dev/null || {
+		cat "$_log/console" >&2
+		die "container $_node did not start"
+	}
+	L=$(pid1 "$NS")
+	echo "$L" >"$_log.init"
+	wait_for 60 "systemd-logind in $_node" logind_up "$L" || die "$_node: no logind; console in $_log/console"
+	_st=$(in_node "$L" timeout 60 systemctl is-system-running --wait 2>/dev/null) || true
+	case $_st in running | degraded) ;; *) die "$_node did not finish booting within 60 s ($_st)" ;; esac
+}
+
+# reboot_case NAME NODE: with node NODE booted (NS, L), its delay lock held:
+# types reboot, shows what happened as it happens, waits until the container
+# is down.
+reboot_case() {
+	name=$1 node=$2 log=$WORK/$1
+	in_node "$L" systemd-run --quiet --unit=demo-monitor -p StandardOutput=file:/var/log/demo/monitor \
 		dbus-monitor --system "type='signal',interface='org.freedesktop.login1.Manager',member='PrepareForShutdown'"
-	nsenter -t "$L" -a systemd-run --quiet --unit=demo-kubelet \
-		systemd-inhibit --what=shutdown --mode=delay --who=kubelet --why="Kubelet needs time to handle node shutdown" sleep 1000
-	for _ in $(seq 100); do [ -s "$log/monitor" ] && break; sleep 0.05; done
-	[ -s "$log/monitor" ] || { echo "demo: dbus-monitor did not start" >&2; exit 1; }
-	if [ "$gnsh" = yes ]; then
-		for c in reboot poweroff halt shutdown; do nsenter -t "$L" -a ln -sf /usr/local/sbin/gnsh "/usr/sbin/$c"; done
-	fi
-	echo "-- $node: /usr/sbin/reboot -> $(nsenter -t "$L" -a readlink /usr/sbin/reboot); inhibitors held:"
-	nsenter -t "$L" -a systemd-inhibit --list --no-pager 2>/dev/null | sed -n '/kubelet/p' | sed 's/^/     /'
+	wait_for 5 "dbus-monitor in $node" test -s "$log/monitor" || die "dbus-monitor did not start"
+	echo "-- $node: /usr/sbin/reboot -> $(in_node "$L" readlink /usr/sbin/reboot); shutdown delay locks held:"
+	inhibitors "$L" | sed 's/^/     /'
 	echo "   root types: reboot"
 
-	# The node and its pods as the API server sees them, while reboot runs.
-	k get node "$node" --watch-only --no-headers -o custom-columns=U:.spec.unschedulable >"$log/node-watch" 2>/dev/null &
+	# The node and its pods as the API server sees them, while reboot runs
+	# (each watch first lists what is there: then it is established).
+	kwatch get node "$node" --watch --output-watch-events --no-headers -o custom-columns=E:.type,U:.object.spec.unschedulable \
+		>"$log/node-watch" 2>/dev/null &
 	kn=$!
-	k -n demo get pods --field-selector "spec.nodeName=$node" --watch-only --output-watch-events --no-headers \
+	kwatch -n demo get pods --field-selector "spec.nodeName=$node" --watch --output-watch-events --no-headers \
 		-o custom-columns=E:.type,N:.object.metadata.name,D:.object.metadata.deletionTimestamp,G:.object.spec.terminationGracePeriodSeconds \
 		>"$log/pod-watch" 2>/dev/null &
 	kp=$!
 	echo "$kn $kp" >"$WORK/$name-watch.pid"
-	follow "$log/node-watch" "$kn" | while read -r u; do
+	follow "$log/node-watch" "$kn" | while read -r _ u; do
 		[ "$u" = true ] && { echo "node $node cordoned (unschedulable)"; break; }
 	done | stamp "$log/t0" &
 	tn=$!
@@ -186,22 +294,26 @@ run_case() {
 		esac
 	done | stamp "$log/t0" &
 	tp=$!
-	sleep 0.3 # let the watch start
+	wait_for 20 "the watches of $node and its pods" both_nonempty "$log/node-watch" "$log/pod-watch" ||
+		die "kubectl watch did not start"
 	t0=$(now)
 	echo "$t0" >"$log/t0"
 
 	# As root logged in on the node; gnsh writes its progress to stderr.
-	nsenter -t "$L" -a env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-		LOGNAME=root ${SUDO_USER:+SUDO_USER=$SUDO_USER} reboot 2>&1 | stamp "$log/t0" || true
-	for _ in $(seq 40); do grep -q 'boolean true' "$log/monitor" 2>/dev/null && break; kill -0 "$ns" 2>/dev/null || break; sleep 0.05; done
+	{
+		in_node "$L" timeout --foreground 120 reboot 2>&1 && echo 0 >"$log/reboot-rc" || echo $? >"$log/reboot-rc"
+	} | stamp "$log/t0"
+	[ "$(cat "$log/reboot-rc")" != 124 ] || die "$node: reboot did not return within 120 s"
+	for _ in $(seq 40); do grep -q 'boolean true' "$log/monitor" 2>/dev/null && break; alive "$NS" || break; sleep 0.05; done
 	pfs=$(awk '/member=PrepareForShutdown/ { sub(/.*time=/, ""); t = $1 } /boolean true/ && t { print t; exit }' "$log/monitor")
 	if [ -n "$pfs" ]; then
 		at "$t0" "$pfs" "logind: PrepareForShutdown(true); the kubelet's delay lock now holds the reboot (up to $DELAY s)"
 	else
 		echo "no PrepareForShutdown: logind was bypassed, the delay lock ignored" | stamp "$log/t0"
 	fi
+	wait_for 60 "$node to go down" down || die "$node did not go down within 60 s of reboot"
 	rc=0
-	wait "$ns" || rc=$?
+	wait "$NS" || rc=$?
 	end=$(now)
 	sleep 0.3 # the watches' last events
 	kill "$kn" "$kp" 2>/dev/null || true
@@ -218,18 +330,103 @@ run_case() {
 }
 
 r() { cat "$WORK/$1/$2"; }
+cordoned() { [ "$(k get node "$1" -o jsonpath='{.spec.unschedulable}')" = true ]; }
+schedulable() { ! cordoned "$1"; }
+annotation() { k get node "$1" -o jsonpath='{.metadata.annotations.gnsh\.io/cordoned}'; }
+# agent_log NODE-PID BOOT: the agent's own lines in that boot's journal.
+agent_log() { in_node "$1" journalctl -q -u gnsh -b "$2" -o cat --no-pager 2>/dev/null | grep '^gnsh: ' | sed 's/^/     /'; }
 
-echo "== case 1: $SUITE's own reboot on node-a"
-run_case stock node-a no
+echo "== case 1: $SUITE's own reboot on node-a (a throwaway container)"
+mkdir -p "$WORK/stock"
+kubelet_conf node-a "$WORK/stock/kubelet.conf"
+boot stock node-a -D "$ROOTFS" --volatile=overlay \
+	--bind-ro="$WORK/delay.conf:/etc/systemd/logind.conf.d/demo.conf" \
+	--bind-ro="$WORK/stock/kubelet.conf:/etc/kubernetes/kubelet.conf" \
+	--bind-ro="$CP/pki/node-node-a.pem:/var/lib/kubelet/pki/kubelet-client-current.pem"
+in_node "$L" systemd-run --quiet --unit=demo-kubelet \
+	systemd-inhibit --what=shutdown --mode=delay --who=kubelet --why="Kubelet needs time to handle node shutdown" sleep 1000
+wait_for 10 "the stand-in kubelet's lock on node-a" holds "$L" kubelet || die "no kubelet lock on node-a"
+reboot_case stock node-a
 echo "   afterwards: node-a cordoned: $(r stock cordoned); web pods still bound to it: $(r stock left)"
-echo "== case 2: gnsh installed over reboot on node-b"
-run_case gnsh node-b yes
-echo "   afterwards:"
+
+echo "== case 2: gnsh installed over reboot on node-b, its node agent enabled"
+echo "   node-b's disk: an overlayfs on the cached rootfs (upper layer in $DISK): it survives the reboot"
+mkdir -p "$DISK/upper" "$DISK/work" "$DISK/root"
+mount -t overlay overlay -o "lowerdir=$ROOTFS,upperdir=$DISK/upper,workdir=$DISK/work" "$DISK/root" ||
+	die "cannot mount an overlayfs on $DISK/root"
+D=$DISK/root
+# As make install and kubeadm would leave them; the stand-in kubelet as a unit.
+install -D -m 0644 install/systemd/gnsh.service "$D/etc/systemd/system/gnsh.service"
+install -D -m 0644 "$WORK/delay.conf" "$D/etc/systemd/logind.conf.d/demo.conf"
+kubelet_conf node-b "$WORK/node-b.kubelet.conf"
+install -D -m 0600 "$WORK/node-b.kubelet.conf" "$D/etc/kubernetes/kubelet.conf"
+install -D -m 0600 "$CP/pki/node-node-b.pem" "$D/var/lib/kubelet/pki/kubelet-client-current.pem"
+printf '%s\n' "apiVersion: kubelet.config.k8s.io/v1beta1" "kind: KubeletConfiguration" \
+	"shutdownGracePeriod: ${DELAY}s" "shutdownGracePeriodCriticalPods: 2s" >"$D/var/lib/kubelet/config.yaml"
+cat >"$D/etc/systemd/system/demo-kubelet.service" <<EOF
+[Unit]
+Description=demo stand-in for the kubelet: its graceful node shutdown delay lock
+After=dbus.service systemd-logind.service
+[Service]
+ExecStart=/usr/bin/systemd-inhibit --what=shutdown --mode=delay --who=kubelet --why="Kubelet needs time to handle node shutdown" sleep infinity
+[Install]
+WantedBy=multi-user.target
+EOF
+boot gnsh node-b -D "$D"
+for c in reboot poweroff halt shutdown; do in_node "$L" ln -sf /usr/local/sbin/gnsh "/usr/sbin/$c"; done
+echo "   root: ln -sf /usr/local/sbin/gnsh /usr/sbin/reboot (and poweroff, halt, shutdown)"
+echo "   root: systemctl enable --now gnsh.service demo-kubelet.service (the agent; the stand-in kubelet)"
+in_node "$L" systemctl enable --quiet --now gnsh.service demo-kubelet.service
+wait_for 30 "the agent's and the kubelet's delay locks on node-b" holds "$L" kubelet gnsh ||
+	{ agent_log "$L" 0 >&2; die "node-b: the agent or the kubelet holds no delay lock"; }
+echo "   journalctl -u gnsh (the agent, this boot):"
+agent_log "$L" 0
+reboot_case gnsh node-b
+echo "   afterwards (node-b down):"
 k get nodes | sed 's/^/     /'
-echo "     gnsh.io/cordoned on node-b: $(k get node node-b -o jsonpath='{.metadata.annotations.gnsh\.io/cordoned}')"
+echo "     gnsh.io/cordoned on node-b: $(annotation node-b)"
 echo "     pods on node-b: $(pods_on node-b)(the DaemonSet's: left, as kubectl drain does)"
 k get events --field-selector involvedObject.name=node-b -o custom-columns=EVENT:.reason,MESSAGE:.message >"$WORK/events"
 for e in EVENT GnshDrainStarted GnshDrainFinished GnshShutdown; do grep "^$e " "$WORK/events" | sed 's/^/     /'; done
+
+if ! { [ "$(r gnsh pfs)" = yes ] && [ "$(r gnsh rc)" = 133 ] && [ "$(r gnsh left)" = 0 ] && [ "$(r gnsh cordoned)" = yes ]; }; then
+	die "gnsh's reboot did not cordon and drain node-b and go through logind as expected"
+fi
+
+echo "== node-b boots again, from the same disk (gnsh, its enabled unit, the kubelet's, kubelet.conf)"
+echo "   the agent lifts gnsh's cordon once the Node is Ready for this boot (here at once: kwok, the"
+echo "   stand-in kubelet, keeps it Ready throughout); nothing else would"
+t0=$(now)
+boot gnsh-boot2 node-b -D "$D"
+at "$t0" "$(now)" "node-b booted (boot ID $(in_node "$L" cat /proc/sys/kernel/random/boot_id))"
+wait_for 90 "gnsh's agent to uncordon node-b" schedulable node-b ||
+	{ agent_log "$L" 0 >&2; die "node-b still cordoned 90 s after its second boot"; }
+up=$(now)
+at "$t0" "$up" "node-b schedulable again"
+echo "$t0 $up" | awk '{printf "%.1f", $2-$1}' >"$WORK/gnsh/uncordon-at"
+echo "   shutdown delay locks held again:"
+inhibitors "$L" | sed 's/^/     /'
+echo "   journalctl -u gnsh, the boot before (the reboot gnsh drained for):"
+agent_log "$L" -1
+echo "   journalctl -u gnsh, this boot:"
+agent_log "$L" 0
+echo "   kubectl get nodes:"
+k get nodes | sed 's/^/     /'
+a=$(annotation node-b)
+echo "     gnsh.io/cordoned on node-b: ${a:-(none: removed with the cordon)}"
+uncordon_event() {
+	k get events --field-selector involvedObject.name=node-b,reason=GnshUncordoned \
+		-o custom-columns=EVENT:.reason,MESSAGE:.message >"$WORK/uncordoned" 2>/dev/null &&
+		grep -q '^GnshUncordoned ' "$WORK/uncordoned"
+}
+wait_for 15 "the GnshUncordoned Event" uncordon_event || true
+sed 's/^/     /' "$WORK/uncordoned"
+echo "   gnsh status (inside node-b; reads only):"
+in_node "$L" timeout 60 gnsh status 2>&1 | sed 's/^/     /' || true
+
+echo "== node-a, for contrast: bullseye's reboot went straight to PID 1. Its $(r stock left) web pods were not evicted"
+echo "   (on a real node they die with it; the budget was never asked), and it was never cordoned:"
+echo "   no cordon to lift after its boot, and nothing kept new pods off it while it went down."
 
 echo
 printf '%-36s %-24s %s\n' "" "stock reboot ($SUITE)" "gnsh reboot"
@@ -238,13 +435,15 @@ printf '%-36s %-24s %s\n' "node cordoned" "$(r stock cordoned)" "$(r gnsh cordon
 printf '%-36s %-24s %s\n' "PrepareForShutdown sent by logind" "$(r stock pfs)" "$(r gnsh pfs)$([ -s "$WORK/gnsh/pfs-at" ] && echo ", after the drain (+$(r gnsh pfs-at) s)")"
 printf '%-36s %-24s %s\n' "down after (s; lock allows $DELAY s)" "$(r stock secs)" "$(r gnsh secs)"
 printf '%-36s %-24s %s\n' "container exit (133 = reboot)" "$(r stock rc)" "$(r gnsh rc)"
+lifted="yes, but no GnshUncordoned Event"
+! grep -q '^GnshUncordoned ' "$WORK/uncordoned" || lifted="yes, by gnsh's agent (+$(r gnsh uncordon-at) s)"
+printf '%-36s %-24s %s\n' "cordon lifted after the next boot" "(never cordoned)" "$lifted"
 echo
-if [ "$(r gnsh pfs)" = yes ] && [ "$(r gnsh rc)" = 133 ] && [ "$(r gnsh left)" = 0 ] && [ "$(r gnsh cordoned)" = yes ]; then
+if grep -q '^GnshUncordoned ' "$WORK/uncordoned"; then
 	echo "gnsh drained node-b (cordon, evictions through the Eviction API with the kubelet's"
 	echo "credentials, PodDisruptionBudget honoured), then routed the reboot through systemd-logind:"
-	echo "the delay inhibitor (kubelet's graceful node shutdown lock) was honoured."
+	echo "the delay inhibitor (kubelet's graceful node shutdown lock) was honoured. After the next"
+	echo "boot, its agent (gnsh.service) lifted its own cordon once the node was Ready again."
 else
-	KEEP=1
-	echo "demo: gnsh's reboot did not drain and go through logind as expected; logs in $WORK" >&2
-	exit 1
+	die "node-b is schedulable again, but the agent posted no GnshUncordoned Event"
 fi
