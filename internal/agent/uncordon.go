@@ -129,6 +129,11 @@ type Uncordoner struct {
 	// waits; if the shutdown is cancelled it goes on. An error (logind
 	// unreachable) is said once and does not stop the uncordon.
 	Shutdown func(ctx context.Context) (pending string, err error)
+	// OnNode, if set, is called once, as soon as a Connect shows that this
+	// machine is a Kubernetes node (a kubeconfig was found), whether or not
+	// the API server answered: gnsh agent then starts guarding shutdowns
+	// beside the wait for the Node to be Ready.
+	OnNode func()
 	// Events: post the GnshUncordoned Event on the Node.
 	Events bool
 	// Out receives the log: one line an event, each starting "gnsh: ".
@@ -224,6 +229,10 @@ func (u *Uncordoner) Run(ctx context.Context) (Result, error) {
 				r := Result{Outcome: NotANode, Why: "no kubeconfig found: not a Kubernetes node, nothing to uncordon after boot"}
 				u.printf("%s", r.Why)
 				return r, nil
+			}
+			if u.OnNode != nil {
+				u.OnNode()
+				u.OnNode = nil
 			}
 			if err != nil {
 				c = nil

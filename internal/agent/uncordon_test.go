@@ -530,8 +530,18 @@ func TestRetriesConnect(t *testing.T) {
 		}
 		return f.cs, nodeName, nil
 	}
+	onNode := 0
+	f.u.OnNode = func() {
+		onNode++
+		if calls != 1 {
+			t.Errorf("OnNode after %d connect attempts, want the first (a kubeconfig, the API server down)", calls)
+		}
+	}
 	if r := f.run(t, context.Background(), nil); r.Outcome != Uncordoned {
 		t.Fatalf("result %+v; log:\n%s", r, f.out)
+	}
+	if onNode != 1 {
+		t.Errorf("OnNode called %d times, want once", onNode)
 	}
 	if calls != 7 { // 0, 1, 3, 7, 15, 31, 61
 		t.Errorf("%d connect attempts", calls)
@@ -548,6 +558,7 @@ func TestNoKubeconfig(t *testing.T) {
 		calls++
 		return nil, "", kube.ErrNoKubeconfig
 	}
+	f.u.OnNode = func() { t.Error("OnNode on a machine without a kubeconfig") }
 	r := f.run(t, context.Background(), nil)
 	if r.Outcome != NotANode || calls != 1 {
 		t.Fatalf("result %+v after %d calls", r, calls)

@@ -120,6 +120,58 @@ func pendingShutdown(ctx context.Context, address string, drainTimeout time.Dura
 // of a scheduled shutdown counts until MarkerMaxAge after its deadline.
 const MarkerMaxAge = 10 * time.Minute
 
+// drainForShutdown is the guard's drain: DrainForShutdown, tried again
+// while another gnsh holds the drain lock for a moment (the uncordon after
+// boot, one patch), as long as the budget leaves room for a drain. The
+// ShutdownDrain it returns is never nil.
+func drainForShutdown(ctx context.Context, d *drainer.Drainer, action string, budget time.Duration) (*drainer.ShutdownDrain, error) {
+	const retry = 250 * time.Millisecond
+	deadline := time.Now().Add(budget)
+	for {
+		sd, err := d.DrainForShutdown(ctx, action, time.Until(deadline))
+		if !drainer.IsLockHeld(err) || time.Until(deadline) < 4*retry+2*time.Second {
+			return sd, err
+		}
+		t := time.NewTimer(retry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return sd, err
+		case <-t.C:
+		}
+	}
+}
+
+// agentStatus is the agent's one STATUS= line for systemd, from two
+// sources: the uncordon after boot, while it waits, and the shutdown
+// guard and schedule follower. Both show while the uncordon waits.
+type agentStatus struct {
+	send     func(string) error
+	mu       sync.Mutex
+	waiting  string // the uncordon's latest line, until it is done
+	guarding string // the guard's or follower's latest line
+}
+
+func (s *agentStatus) uncordon(line string) { s.set(&s.waiting, line) }
+func (s *agentStatus) guard(line string)    { s.set(&s.guarding, line) }
+func (s *agentStatus) uncordonDone()        { s.set(&s.waiting, "") }
+
+func (s *agentStatus) set(field *string, line string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	*field = line
+	out := s.guarding
+	switch {
+	case s.waiting != "" && out != "":
+		out = s.waiting + "; meanwhile " + out
+	case s.waiting != "":
+		out = s.waiting
+	}
+	if out != "" {
+		_ = s.send(out)
+	}
+}
+
 // runAgent runs the agent until SIGTERM/SIGINT and returns the exit status.
 func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) string, env *dispatch.Env) int {
 	say := func(format string, args ...any) { fmt.Fprintf(env.Stderr, "gnsh: "+format+"\n", args...) }
@@ -179,31 +231,53 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		}
 		return pendingShutdown(ctx, logind.SystemBusAddress(getenv), cfg.DrainTimeout.D(), now())
 	}
-	u.Status = func(line string) { _ = notify.Status(line) }
+	st := &agentStatus{send: notify.Status}
+	u.Status = st.uncordon
+	// A SIGINT or SIGTERM during an undo or a drain's final steps is held
+	// (reported, not acted on: they are bounded); the agent stops once
+	// that step is over.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	afterHold := func() {
+		if d.Signal.Held() != 0 {
+			stop()
+		}
+	}
+	isNode := make(chan struct{})
+	u.OnNode = func() { close(isNode) }
 	say("agent %s started (boot %s)", version.Version, bootID)
 	if err := notify.Notify("READY=1\nSTATUS=waiting for the Node to be Ready for this boot, to undo gnsh's cordon from before it"); err != nil {
 		say("sd_notify: %v", err)
 	}
-	r, _ := u.Run(ctx)
-	status := ""
-	switch r.Outcome {
-	case agent.Uncordoned:
-		status = "uncordoned " + r.Node + " after boot; idle"
-	case agent.Left:
-		status = "nothing to uncordon after boot (" + r.Why + "); idle"
-	case agent.NotANode:
-		status = "not a Kubernetes node (no kubeconfig); idle"
+	uncordoned := make(chan agent.Result, 1)
+	go func() { r, _ := u.Run(ctx); uncordoned <- r }()
+	var r agent.Result
+	done := false
+	select {
+	case <-isNode:
+	case r = <-uncordoned:
+		done = true
 	}
-	switch {
-	case r.Outcome == agent.Uncordoned || r.Outcome == agent.Left:
-		_ = notify.Status(status)
+	if done && r.Outcome != agent.Uncordoned && r.Outcome != agent.Left {
+		// Not a node (no kubeconfig), or stopped before it was known.
+		if r.Outcome == agent.NotANode {
+			_ = notify.Status("not a Kubernetes node (no kubeconfig); idle")
+			<-ctx.Done()
+		}
+	} else {
+		// A Kubernetes node: shutdowns are guarded from now on, beside
+		// the wait for the Node to be Ready for this boot (which may last
+		// minutes while the API server comes up). The uncordon and the
+		// drains take the drain lock, and the uncordon waits while logind
+		// prepares a shutdown or has one due within drainTimeout.
 		g := &agent.ShutdownGuard{
 			Dial: func(ctx context.Context) (*logind.Conn, error) {
 				return logind.Dial(ctx, logind.SystemBusAddress(getenv), false)
 			},
 			Drain: func(ctx context.Context, action string, budget time.Duration) (func(string), error) {
-				sd, err := d.DrainForShutdown(ctx, action, budget)
-				return sd.Undo, err
+				defer afterHold()
+				sd, err := drainForShutdown(ctx, d, action, budget)
+				return func(why string) { defer afterHold(); sd.Undo(why) }, err
 			},
 			Drained: func() (string, bool) {
 				m, ok := d.DrainedFor(MarkerMaxAge)
@@ -215,7 +289,7 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 			},
 			Forget: d.RemoveMarker,
 			Out:    env.Stderr,
-			Status: u.Status,
+			Status: st.guard,
 		}
 		f := &agent.ScheduleFollower{
 			Read: func(ctx context.Context) (agent.LogindSchedule, error) {
@@ -226,22 +300,27 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 			Drained:      d.ScheduleDrained,
 			DryRun:       d.DryRunAt,
 			Drain: func(ctx context.Context, action string, at time.Time, budget time.Duration) error {
+				defer afterHold()
 				_, err := d.DrainForSchedule(ctx, action, at, budget)
 				return err
 			},
-			Undo:   d.UndoScheduleCordon,
+			Undo: func(ctx context.Context, why string) (bool, error) {
+				defer afterHold()
+				return d.UndoScheduleCordon(ctx, why)
+			},
 			Out:    env.Stderr,
-			Status: u.Status,
+			Status: st.guard,
 			Clock:  d.Clock,
 		}
 		var wg sync.WaitGroup
-		wg.Add(1)
+		wg.Add(2)
 		go func() { defer wg.Done(); _ = f.Run(ctx) }()
-		_ = g.Run(ctx)
+		go func() { defer wg.Done(); _ = g.Run(ctx) }()
+		if !done {
+			r = <-uncordoned
+		}
+		st.uncordonDone()
 		wg.Wait()
-	case status != "":
-		_ = notify.Status(status)
-		<-ctx.Done()
 	}
 	_ = notify.Notify("STOPPING=1")
 	if sig := d.Signal.Caught(); sig != 0 {

@@ -55,6 +55,7 @@ type Handler struct {
 	ch      chan os.Signal
 	stack   []*frame
 	caught  syscall.Signal // the first SIGINT/SIGTERM that interrupted a drain
+	held    syscall.Signal // the first SIGINT/SIGTERM that came during a Hold
 	toldHUP bool
 	toldPIP bool
 }
@@ -119,6 +120,18 @@ func (h *Handler) Caught() syscall.Signal {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.caught
+}
+
+// Held returns the first SIGINT or SIGTERM that came while a Hold was
+// under way (reported, not acted on), or 0. A process that goes on after
+// the Hold (the node agent) asks it to stop then.
+func (h *Handler) Held() syscall.Signal {
+	if h == nil {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held
 }
 
 // Mode returns the current mode.
@@ -211,6 +224,9 @@ func (h *Handler) handle(sig syscall.Signal) {
 	default: // SIGINT, SIGTERM
 		switch {
 		case top.mode == Hold:
+			if h.held == 0 {
+				h.held = sig
+			}
 			line = fmt.Sprintf("%s received while %s; not interrupting that (it is bounded)", Name(sig), top.why)
 		case h.caught == 0:
 			h.caught = sig

@@ -123,6 +123,9 @@ func TestHoldReportsAndKeepsGoing(t *testing.T) {
 	if ctx.Err() != nil || h.Caught() != 0 {
 		t.Fatal("a held signal interrupted")
 	}
+	if h.Held() != syscall.SIGINT {
+		t.Fatalf("Held() = %v, want the first held signal, SIGINT", h.Held())
+	}
 	if got := f.said(); strings.Count(got, "while handing the reboot to systemd-logind; not interrupting") != 2 {
 		t.Fatalf("said %q", got)
 	}
