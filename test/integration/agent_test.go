@@ -185,7 +185,7 @@ func testAgentUncordons(t *testing.T, k *cluster) {
 	n := k.newNode(t, "ag-reboot")
 	n.gnshCordon("reboot", earlierBoot)
 	a := startAgent(t, n.env(fastConfig))
-	msgs := a.waitStatus("STATUS=uncordoned ag-reboot after boot; idle", 30*time.Second)
+	msgs := a.waitStatus("uncordoned ag-reboot after boot", 30*time.Second)
 	if !strings.HasPrefix(msgs[0], "READY=1\n") {
 		t.Errorf("first sd_notify message %q, want READY=1 at once", msgs[0])
 	}
@@ -209,7 +209,7 @@ func leftByAgent(t *testing.T, n *node, why string) {
 	t.Helper()
 	before := n.get()
 	a := startAgent(t, n.env(fastConfig))
-	a.waitStatus("STATUS=nothing to uncordon after boot", 30*time.Second)
+	a.waitStatus("nothing to uncordon after boot", 30*time.Second)
 	log := a.stop()
 	after := n.get()
 	// kwok's heartbeats change the Node's status (and resourceVersion) all
@@ -298,7 +298,7 @@ func testAgentAPILate(t *testing.T, k *cluster) {
 	t.Cleanup(func() { l.Close() })
 	go forward(l, upstream)
 	start := time.Now()
-	a.waitStatus("STATUS=uncordoned ag-late after boot; idle", 30*time.Second)
+	a.waitStatus("uncordoned ag-late after boot", 30*time.Second)
 	t.Logf("uncordoned %s after the API server began to answer", time.Since(start).Round(time.Millisecond))
 	n.wantCordon("")
 	if ev := n.uncordonMessages(); len(ev) != 1 || !strings.Contains(ev[0], "cordoned by gnsh for a poweroff requested by alice") {
@@ -354,7 +354,7 @@ func testAgentLocked(t *testing.T, k *cluster) {
 		t.Fatal("uncordoned while a drain held the lock")
 	}
 	lock.Release()
-	a.waitStatus("STATUS=uncordoned ag-locked after boot; idle", 30*time.Second)
+	a.waitStatus("uncordoned ag-locked after boot", 30*time.Second)
 	n.wantCordon("")
 	log := a.stop()
 	if !strings.Contains(log, fmt.Sprintf("gnsh: waiting for the drain of ag-locked to end: the drain lock is held (pid %d, reboot by bob", os.Getpid())) {
@@ -377,7 +377,7 @@ func testAgentPendingShutdown(t *testing.T, k *cluster) {
 		t.Fatal("uncordoned while logind prepared for shutdown")
 	}
 	b.ld.SetPreparingForShutdown(false)
-	a.waitStatus("STATUS=uncordoned ag-pending after boot; idle", 30*time.Second)
+	a.waitStatus("uncordoned ag-pending after boot", 30*time.Second)
 	n.wantCordon("")
 	log := a.stop()
 	if !strings.Contains(log, "gnsh: waiting for the pending shutdown: systemd-logind is preparing for shutdown; gnsh's cordon stays while it is\n") ||
@@ -402,7 +402,7 @@ func testAgent503(t *testing.T, k *cluster) {
 		t.Fatalf("unschedulable %v after %d failed GETs of the Node", unsched, rule.Hits())
 	}
 	rule.Remove()
-	a.waitStatus("STATUS=uncordoned ag-503 after boot; idle", 30*time.Second)
+	a.waitStatus("uncordoned ag-503 after boot", 30*time.Second)
 	n.wantCordon("")
 	log := a.stop()
 	if strings.Count(log, "gnsh: ag-503: read Node: ") != 1 || !strings.Contains(log, "faultproxy: injected 503") {
@@ -425,7 +425,7 @@ func testAgentSchedule(t *testing.T, k *cluster) {
 	ld := bus.StartLogind(t, logindtest.Options{Version: 252, ScheduleFile: filepath.Join(runDir, "systemd", "shutdown", "scheduled")})
 	env := n.env(config("drainTimeout: 10s"))
 	a := startAgentIn(t, runDir, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address()}, env...))
-	a.waitStatus("STATUS=nothing to uncordon after boot", 30*time.Second)
+	a.waitStatus("nothing to uncordon after boot", 30*time.Second)
 
 	// A dry run: logind's readers show it as a real schedule; the wrapper
 	// notes it in /run/gnsh, and the agent leaves it alone.
