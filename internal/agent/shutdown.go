@@ -102,7 +102,7 @@ func (g *ShutdownGuard) Run(ctx context.Context) error {
 			backoff, lastErr = initial, "" // it ran: start over
 		}
 		if msg := err.Error(); msg != lastErr {
-			g.say("%v; connecting again", err)
+			g.say("system bus: %v; connecting again", err)
 			g.status("system bus: " + msg + "; connecting again")
 			lastErr = msg
 		}
