@@ -14,6 +14,10 @@ build:
 man:
 	$(GO) run ./install/man/gen -version $(VERSION) -out bin/man install/man/*.md
 
+# bin/pkg/gnsh_VERSION-1_ARCH.deb and gnsh-VERSION-1.ARCH.rpm (nfpm, a Go tool dependency).
+package: build
+	sh install/package/build.sh bin/pkg
+
 # Host packages the tests and the demo need (Debian/Ubuntu, as root).
 deps:
 	sh test/deps.sh
