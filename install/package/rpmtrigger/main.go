@@ -117,12 +117,12 @@ func addTriggers(b []byte, on, script string) ([]byte, error) {
 		}
 	}
 	hdr = append(hdr,
-		strings(tagTriggerScripts, script, script),
-		strings(tagTriggerName, on, on),
-		strings(tagTriggerVersion, "", ""),
+		stringArray(tagTriggerScripts, script, script),
+		stringArray(tagTriggerName, on, on),
+		stringArray(tagTriggerVersion, "", ""),
 		int32s(tagTriggerFlags, senseTriggerIn, senseTriggerPostUn),
 		int32s(tagTriggerIndex, 0, 1),
-		strings(tagTriggerScriptProg, "/bin/sh", "/bin/sh"),
+		stringArray(tagTriggerScriptProg, "/bin/sh", "/bin/sh"),
 	)
 	hb := writeHeader(tagImmutable, hdr)
 	for i, e := range sig {
@@ -141,7 +141,7 @@ func addTriggers(b []byte, on, script string) ([]byte, error) {
 	return append(out, payload...), nil
 }
 
-func strings(tag int, ss ...string) entry {
+func stringArray(tag int, ss ...string) entry {
 	var d []byte
 	for _, s := range ss {
 		d = append(append(d, s...), 0)
