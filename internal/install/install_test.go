@@ -356,6 +356,7 @@ func TestModesInstallIdempotentSwitchUninstall(t *testing.T) {
 	for _, fam := range []string{"debian", "rocky"} {
 		for _, mode := range []string{ModeDivert, ModeAlternatives, ModeSymlink} {
 			t.Run(fam+"/"+mode, func(t *testing.T) {
+				t.Parallel()
 				root := fakeDebian(t)
 				if fam == "rocky" {
 					root = fakeRocky(t)
@@ -512,6 +513,7 @@ func TestFailureLeavesOldState(t *testing.T) {
 			{"uninstall alternatives", []string{ModeAlternatives}, "uninstall"},
 		} {
 			t.Run(fam+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
 				mk := func() *rig {
 					root := fakeDebian(t)
 					if fam == "rocky" {
