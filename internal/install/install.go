@@ -84,6 +84,15 @@ type run struct {
 	verb   string // install, uninstall
 	// dropState: the state file is removed, not written again.
 	dropState bool
+	lock      *os.File
+}
+
+// close releases the lock explicitly: a child forked meanwhile (a tool
+// run by another goroutine, in tests) may hold a copy of the descriptor
+// until it execs, and with it the lock.
+func (r *run) close() {
+	syscall.Flock(int(r.lock.Fd()), syscall.LOCK_UN)
+	r.lock.Close()
 }
 
 func newRun(ctx context.Context, o Options, verb string) (*run, error) {
@@ -108,8 +117,20 @@ func newRun(ctx context.Context, o Options, verb string) (*run, error) {
 		o.Tools = ExecTools{}
 	}
 	r := &run{ctx: ctx, o: o, t: target{root: root}, verb: verb}
+	// One install or uninstall at a time per root: a lock on the root
+	// directory itself (flock(2) on its descriptor; no file is made).
+	lock, err := os.Open(root)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, &Error{Msg: fmt.Sprintf("another gnsh install or uninstall is running on %s (%v)", root, err), Fix: "wait until it is done, then run gnsh " + verb + " again"}
+	}
+	r.lock = lock
 	r.family, r.id = distro(r.t)
 	if r.old, err = readState(r.t); err != nil {
+		r.close()
 		return nil, &Error{Msg: "cannot read what gnsh installed: " + err.Error(), Fix: "repair or remove " + StatePath}
 	}
 	if o.Live != nil {
@@ -272,6 +293,7 @@ func Install(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	defer r.close()
 	mode := o.Mode
 	switch {
 	case mode != "":
@@ -536,6 +558,7 @@ func Uninstall(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	defer r.close()
 	if r.old == nil {
 		fmt.Fprintln(r.o.Out, NothingToChange)
 		return nil

@@ -845,3 +845,26 @@ func TestWantedBy(t *testing.T) {
 		t.Errorf("WantedBy of install/systemd/gnsh.service: %q", got)
 	}
 }
+
+func TestOneAtATime(t *testing.T) {
+	needTools(t)
+	root := fakeDebian(t)
+	r := newRig(t, root)
+	f, err := os.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	before := listing(t, root)
+	if _, err := r.install(r.opts(ModeDivert)); err == nil || !strings.Contains(err.Error(), "another gnsh install or uninstall is running") {
+		t.Fatalf("err %v", err)
+	}
+	if d := diffListing(before, listing(t, root)); d != "" {
+		t.Errorf("changed:\n%s", d)
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	r.mustInstall(r.opts(ModeDivert))
+}
