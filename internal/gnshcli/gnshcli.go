@@ -47,6 +47,8 @@ func Run(ctx context.Context, argv []string, env *dispatch.Env) int {
 			statusCommand(env),
 			doctorCommand(&code, env),
 			agentCommand(&code, env),
+			installCommand(&code, env),
+			uninstallCommand(&code, env),
 			{
 				Name:  "version",
 				Usage: "print gnsh's version",

@@ -36,14 +36,18 @@ HOSTNAME_IN_ROOTFS=gnsh-e2e
 # The recipe: change anything here (or bump RECIPE_VERSION) and the hash,
 # hence the cache key, changes and the rootfs is rebuilt.
 RECIPE_VERSION=3
-PACKAGES=systemd,systemd-sysv,dbus,libpam-systemd,procps
+# sudo: the install case checks what `sudo reboot` runs (secure_path).
+PACKAGES=systemd,systemd-sysv,dbus,libpam-systemd,procps,sudo
 case "$SUITE" in
 bookworm) PACKAGES=$PACKAGES,dbus-bin ;; # dbus-monitor (in package dbus on bullseye)
 esac
 # Units that are useless or slow inside a throwaway container.
 MASK_UNITS="apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.timer fstrim.timer systemd-tmpfiles-clean.timer console-getty.service getty@tty1.service"
 
-RECIPE="v$RECIPE_VERSION suite=$SUITE variant=minbase include=$PACKAGES mirror=$MIRROR hostname=$HOSTNAME_IN_ROOTFS mask=$MASK_UNITS"
+# KEEP_DEBS stay in /var/cache/gnsh-e2e/debs of the rootfs (the install case
+# reinstalls systemd-sysv offline, the version the rootfs has).
+KEEP_DEBS="systemd-sysv"
+RECIPE="v$RECIPE_VERSION suite=$SUITE variant=minbase include=$PACKAGES mirror=$MIRROR hostname=$HOSTNAME_IN_ROOTFS mask=$MASK_UNITS keep=$KEEP_DEBS"
 KEY=$(printf '%s' "$RECIPE" | sha256sum | cut -c1-12)
 BASE=$CACHE/rootfs
 DIR=$BASE/$SUITE-$KEY
@@ -107,11 +111,15 @@ rm -f "$TMP/var/lib/dbus/machine-id"
 for u in $MASK_UNITS; do
 	ln -sf /dev/null "$TMP/etc/systemd/system/$u"
 done
+mkdir -p "$TMP/var/cache/gnsh-e2e/debs"
+for p in $KEEP_DEBS; do
+	cp "$TMP"/var/cache/apt/archives/"$p"_*.deb "$TMP/var/cache/gnsh-e2e/debs/"
+done
 # Keep the rootfs small and free of host/build leftovers.
 rm -rf "$TMP"/var/cache/apt/archives/*.deb "$TMP"/var/lib/apt/lists/* "$TMP"/var/log/journal/*
 mkdir -p "$TMP/var/log/journal" "$TMP/etc/systemd/logind.conf.d" "$TMP/etc/systemd/journald.conf.d"
 
-for f in /usr/bin/dbus-monitor /usr/bin/busctl /usr/bin/systemd-inhibit /usr/bin/systemd-run /bin/systemctl /usr/bin/pgrep; do
+for f in /usr/bin/dbus-monitor /usr/bin/busctl /usr/bin/systemd-inhibit /usr/bin/systemd-run /bin/systemctl /usr/bin/pgrep /usr/bin/sudo; do
 	if [ ! -e "$TMP$f" ]; then
 		log "recipe broken: $f missing in the rootfs"
 		exit 1

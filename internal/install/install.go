@@ -1,0 +1,715 @@
+// Package install switches shutdown, poweroff, reboot and halt to gnsh
+// and back (`gnsh install`, `gnsh uninstall`): the binary, the node
+// agent's unit, the example configuration and the man pages, and the four
+// commands by a symlink in /usr/local/sbin, an alternatives group or a
+// diversion. Every change is made beside the old file and renamed into
+// place, printed as one line, recorded in StatePath, and undone when a
+// later change fails: the node always has a working reboot.
+package install
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	installfiles "github.com/gnsh/gnsh/install"
+)
+
+// Where the files go.
+const (
+	DefaultBin  = "/usr/local/sbin/gnsh" // install copies itself here
+	PackagedBin = "/usr/sbin/gnsh"       // where the .deb and .rpm put gnsh
+	UnitPath    = "/etc/systemd/system/gnsh.service"
+	ConfigPath  = "/etc/gnsh/config.yaml"
+	ManDir      = "/usr/local/share/man"
+	UnitName    = "gnsh.service"
+)
+
+// NothingToChange is the whole output of a run that found everything in
+// place (Ansible's changed_when looks for it).
+const NothingToChange = "gnsh: nothing to change"
+
+// Options are gnsh install's and uninstall's flags and what they run with.
+type Options struct {
+	Root     string // the target's root: "/" or a mounted image
+	Mode     string // symlink, alternatives or divert; "" = as installed, else the family's default
+	Bin      string // where gnsh goes ("" = DefaultBin, PackagedBin with Packaged)
+	Self     string // the binary to copy ("" = /proc/self/exe)
+	Packaged bool   // the package ships the files: switch the commands and enable the unit only
+	DryRun   bool   // print what would change, change nothing
+	Out      io.Writer
+	Tools    Tools
+	// Live, when set, says whether systemd runs as PID 1 of the target
+	// (then the unit is started and systemd reloaded); nil decides: only
+	// for the root "/" with /run/systemd/system present.
+	Live *bool
+
+	fail func(desc string) error // tests: make the step with this description fail
+}
+
+// Error is a failure: what went wrong and how to fix it, printed as one line.
+type Error struct{ Msg, Fix string }
+
+func (e *Error) Error() string {
+	if e.Fix == "" {
+		return "gnsh: " + e.Msg
+	}
+	return "gnsh: " + e.Msg + "; fix: " + e.Fix
+}
+
+type step struct {
+	desc string
+	do   func() error
+	undo func() error
+	rec  func(s *State)
+}
+
+type run struct {
+	ctx    context.Context
+	o      Options
+	t      target
+	family string
+	id     string
+	old    *State // as read (nil: none)
+	st     *State // as the steps leave it
+	steps  []step
+	live   bool
+	verb   string // install, uninstall
+	// dropState: the state file is removed, not written again.
+	dropState bool
+	lock      *os.File
+}
+
+// close releases the lock explicitly: a child forked meanwhile (a tool
+// run by another goroutine, in tests) may hold a copy of the descriptor
+// until it execs, and with it the lock.
+func (r *run) close() {
+	syscall.Flock(int(r.lock.Fd()), syscall.LOCK_UN)
+	r.lock.Close()
+}
+
+func newRun(ctx context.Context, o Options, verb string) (*run, error) {
+	if o.Root == "" {
+		o.Root = "/"
+	}
+	root, err := filepath.Abs(o.Root)
+	if err != nil {
+		return nil, err
+	}
+	o.Root = root
+	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
+		return nil, &Error{Msg: fmt.Sprintf("--root %s is not a directory", root), Fix: "mount the image and give its root"}
+	}
+	if root == "/" && os.Geteuid() != 0 {
+		return nil, &Error{Msg: verb + " changes /usr/sbin and /etc and must run as root", Fix: "sudo gnsh " + verb}
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Tools == nil {
+		o.Tools = ExecTools{}
+	}
+	r := &run{ctx: ctx, o: o, t: target{root: root}, verb: verb}
+	// One install or uninstall at a time per root: a lock on the root
+	// directory itself (flock(2) on its descriptor; no file is made).
+	lock, err := os.Open(root)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, &Error{Msg: fmt.Sprintf("another gnsh install or uninstall is running on %s (%v)", root, err), Fix: "wait until it is done, then run gnsh " + verb + " again"}
+	}
+	r.lock = lock
+	r.family, r.id = distro(r.t)
+	if r.old, err = readState(r.t); err != nil {
+		r.close()
+		return nil, &Error{Msg: "cannot read what gnsh installed: " + err.Error(), Fix: "repair or remove " + StatePath}
+	}
+	if o.Live != nil {
+		r.live = *o.Live
+	} else if root == "/" {
+		fi, err := os.Stat("/run/systemd/system")
+		r.live = err == nil && fi.IsDir()
+	}
+	if r.old != nil {
+		cp := *r.old
+		cp.Commands = append([]Command(nil), r.old.Commands...)
+		cp.Files = append([]File(nil), r.old.Files...)
+		cp.Links = append([]string(nil), r.old.Links...)
+		cp.Dirs = append([]string(nil), r.old.Dirs...)
+		r.st = &cp
+	} else {
+		r.st = &State{Version: 1}
+	}
+	r.st.Family = r.family
+	return r, nil
+}
+
+func (r *run) say(format string, a ...any) {
+	fmt.Fprintf(r.o.Out, "gnsh: "+format+"\n", a...)
+}
+
+func (r *run) add(s ...step) { r.steps = append(r.steps, s...) }
+
+func (r *run) tool(argv ...string) error { return r.o.Tools.Run(r.ctx, argv...) }
+
+// execute runs the steps in order, printing each one done. When one fails
+// the ones done are undone in reverse order and the state file is put back.
+func (r *run) execute() error {
+	if len(r.steps) == 0 {
+		fmt.Fprintln(r.o.Out, NothingToChange)
+		return nil
+	}
+	if r.o.DryRun {
+		for _, s := range r.steps {
+			r.say("dry run, not done: %s", s.desc)
+		}
+		return nil
+	}
+	var done []step
+	for _, s := range r.steps {
+		var err error
+		if r.o.fail != nil {
+			err = r.o.fail(s.desc)
+		}
+		if err == nil {
+			err = s.do()
+		}
+		skipped := errors.Is(err, errSkip)
+		if skipped {
+			err = nil
+		}
+		if err == nil && s.rec != nil {
+			s.rec(r.st)
+		}
+		if err == nil {
+			err = r.saveState()
+		}
+		if err != nil {
+			return r.rollback(done, s, err)
+		}
+		if !skipped {
+			r.say("%s", s.desc)
+			done = append(done, s)
+		}
+	}
+	return nil
+}
+
+// saveState writes the state as the steps so far left it, once its
+// directory is there, so that an interrupted run can be finished or undone.
+func (r *run) saveState() error {
+	if r.dropState || !r.t.exists(filepath.Dir(StatePath)) {
+		return nil
+	}
+	if r.st.empty() {
+		if r.t.exists(StatePath) {
+			return r.t.remove(StatePath)
+		}
+		return nil
+	}
+	return writeState(r.t, r.st)
+}
+
+func (s *State) empty() bool {
+	return s.Mode == "" && len(s.Commands) == 0 && len(s.Files) == 0 && len(s.Links) == 0 && len(s.Dirs) == 0
+}
+
+func (r *run) rollback(done []step, failed step, cause error) error {
+	// The state file first: its directory may be one of the steps undone.
+	var stateErr error
+	if r.old != nil {
+		stateErr = writeState(r.t, r.old)
+	} else if r.t.exists(StatePath) {
+		stateErr = r.t.remove(StatePath)
+	}
+	var undoErrs []string
+	for i := len(done) - 1; i >= 0; i-- {
+		s := done[i]
+		if s.undo == nil {
+			continue
+		}
+		if err := s.undo(); err != nil {
+			undoErrs = append(undoErrs, fmt.Sprintf("%s: %v", s.desc, err))
+			r.say("cannot undo %q: %v", s.desc, err)
+			continue
+		}
+		r.say("undone: %s", s.desc)
+	}
+	if r.old == nil && stateErr == nil && r.t.exists(StatePath) {
+		stateErr = r.t.remove(StatePath)
+	}
+	if len(undoErrs) > 0 || stateErr != nil {
+		return &Error{Msg: fmt.Sprintf("%s stopped at %q (%v), and undoing the changes before it failed too (%s)",
+			r.verb, failed.desc, cause, strings.Join(append(undoErrs, fmt.Sprint(stateErr)), "; ")),
+			Fix: "fix the causes, then run gnsh " + r.verb + " again (each change above is printed)"}
+	}
+	var e *Error
+	if errors.As(cause, &e) {
+		return &Error{Msg: fmt.Sprintf("%s stopped at %q: %s; every change before it was undone", r.verb, failed.desc, e.Msg), Fix: e.Fix}
+	}
+	return &Error{Msg: fmt.Sprintf("%s stopped at %q: %v; every change before it was undone", r.verb, failed.desc, cause),
+		Fix: "fix that, then run gnsh " + r.verb + " again"}
+}
+
+// mkdirs adds a step per missing directory of p.
+func (r *run) mkdirs(p string) {
+	for _, d := range r.t.missingDirs(p) {
+		if r.planned("created directory " + d) {
+			continue
+		}
+		d := d
+		r.add(step{desc: "created directory " + d,
+			do:   func() error { return r.t.mkdir(d) },
+			undo: func() error { return r.t.remove(d) },
+			rec: func(s *State) {
+				if !s.hasDir(d) {
+					s.Dirs = append(s.Dirs, d)
+				}
+			}})
+	}
+}
+
+func (r *run) planned(desc string) bool {
+	for _, s := range r.steps {
+		if s.desc == desc {
+			return true
+		}
+	}
+	return false
+}
+
+// Install switches the commands to gnsh as o says.
+func Install(ctx context.Context, o Options) error {
+	r, err := newRun(ctx, o, "install")
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	mode := o.Mode
+	switch {
+	case mode != "":
+	case r.old != nil && r.old.Mode != "":
+		mode = r.old.Mode
+	default:
+		mode = DefaultMode(r.family)
+	}
+	switch mode {
+	case ModeSymlink:
+		r.say("warning: --mode symlink puts links in /usr/local/sbin, which only a PATH lookup finds: sudo's " +
+			"secure_path without /usr/local/sbin (RHEL's default), absolute paths (/sbin/reboot, /usr/sbin/shutdown) " +
+			"and Ansible's reboot module bypass gnsh; --mode divert switches the commands themselves")
+		if o.Mode == "" && r.family == Unknown {
+			r.say("warning: unknown distribution (ID=%s in /etc/os-release): neither dpkg nor rpm, so --mode symlink", r.id)
+		}
+	case ModeDivert, ModeAlternatives:
+		if r.family == Unknown {
+			return &Error{Msg: fmt.Sprintf("--mode %s needs dpkg (Debian, Ubuntu) or rpm (the RHEL family), and /etc/os-release says ID=%s", mode, r.id),
+				Fix: "use --mode symlink"}
+		}
+	default:
+		return &Error{Msg: fmt.Sprintf("unknown --mode %q", mode), Fix: "use --mode symlink, alternatives or divert"}
+	}
+	bin := o.Bin
+	if bin == "" {
+		bin = DefaultBin
+		if o.Packaged {
+			bin = PackagedBin
+		}
+	}
+	if !filepath.IsAbs(bin) {
+		return &Error{Msg: fmt.Sprintf("--bin %s is not an absolute path", bin), Fix: "give it as /usr/local/sbin/gnsh"}
+	}
+	if err := r.planInstall(mode, bin); err != nil {
+		return err
+	}
+	return r.execute()
+}
+
+func (r *run) planInstall(mode, bin string) error {
+	o := r.o
+	r.mkdirs(StatePath)
+	unitPath := UnitPath
+	var unit []byte
+	binChanged, unitChanged := false, false
+	if o.Packaged {
+		if fi, err := r.t.lstat(bin); err != nil || fi.IsDir() {
+			return &Error{Msg: fmt.Sprintf("--packaged: %s is %s", bin, describe(r.t, bin)), Fix: "install the gnsh package (it ships " + bin + "), or drop --packaged"}
+		}
+		unitPath = ""
+		for _, p := range []string{UnitPath, "/usr/lib/systemd/system/" + UnitName, "/lib/systemd/system/" + UnitName} {
+			if r.t.exists(p) {
+				unitPath = p
+				break
+			}
+		}
+		if unitPath == "" {
+			return &Error{Msg: "--packaged: no " + UnitName + " in /etc/systemd/system, /usr/lib/systemd/system or /lib/systemd/system", Fix: "install the gnsh package, or drop --packaged"}
+		}
+		data, err := r.t.readFile(unitPath)
+		if err != nil {
+			return &Error{Msg: "cannot read " + unitPath + ": " + err.Error(), Fix: "reinstall the gnsh package"}
+		}
+		unit = data
+	} else {
+		self, err := r.readSelf()
+		if err != nil {
+			return err
+		}
+		binChanged = r.planFile(bin, self, 0o755, false)
+		unit = unitText(bin)
+		unitChanged = r.planFile(UnitPath, unit, 0o644, false)
+		if !r.t.exists(ConfigPath) {
+			r.planFile(ConfigPath, installfiles.Config(), 0o644, true)
+		}
+		if err := r.planMan(); err != nil {
+			return err
+		}
+	}
+	if err := r.planCommands(mode, bin); err != nil {
+		return err
+	}
+	if r.planLinks(unitPath, unit) {
+		unitChanged = true
+	}
+	if r.live {
+		if unitChanged {
+			r.add(step{desc: "reloaded systemd (systemctl daemon-reload)",
+				do: func() error { return r.tool("systemctl", "daemon-reload") }})
+		}
+		active := r.tool("systemctl", "is-active", "--quiet", UnitName) == nil
+		switch {
+		case !active:
+			r.add(step{desc: "started " + UnitName,
+				do:   func() error { return r.tool("systemctl", "start", UnitName) },
+				undo: func() error { return r.tool("systemctl", "stop", UnitName) }})
+		case binChanged || unitChanged:
+			r.add(step{desc: "restarted " + UnitName + " (a new gnsh or unit)",
+				do: func() error { return r.tool("systemctl", "restart", UnitName) }})
+		}
+	}
+	if len(r.steps) > 0 {
+		r.add(step{desc: "recorded the installation in " + StatePath, do: func() error { return nil },
+			rec: func(s *State) { s.Mode, s.Bin, s.Packaged = mode, bin, r.o.Packaged }})
+	}
+	return nil
+}
+
+func (r *run) readSelf() ([]byte, error) {
+	self := r.o.Self
+	if self == "" {
+		self = "/proc/self/exe"
+	}
+	data, err := os.ReadFile(self)
+	if err != nil {
+		return nil, &Error{Msg: "cannot read this gnsh binary: " + err.Error(), Fix: "run gnsh install from a readable gnsh binary"}
+	}
+	return data, nil
+}
+
+// unitText is install/systemd/gnsh.service, its ExecStart naming bin.
+func unitText(bin string) []byte {
+	u := installfiles.Unit()
+	if bin == DefaultBin {
+		return u
+	}
+	return bytes.ReplaceAll(u, []byte("ExecStart="+DefaultBin+" "), []byte("ExecStart="+bin+" "))
+}
+
+// planFile adds the steps that make p hold data with mode perm: nothing
+// when it does already; a file found that install did not write is kept
+// beside it as p.gnsh-orig and put back by uninstall. keep marks the
+// configuration: uninstall leaves it when edited. It says whether p changes.
+func (r *run) planFile(p string, data []byte, perm fs.FileMode, keep bool) bool {
+	cur, err := r.t.readFile(p)
+	fi, _ := r.t.lstat(p)
+	if err == nil && bytes.Equal(cur, data) && fi.Mode().Perm() == perm {
+		return false
+	}
+	r.mkdirs(p)
+	prev := r.st.file(p)
+	saved := ""
+	if prev != nil {
+		saved = prev.Saved
+	}
+	desc := "installed " + p
+	exists := r.t.exists(p)
+	var prevData []byte
+	var prevMode fs.FileMode
+	switch {
+	case exists && prev == nil:
+		saved = p + ".gnsh-orig"
+		desc = fmt.Sprintf("installed %s (the file found there kept as %s)", p, saved)
+	case exists:
+		desc = "updated " + p
+		prevData, prevMode = cur, fi.Mode().Perm()
+	}
+	newSaved := prev == nil && exists
+	r.add(step{desc: desc,
+		do: func() error {
+			if newSaved {
+				if err := r.t.link(p, saved); err != nil {
+					return err
+				}
+			}
+			return r.t.writeFile(p, data, perm)
+		},
+		undo: func() error {
+			switch {
+			case newSaved:
+				return r.t.rename(saved, p)
+			case prevData != nil:
+				return r.t.writeFile(p, prevData, prevMode)
+			}
+			return r.t.remove(p)
+		},
+		rec: func(s *State) {
+			if f := s.file(p); f == nil {
+				s.Files = append(s.Files, File{Path: p, Saved: saved, Keep: keep})
+			}
+		}})
+	return true
+}
+
+func (r *run) planMan() error {
+	if installfiles.Man == nil {
+		return nil
+	}
+	return fs.WalkDir(installfiles.Man, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		name := filepath.Base(p)
+		sec := strings.TrimPrefix(filepath.Ext(name), ".")
+		if sec == "" {
+			return nil
+		}
+		data, err := fs.ReadFile(installfiles.Man, p)
+		if err != nil {
+			return err
+		}
+		r.planFile(filepath.Join(ManDir, "man"+sec[:1], name), data, 0o644, false)
+		return nil
+	})
+}
+
+// wantedBy returns the WantedBy= targets of a unit's [Install] section.
+func wantedBy(unit []byte) []string {
+	var out []string
+	section := ""
+	for _, line := range strings.Split(string(unit), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			section = line
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "WantedBy="); ok && section == "[Install]" {
+			out = append(out, strings.Fields(v)...)
+		}
+	}
+	return out
+}
+
+// planLinks enables the unit as systemctl enable does, by a link in each
+// WantedBy= target's .wants directory (systemctl is not asked: with
+// --root there is no systemd to ask, and the links are all it would make).
+func (r *run) planLinks(unitPath string, unit []byte) bool {
+	changed := false
+	for _, tg := range wantedBy(unit) {
+		l := "/etc/systemd/system/" + tg + ".wants/" + UnitName
+		if cur, _ := r.t.readlink(l); cur == unitPath {
+			continue
+		}
+		r.mkdirs(l)
+		existed := r.t.exists(l)
+		r.add(step{desc: fmt.Sprintf("enabled %s (linked %s to %s)", UnitName, l, unitPath),
+			do: func() error { return r.t.symlink(unitPath, l) },
+			undo: func() error {
+				if existed {
+					return nil
+				}
+				return r.t.remove(l)
+			},
+			rec: func(s *State) {
+				for _, x := range s.Links {
+					if x == l {
+						return
+					}
+				}
+				s.Links = append(s.Links, l)
+			}})
+		changed = true
+	}
+	return changed
+}
+
+// Uninstall undoes what StatePath says install did. With Packaged only
+// the commands and the unit's enablement (the package removes its files).
+func Uninstall(ctx context.Context, o Options) error {
+	r, err := newRun(ctx, o, "uninstall")
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	if r.old == nil {
+		fmt.Fprintln(r.o.Out, NothingToChange)
+		return nil
+	}
+	old := r.old
+	if r.live && (len(old.Links) > 0 || len(old.Files) > 0) && r.tool("systemctl", "is-active", "--quiet", UnitName) == nil {
+		r.add(step{desc: "stopped " + UnitName,
+			do:   func() error { return r.tool("systemctl", "stop", UnitName) },
+			undo: func() error { return r.tool("systemctl", "start", UnitName) }})
+	}
+	unitChanged := false
+	for _, l := range old.Links {
+		l := l
+		target, _ := r.t.readlink(l)
+		unitChanged = true
+		r.add(step{desc: fmt.Sprintf("disabled %s (removed %s)", UnitName, l),
+			do: func() error {
+				if err := r.t.remove(l); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return err
+				}
+				return nil
+			},
+			undo: func() error {
+				if target == "" {
+					return nil
+				}
+				return r.t.symlink(target, l)
+			},
+			rec: func(s *State) { s.Links = remove(s.Links, l) }})
+	}
+	if err := r.planUndoCommands(old); err != nil {
+		return err
+	}
+	if !o.Packaged {
+		for i := len(old.Files) - 1; i >= 0; i-- {
+			if r.planRemoveFile(old.Files[i]) && strings.HasPrefix(old.Files[i].Path, "/etc/systemd/") {
+				unitChanged = true
+			}
+		}
+	}
+	if r.live && unitChanged {
+		r.add(step{desc: "reloaded systemd (systemctl daemon-reload)",
+			do: func() error { return r.tool("systemctl", "daemon-reload") }})
+	}
+	// --packaged leaves the files a plain install copied, and their record.
+	keepState := o.Packaged && len(old.Files) > 0
+	if len(r.steps) == 0 && keepState {
+		fmt.Fprintln(r.o.Out, NothingToChange)
+		return nil
+	}
+	desc := "removed the record " + StatePath
+	if keepState {
+		desc = "updated the record " + StatePath + " (the files gnsh install copied stay listed)"
+	}
+	r.add(step{desc: desc,
+		do: func() error {
+			if keepState {
+				return nil
+			}
+			r.dropState = true
+			return r.t.remove(StatePath)
+		},
+		undo: func() error { r.dropState = false; return writeState(r.t, old) },
+		rec: func(s *State) {
+			s.Mode, s.Bin, s.Packaged = "", "", false
+			if !o.Packaged {
+				s.Files = nil
+			}
+		}})
+	if !keepState {
+		for i := len(old.Dirs) - 1; i >= 0; i-- {
+			d := old.Dirs[i]
+			r.add(step{desc: "removed directory " + d,
+				do: func() error {
+					err := r.t.remove(d)
+					if err != nil && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTEMPTY)) {
+						return errSkip
+					}
+					return err
+				},
+				undo: func() error { return r.t.mkdir(d) },
+				rec:  func(s *State) { s.Dirs = remove(s.Dirs, d) }})
+		}
+	}
+	return r.execute()
+}
+
+// errSkip from a step's do: nothing was there to change (a directory
+// not removed because it is not empty); the step is not printed.
+var errSkip = errors.New("skipped")
+
+func remove(list []string, x string) []string {
+	var out []string
+	for _, v := range list {
+		if v != x {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// planRemoveFile removes a file install wrote, or puts back the one it
+// found there; the configuration stays when edited.
+func (r *run) planRemoveFile(f File) bool {
+	cur, err := r.t.readFile(f.Path)
+	fi, _ := r.t.lstat(f.Path)
+	if errors.Is(err, fs.ErrNotExist) && f.Saved == "" {
+		r.add(step{desc: "forgot " + f.Path + " (already gone)", do: func() error { return nil },
+			rec: func(s *State) { s.Files = removeFile(s.Files, f.Path) }})
+		return true
+	}
+	if f.Keep && err == nil && !bytes.Equal(cur, installfiles.Config()) {
+		r.say("kept %s: it was edited (remove it by hand if it is no longer wanted)", f.Path)
+		return false
+	}
+	var mode fs.FileMode
+	if fi != nil {
+		mode = fi.Mode().Perm()
+	}
+	if f.Saved != "" {
+		if !r.t.exists(f.Saved) {
+			r.add(step{desc: "restore " + f.Path, do: func() error {
+				return &Error{Msg: fmt.Sprintf("%s, the file found at %s before gnsh install, is missing", f.Saved, f.Path),
+					Fix: "put it back, or remove " + f.Path + " by hand and run gnsh uninstall again"}
+			}})
+			return true
+		}
+		r.add(step{desc: fmt.Sprintf("restored %s from %s", f.Path, f.Saved),
+			do: func() error { return r.t.rename(f.Saved, f.Path) },
+			undo: func() error {
+				if err := r.t.link(f.Path, f.Saved); err != nil {
+					return err
+				}
+				return r.t.writeFile(f.Path, cur, mode)
+			},
+			rec: func(s *State) { s.Files = removeFile(s.Files, f.Path) }})
+		return true
+	}
+	r.add(step{desc: "removed " + f.Path,
+		do:   func() error { return r.t.remove(f.Path) },
+		undo: func() error { return r.t.writeFile(f.Path, cur, mode) },
+		rec:  func(s *State) { s.Files = removeFile(s.Files, f.Path) }})
+	return true
+}
+
+func removeFile(list []File, p string) []File {
+	var out []File
+	for _, f := range list {
+		if f.Path != p {
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -1,0 +1,870 @@
+package install
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	installfiles "github.com/gnsh/gnsh/install"
+	"github.com/gnsh/gnsh/internal/nodefacts"
+)
+
+// testTools runs dpkg-divert and update-alternatives for real (always
+// with --root pointing at the test's tree), emulates RHEL's alternatives
+// (run chrooted by the code; not on this host) and records systemctl.
+type testTools struct {
+	t     *testing.T
+	root  string
+	mu    sync.Mutex
+	calls []string
+	fail  string // an argv prefix that fails
+}
+
+func (f *testTools) Run(ctx context.Context, argv ...string) error {
+	f.mu.Lock()
+	f.calls = append(f.calls, strings.Join(argv, " "))
+	f.mu.Unlock()
+	if f.fail != "" && strings.HasPrefix(strings.Join(argv, " "), f.fail) {
+		return fmt.Errorf("%s: injected failure", argv[0])
+	}
+	switch argv[0] {
+	case "dpkg-divert", "update-alternatives":
+		if len(argv) < 3 || argv[1] != "--root" || argv[2] != f.root {
+			f.t.Errorf("%s without --root %s: %q", argv[0], f.root, argv)
+			return errors.New("refused")
+		}
+		return ExecTools{}.Run(ctx, argv...)
+	case "chroot":
+		if argv[1] != f.root || argv[2] != "alternatives" {
+			f.t.Errorf("unexpected chroot %q", argv)
+			return errors.New("refused")
+		}
+		return fakeAlternatives(target{root: f.root}, argv[3:])
+	case "systemctl":
+		return nil
+	}
+	f.t.Errorf("unexpected tool %q", argv)
+	return errors.New("unexpected tool")
+}
+
+func (f *testTools) called(prefix string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		if strings.HasPrefix(c, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// fakeAlternatives does what chkconfig's alternatives --install and
+// --remove do to the files: the admin file /var/lib/alternatives/NAME
+// (mode, link, blank line, then path and priority per choice), the
+// /etc/alternatives/NAME link to the best choice and the link itself;
+// removing the last choice removes all three.
+func fakeAlternatives(t target, args []string) error {
+	type choice struct {
+		path string
+		prio int
+	}
+	read := func(name string) (string, []choice) {
+		data, err := t.readFile("/var/lib/alternatives/" + name)
+		if err != nil {
+			return "", nil
+		}
+		l := strings.Split(strings.TrimSpace(string(data)), "\n")
+		var cs []choice
+		for i := 3; i+1 < len(l); i += 2 {
+			p, _ := strconv.Atoi(l[i+1])
+			cs = append(cs, choice{l[i], p})
+		}
+		return l[1], cs
+	}
+	write := func(name, link string, cs []choice) error {
+		if len(cs) == 0 {
+			t.remove("/var/lib/alternatives/" + name)
+			t.remove("/etc/alternatives/" + name)
+			return ignoreMissing(t.remove(link))
+		}
+		s := "auto\n" + link + "\n\n"
+		best := cs[0]
+		for _, c := range cs {
+			s += fmt.Sprintf("%s\n%d\n", c.path, c.prio)
+			if c.prio > best.prio {
+				best = c
+			}
+		}
+		if err := t.writeFile("/var/lib/alternatives/"+name, []byte(s), 0o644); err != nil {
+			return err
+		}
+		if err := t.symlink(best.path, "/etc/alternatives/"+name); err != nil {
+			return err
+		}
+		return t.symlink("/etc/alternatives/"+name, link)
+	}
+	switch {
+	case len(args) == 5 && args[0] == "--install":
+		link, name, path := args[1], args[2], args[3]
+		prio, _ := strconv.Atoi(args[4])
+		if !t.exists(path) {
+			return fmt.Errorf("alternatives: %s does not exist", path)
+		}
+		_, cs := read(name)
+		var out []choice
+		for _, c := range cs {
+			if c.path != path {
+				out = append(out, c)
+			}
+		}
+		return write(name, link, append(out, choice{path, prio}))
+	case len(args) == 3 && args[0] == "--remove":
+		link, cs := read(args[1])
+		var out []choice
+		for _, c := range cs {
+			if c.path != args[2] {
+				out = append(out, c)
+			}
+		}
+		return write(args[1], link, out)
+	}
+	return fmt.Errorf("fake alternatives: unexpected %q", args)
+}
+
+func needTools(t *testing.T) {
+	t.Helper()
+	for _, tool := range []string{"dpkg-divert", "update-alternatives"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("GNSH_REQUIRE_RIGS") == "1" {
+				t.Fatalf("%s not found", tool)
+			}
+			t.Skipf("%s not found (Debian host tools)", tool)
+		}
+	}
+}
+
+func mkfile(t *testing.T, root, p, content string, mode fs.FileMode) {
+	t.Helper()
+	h := filepath.Join(root, p)
+	if err := os.MkdirAll(filepath.Dir(h), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(h, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(h, mode)
+}
+
+func mklink(t *testing.T, root, target, p string) {
+	t.Helper()
+	h := filepath.Join(root, p)
+	if err := os.MkdirAll(filepath.Dir(h), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, h); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fakeDebian is a Debian 12-like tree: merged /usr, systemd-sysv's
+// /sbin/{halt,poweroff,reboot,shutdown} -> /bin/systemctl.
+func fakeDebian(t *testing.T) string {
+	root := t.TempDir()
+	mklink(t, root, "usr/sbin", "/sbin")
+	mklink(t, root, "usr/bin", "/bin")
+	mkfile(t, root, "/usr/bin/systemctl", "#!/bin/sh\n# systemctl\n", 0o755)
+	mkfile(t, root, "/etc/os-release", "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nID=debian\nVERSION_ID=\"12\"\n", 0o644)
+	var list strings.Builder
+	for _, c := range nodefacts.LegacyCommands {
+		mklink(t, root, "/bin/systemctl", "/usr/sbin/"+c)
+		list.WriteString("/sbin/" + c + "\n")
+	}
+	mkfile(t, root, "/var/lib/dpkg/info/systemd-sysv.list", "/.\n/sbin\n"+list.String(), 0o644)
+	mkfile(t, root, "/var/lib/dpkg/status", "", 0o644)
+	mkfile(t, root, "/var/lib/dpkg/diversions", "", 0o644)
+	for _, d := range []string{"/var/lib/dpkg/alternatives", "/etc/alternatives", "/etc/systemd/system", "/usr/local/sbin"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	return root
+}
+
+// fakeRocky is a Rocky 9-like tree: systemd's /usr/sbin/NAME ->
+// ../bin/systemctl, no dpkg.
+func fakeRocky(t *testing.T) string {
+	root := t.TempDir()
+	mklink(t, root, "usr/sbin", "/sbin")
+	mklink(t, root, "usr/bin", "/bin")
+	mkfile(t, root, "/usr/bin/systemctl", "#!/bin/sh\n# systemctl\n", 0o755)
+	mkfile(t, root, "/etc/os-release", "NAME=\"Rocky Linux\"\nID=\"rocky\"\nID_LIKE=\"rhel centos fedora\"\nVERSION_ID=\"9.4\"\n", 0o644)
+	for _, c := range nodefacts.LegacyCommands {
+		mklink(t, root, "../bin/systemctl", "/usr/sbin/"+c)
+	}
+	for _, d := range []string{"/var/lib/alternatives", "/etc/alternatives", "/etc/systemd/system", "/usr/local/sbin"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	return root
+}
+
+// listing is every path below root with its type, mode, owner and link
+// target or content hash; the tools' own logs and backups (dpkg's
+// diversions-old, update-alternatives' log) are left out.
+func listing(t *testing.T, root string) string {
+	t.Helper()
+	var lines []string
+	err := filepath.Walk(root, func(p string, fi fs.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel := strings.TrimPrefix(p, root)
+		switch rel {
+		case "/var/lib/dpkg/diversions-old", "/var/log/alternatives.log", "/var/log":
+			return nil
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		what := ""
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			l, _ := os.Readlink(p)
+			what = "-> " + l
+		case fi.Mode().IsRegular():
+			data, _ := os.ReadFile(p)
+			what = fmt.Sprintf("sha256:%x", sha256.Sum256(data))[:20]
+		}
+		lines = append(lines, fmt.Sprintf("%s %v %d:%d %s", rel, fi.Mode(), st.Uid, st.Gid, what))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+func diffListing(before, after string) string {
+	b, a := map[string]bool{}, map[string]bool{}
+	for _, l := range strings.Split(before, "\n") {
+		b[l] = true
+	}
+	for _, l := range strings.Split(after, "\n") {
+		a[l] = true
+	}
+	var out []string
+	for l := range b {
+		if !a[l] {
+			out = append(out, "- "+l)
+		}
+	}
+	for l := range a {
+		if !b[l] {
+			out = append(out, "+ "+l)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
+
+type rig struct {
+	t     *testing.T
+	root  string
+	tools *testTools
+	self  string
+}
+
+func newRig(t *testing.T, root string) *rig {
+	self := filepath.Join(t.TempDir(), "gnsh-build")
+	mkfile(t, "/", self, "\x7fELF a gnsh build\n", 0o755)
+	return &rig{t: t, root: root, tools: &testTools{t: t, root: root}, self: self}
+}
+
+func (r *rig) opts(mode string) Options {
+	return Options{Root: r.root, Mode: mode, Self: r.self, Tools: r.tools}
+}
+
+func (r *rig) install(o Options) (string, error) {
+	var out bytes.Buffer
+	o.Out = &out
+	err := Install(context.Background(), o)
+	return out.String(), err
+}
+
+func (r *rig) uninstall(o Options) (string, error) {
+	var out bytes.Buffer
+	o.Out = &out
+	err := Uninstall(context.Background(), o)
+	return out.String(), err
+}
+
+func (r *rig) mustInstall(o Options) string {
+	r.t.Helper()
+	out, err := r.install(o)
+	if err != nil {
+		r.t.Fatalf("install %+v: %v\n%s", o.Mode, err, out)
+	}
+	return out
+}
+
+func (r *rig) mustUninstall(o Options) string {
+	r.t.Helper()
+	out, err := r.uninstall(o)
+	if err != nil {
+		r.t.Fatalf("uninstall: %v\n%s", err, out)
+	}
+	return out
+}
+
+// resolves says what each command found through PATH dirs resolves to.
+func (r *rig) resolves(path string) map[string]string {
+	m := map[string]string{}
+	for _, c := range nodefacts.LegacyCommands {
+		for _, d := range filepath.SplitList(path) {
+			p, err := nodefacts.ResolveIn(r.root, filepath.Join(d, c))
+			if err == nil {
+				m[c] = p
+				break
+			}
+		}
+	}
+	return m
+}
+
+func (r *rig) wantCommands(path, want string) {
+	r.t.Helper()
+	for c, got := range r.resolves(path) {
+		if got != want {
+			r.t.Errorf("%s in %s resolves to %s, want %s", c, path, got, want)
+		}
+	}
+}
+
+const sysPath = "/sbin:/bin:/usr/sbin:/usr/bin" // RHEL's secure_path, Ansible's search
+
+func TestModesInstallIdempotentSwitchUninstall(t *testing.T) {
+	needTools(t)
+	for _, fam := range []string{"debian", "rocky"} {
+		for _, mode := range []string{ModeDivert, ModeAlternatives, ModeSymlink} {
+			t.Run(fam+"/"+mode, func(t *testing.T) {
+				t.Parallel()
+				root := fakeDebian(t)
+				if fam == "rocky" {
+					root = fakeRocky(t)
+				}
+				r := newRig(t, root)
+				before := listing(t, root)
+				out := r.mustInstall(r.opts(mode))
+				t.Logf("install:\n%s", out)
+				if mode == ModeSymlink {
+					r.wantCommands(nodefacts.DefaultRootPath, DefaultBin)
+					if !strings.Contains(out, "warning: --mode symlink") {
+						t.Errorf("no symlink warning:\n%s", out)
+					}
+				} else {
+					r.wantCommands(sysPath, DefaultBin)
+				}
+				installed := listing(t, root)
+				if out := r.mustInstall(r.opts(mode)); !strings.HasSuffix(out, NothingToChange+"\n") {
+					t.Errorf("second install changed something:\n%s", out)
+				}
+				if out := r.mustInstall(r.opts("")); !strings.HasSuffix(out, NothingToChange+"\n") {
+					t.Errorf("install without --mode after --mode %s changed something:\n%s", mode, out)
+				}
+				if d := diffListing(installed, listing(t, root)); d != "" {
+					t.Errorf("idempotent runs changed files:\n%s", d)
+				}
+				// Switch to each other mode and back.
+				for _, other := range []string{ModeDivert, ModeAlternatives, ModeSymlink} {
+					if other == mode {
+						continue
+					}
+					out := r.mustInstall(r.opts(other))
+					t.Logf("switch to %s:\n%s", other, out)
+					if other == ModeSymlink {
+						r.wantCommands(nodefacts.DefaultRootPath, DefaultBin)
+					} else {
+						r.wantCommands(sysPath, DefaultBin)
+					}
+					if mode == ModeSymlink || other == ModeSymlink {
+						// The other mode's paths are back as they were.
+						for c, p := range r.resolves(sysPath) {
+							if other == ModeSymlink && p != "/usr/bin/systemctl" {
+								t.Errorf("after switching to symlink, %s in %s is %s", c, sysPath, p)
+							}
+						}
+					}
+					if out := r.mustInstall(r.opts(other)); !strings.HasSuffix(out, NothingToChange+"\n") {
+						t.Errorf("install --mode %s again changed something:\n%s", other, out)
+					}
+				}
+				r.mustInstall(r.opts(mode))
+				if d := diffListing(installed, listing(t, root)); d != "" {
+					t.Errorf("back in mode %s, the files differ from the first install:\n%s", mode, d)
+				}
+				out = r.mustUninstall(r.opts(""))
+				t.Logf("uninstall:\n%s", out)
+				if d := diffListing(before, listing(t, root)); d != "" {
+					t.Errorf("uninstall did not restore the tree:\n%s", d)
+				}
+				if out := r.mustUninstall(r.opts("")); out != NothingToChange+"\n" {
+					t.Errorf("second uninstall: %q", out)
+				}
+			})
+		}
+	}
+}
+
+func TestDefaultModePerDistribution(t *testing.T) {
+	needTools(t)
+	for _, tc := range []struct {
+		name, osRelease, want string
+	}{
+		{"debian", "ID=debian\n", ModeDivert},
+		{"ubuntu", "ID=ubuntu\nID_LIKE=debian\n", ModeDivert},
+		{"rocky", "ID=\"rocky\"\nID_LIKE=\"rhel centos fedora\"\n", ModeDivert},
+		{"arch", "ID=arch\n", ModeSymlink},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := fakeDebian(t)
+			mkfile(t, root, "/etc/os-release", tc.osRelease, 0o644)
+			r := newRig(t, root)
+			out := r.mustInstall(r.opts(""))
+			st, err := readState(target{root: root})
+			if err != nil || st == nil {
+				t.Fatalf("state: %v", err)
+			}
+			if st.Mode != tc.want {
+				t.Errorf("mode %s, want %s", st.Mode, tc.want)
+			}
+			if tc.want == ModeSymlink && !strings.Contains(out, "warning: unknown distribution (ID=arch") {
+				t.Errorf("no warning about the unknown distribution:\n%s", out)
+			}
+			if tc.want == ModeSymlink {
+				if _, err := r.install(r.opts(ModeDivert)); err == nil || !strings.Contains(err.Error(), "use --mode symlink") {
+					t.Errorf("--mode divert on an unknown distribution: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestDryRunChangesNothing(t *testing.T) {
+	needTools(t)
+	root := fakeDebian(t)
+	r := newRig(t, root)
+	before := listing(t, root)
+	o := r.opts(ModeDivert)
+	o.DryRun = true
+	out := r.mustInstall(o)
+	if !strings.Contains(out, "gnsh: dry run, not done: diverted /sbin/reboot to /sbin/reboot.distrib") {
+		t.Errorf("dry run output:\n%s", out)
+	}
+	if d := diffListing(before, listing(t, root)); d != "" {
+		t.Errorf("dry run changed:\n%s", d)
+	}
+	if n := r.tools.called(""); n != 0 {
+		t.Errorf("dry run ran %d tools: %q", n, r.tools.calls)
+	}
+	r.mustInstall(r.opts(ModeDivert))
+	installed := listing(t, root)
+	for _, mode := range []string{ModeAlternatives, ModeSymlink} {
+		o := r.opts(mode)
+		o.DryRun = true
+		r.mustInstall(o)
+	}
+	o = r.opts("")
+	o.DryRun = true
+	if out := r.mustUninstall(o); !strings.Contains(out, "dry run, not done: restored /sbin/reboot from /sbin/reboot.distrib") {
+		t.Errorf("dry-run uninstall:\n%s", out)
+	}
+	if d := diffListing(installed, listing(t, root)); d != "" {
+		t.Errorf("dry runs changed:\n%s", d)
+	}
+}
+
+// TestFailureLeavesOldState makes each step of an install, a mode switch
+// and an uninstall fail in turn: the tree is always as before.
+func TestFailureLeavesOldState(t *testing.T) {
+	needTools(t)
+	type run struct {
+		name  string
+		setup []string // modes installed first
+		do    string   // mode to install, or "uninstall"
+	}
+	for _, fam := range []string{"debian", "rocky"} {
+		for _, tc := range []run{
+			{"fresh divert", nil, ModeDivert},
+			{"fresh alternatives", nil, ModeAlternatives},
+			{"fresh symlink", nil, ModeSymlink},
+			{"divert to alternatives", []string{ModeDivert}, ModeAlternatives},
+			{"alternatives to symlink", []string{ModeAlternatives}, ModeSymlink},
+			{"symlink to divert", []string{ModeSymlink}, ModeDivert},
+			{"uninstall divert", []string{ModeDivert}, "uninstall"},
+			{"uninstall alternatives", []string{ModeAlternatives}, "uninstall"},
+		} {
+			t.Run(fam+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				mk := func() *rig {
+					root := fakeDebian(t)
+					if fam == "rocky" {
+						root = fakeRocky(t)
+					}
+					r := newRig(t, root)
+					for _, m := range tc.setup {
+						r.mustInstall(r.opts(m))
+					}
+					return r
+				}
+				// The steps of a dry run are the steps to fail.
+				probe := mk()
+				o := probe.opts(tc.do)
+				o.DryRun = true
+				var out string
+				if tc.do == "uninstall" {
+					out = probe.mustUninstall(o)
+				} else {
+					out = probe.mustInstall(o)
+				}
+				var descs []string
+				for _, l := range strings.Split(out, "\n") {
+					if d, ok := strings.CutPrefix(l, "gnsh: dry run, not done: "); ok {
+						descs = append(descs, d)
+					}
+				}
+				if len(descs) < 3 {
+					t.Fatalf("only %d steps:\n%s", len(descs), out)
+				}
+				for i, d := range descs {
+					r := mk()
+					before := listing(t, r.root)
+					o := r.opts(tc.do)
+					o.fail = func(desc string) error {
+						if desc == d {
+							return errors.New("injected")
+						}
+						return nil
+					}
+					var err error
+					if tc.do == "uninstall" {
+						out, err = r.uninstall(o)
+					} else {
+						out, err = r.install(o)
+					}
+					if err == nil {
+						t.Fatalf("step %d %q: no error\n%s", i, d, out)
+					}
+					if !strings.Contains(err.Error(), "every change before it was undone") || !strings.Contains(err.Error(), "; fix: ") {
+						t.Errorf("step %d: error %q", i, err)
+					}
+					if strings.Contains(err.Error(), "\n") {
+						t.Errorf("error is not one line: %q", err)
+					}
+					if diff := diffListing(before, listing(t, r.root)); diff != "" {
+						t.Errorf("failing step %d %q left:\n%s\noutput:\n%s", i, d, diff, out)
+					}
+				}
+			})
+		}
+	}
+}
+
+// A tool failing half-way (dpkg-divert for the third command) undoes
+// the first two.
+func TestToolFailureUndone(t *testing.T) {
+	needTools(t)
+	root := fakeDebian(t)
+	r := newRig(t, root)
+	before := listing(t, root)
+	r.tools.fail = "dpkg-divert --root " + root + " --package gnsh --no-rename --divert /sbin/poweroff.distrib"
+	out, err := r.install(r.opts(ModeDivert))
+	if err == nil || !strings.Contains(err.Error(), `stopped at "diverted /sbin/poweroff to /sbin/poweroff.distrib"`) {
+		t.Fatalf("err %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "gnsh: undone: linked /sbin/reboot to /usr/local/sbin/gnsh") {
+		t.Errorf("output:\n%s", out)
+	}
+	if d := diffListing(before, listing(t, root)); d != "" {
+		t.Errorf("left:\n%s", d)
+	}
+}
+
+func TestConflictingDiversionRefused(t *testing.T) {
+	needTools(t)
+	root := fakeDebian(t)
+	r := newRig(t, root)
+	os.MkdirAll(filepath.Join(root, "usr/lib/molly-guard"), 0o755)
+	mklink(t, root, "usr/lib", "/lib")
+	if err := (ExecTools{}).Run(context.Background(), "dpkg-divert", "--root", root, "--package", "molly-guard",
+		"--rename", "--divert", "/lib/molly-guard/reboot", "--add", "/sbin/reboot"); err != nil {
+		t.Fatal(err)
+	}
+	before := listing(t, root)
+	_, err := r.install(r.opts(ModeDivert))
+	if err == nil || !strings.Contains(err.Error(), "/sbin/reboot is already diverted to /lib/molly-guard/reboot by package molly-guard") {
+		t.Fatalf("err %v", err)
+	}
+	if d := diffListing(before, listing(t, root)); d != "" {
+		t.Errorf("changed:\n%s", d)
+	}
+}
+
+func TestEditedConfigKept(t *testing.T) {
+	needTools(t)
+	root := fakeDebian(t)
+	r := newRig(t, root)
+	r.mustInstall(r.opts(ModeDivert))
+	mkfile(t, root, ConfigPath, string(installfiles.Config())+"drainTimeout: 2m\n", 0o644)
+	out := r.mustUninstall(r.opts(""))
+	if !strings.Contains(out, "gnsh: kept /etc/gnsh/config.yaml: it was edited") || strings.Contains(out, "removed directory /etc/gnsh") {
+		t.Errorf("output:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(root, ConfigPath)); err != nil {
+		t.Errorf("edited config removed: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, StatePath)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("state file left: %v", err)
+	}
+	// An existing config is never touched, nor recorded.
+	r.mustInstall(r.opts(ModeDivert))
+	st, _ := readState(target{root: root})
+	if st.file(ConfigPath) != nil {
+		t.Errorf("a config found is recorded as gnsh's: %+v", st.Files)
+	}
+}
+
+// Files found where install writes (a `make install`) are kept beside and
+// put back; the unit's ExecStart follows --bin.
+func TestFoundFilesPutBack(t *testing.T) {
+	needTools(t)
+	root := fakeDebian(t)
+	mkfile(t, root, DefaultBin, "an older gnsh\n", 0o750)
+	mkfile(t, root, UnitPath, "[Service]\nExecStart=/usr/local/sbin/gnsh agent\n", 0o600)
+	r := newRig(t, root)
+	before := listing(t, root)
+	out := r.mustInstall(r.opts(ModeDivert))
+	if !strings.Contains(out, "installed /usr/local/sbin/gnsh (the file found there kept as /usr/local/sbin/gnsh.gnsh-orig)") {
+		t.Errorf("output:\n%s", out)
+	}
+	got, _ := os.ReadFile(filepath.Join(root, UnitPath))
+	if !bytes.Equal(got, installfiles.Unit()) {
+		t.Errorf("unit is not install/systemd/gnsh.service")
+	}
+	r.mustUninstall(r.opts(""))
+	if d := diffListing(before, listing(t, root)); d != "" {
+		t.Errorf("not put back:\n%s", d)
+	}
+
+	o := r.opts(ModeSymlink)
+	o.Bin = "/opt/gnsh/bin/gnsh"
+	r.mustInstall(o)
+	got, _ = os.ReadFile(filepath.Join(root, UnitPath))
+	if !bytes.Contains(got, []byte("\nExecStart=/opt/gnsh/bin/gnsh agent\n")) {
+		t.Errorf("unit's ExecStart does not follow --bin")
+	}
+	r.wantCommands(nodefacts.DefaultRootPath, "/opt/gnsh/bin/gnsh")
+	r.mustUninstall(r.opts(""))
+	if d := diffListing(before, listing(t, root)); d != "" {
+		t.Errorf("not put back:\n%s", d)
+	}
+}
+
+// --packaged: the package's /usr/sbin/gnsh and unit; only the commands
+// and the unit's link change.
+func TestPackaged(t *testing.T) {
+	needTools(t)
+	for _, fam := range []string{"debian", "rocky"} {
+		t.Run(fam, func(t *testing.T) {
+			root := fakeDebian(t)
+			unitDir := "/lib/systemd/system/"
+			if fam == "rocky" {
+				root, unitDir = fakeRocky(t), "/usr/lib/systemd/system/"
+			}
+			mkfile(t, root, PackagedBin, "packaged gnsh\n", 0o755)
+			mkfile(t, root, unitDir+UnitName, string(unitText(PackagedBin)), 0o644)
+			r := newRig(t, root)
+			before := listing(t, root)
+			o := r.opts(ModeDivert)
+			o.Packaged = true
+			out := r.mustInstall(o)
+			for _, not := range []string{"installed", "/etc/gnsh"} {
+				if strings.Contains(out, not) {
+					t.Errorf("--packaged output has %q:\n%s", not, out)
+				}
+			}
+			if !strings.Contains(out, "enabled gnsh.service (linked /etc/systemd/system/multi-user.target.wants/gnsh.service to "+unitDir+UnitName+")") {
+				t.Errorf("output:\n%s", out)
+			}
+			r.wantCommands(sysPath, PackagedBin)
+			if out := r.mustInstall(o); out != NothingToChange+"\n" {
+				t.Errorf("again: %q", out)
+			}
+			o.Mode = ""
+			out = r.mustUninstall(o)
+			if d := diffListing(before, listing(t, root)); d != "" {
+				t.Errorf("uninstall --packaged left:\n%s\n%s", d, out)
+			}
+			if _, err := r.install(Options{Root: t.TempDir(), Packaged: true, Tools: r.tools}); err == nil ||
+				!strings.Contains(err.Error(), "install the gnsh package") {
+				t.Errorf("--packaged without the package: %v", err)
+			}
+		})
+	}
+}
+
+// A plain install, then the package: --packaged points the commands at
+// /usr/sbin/gnsh; uninstall --packaged puts them back and keeps the
+// copied files; a full uninstall removes those.
+func TestPlainThenPackaged(t *testing.T) {
+	needTools(t)
+	root := fakeDebian(t)
+	mkfile(t, root, PackagedBin, "packaged gnsh\n", 0o755)
+	mkfile(t, root, "/lib/systemd/system/"+UnitName, string(unitText(PackagedBin)), 0o644)
+	r := newRig(t, root)
+	before := listing(t, root)
+	r.mustInstall(r.opts(ModeDivert))
+	o := r.opts(ModeDivert)
+	o.Packaged = true
+	out := r.mustInstall(o)
+	if !strings.Contains(out, "linked /sbin/reboot to /usr/sbin/gnsh") {
+		t.Errorf("output:\n%s", out)
+	}
+	r.wantCommands(sysPath, PackagedBin)
+	o.Mode = ""
+	out = r.mustUninstall(o)
+	r.wantCommands(sysPath, "/usr/bin/systemctl")
+	if _, err := os.Stat(filepath.Join(root, DefaultBin)); err != nil {
+		t.Errorf("uninstall --packaged removed the copied binary: %v\n%s", err, out)
+	}
+	if out := r.mustUninstall(o); out != NothingToChange+"\n" {
+		t.Errorf("uninstall --packaged again: %q", out)
+	}
+	r.mustUninstall(r.opts(""))
+	if d := diffListing(before, listing(t, root)); d != "" {
+		t.Errorf("left:\n%s", d)
+	}
+}
+
+// RPM: systemd's update puts its links back; install --mode divert (the
+// package trigger's command) switches them again and keeps the new
+// originals; uninstall puts those back.
+func TestRPMUpdateReapplied(t *testing.T) {
+	root := fakeRocky(t)
+	r := newRig(t, root)
+	r.mustInstall(r.opts(ModeDivert))
+	for _, c := range nodefacts.LegacyCommands {
+		os.Remove(filepath.Join(root, "usr/sbin", c))
+		mklink(t, root, "../bin/systemctl", "/usr/sbin/"+c) // as rpm writes it
+	}
+	mkfile(t, root, "/usr/bin/systemctl", "#!/bin/sh\n# systemctl, updated\n", 0o755)
+	updated := listing(t, root)
+	out := r.mustInstall(r.opts(ModeDivert))
+	if !strings.Contains(out, "replaced /usr/sbin/reboot by a link to /usr/local/sbin/gnsh (the original kept as /usr/sbin/reboot.gnsh-orig)") {
+		t.Errorf("output:\n%s", out)
+	}
+	r.wantCommands(sysPath, DefaultBin)
+	if out := r.mustInstall(r.opts(ModeDivert)); out != NothingToChange+"\n" {
+		t.Errorf("again: %q", out)
+	}
+	r.mustUninstall(r.opts(""))
+	for _, l := range strings.Split(diffListing(updated, listing(t, root)), "\n") {
+		if strings.Contains(l, "/usr/sbin/") && !(strings.HasPrefix(l, "- ") && strings.Contains(l, ".gnsh-orig")) {
+			t.Errorf("uninstall after the update: %s", l)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(root, "usr/sbin/reboot.gnsh-orig")); err == nil {
+		t.Errorf("reboot.gnsh-orig left")
+	}
+}
+
+// Live (systemd is PID 1 of the target): daemon-reload and start on
+// install, stop and daemon-reload on uninstall.
+func TestLiveUnit(t *testing.T) {
+	needTools(t)
+	root := fakeDebian(t)
+	r := newRig(t, root)
+	live := true
+	o := r.opts(ModeDivert)
+	o.Live = &live
+	out := r.mustInstall(o)
+	for _, want := range []string{"reloaded systemd (systemctl daemon-reload)", "restarted gnsh.service"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("install output lacks %q:\n%s", want, out)
+		}
+	}
+	if r.tools.called("systemctl daemon-reload") != 1 || r.tools.called("systemctl restart gnsh.service") != 1 {
+		t.Errorf("calls %q", r.tools.calls)
+	}
+	// The fake says active: nothing more to do.
+	if out := r.mustInstall(o); out != NothingToChange+"\n" {
+		t.Errorf("again: %q", out)
+	}
+	out = r.mustUninstall(o)
+	if !strings.Contains(out, "gnsh: stopped gnsh.service") || r.tools.called("systemctl daemon-reload") != 2 {
+		t.Errorf("uninstall output:\n%s\ncalls %q", out, r.tools.calls)
+	}
+	// With --root (not live) no systemctl at all.
+	r2 := newRig(t, fakeDebian(t))
+	r2.mustInstall(r2.opts(ModeDivert))
+	if n := r2.tools.called("systemctl"); n != 0 {
+		t.Errorf("systemctl run %d times for an image", n)
+	}
+}
+
+// The state file is never read or written through a link.
+func TestStateFileNotFollowed(t *testing.T) {
+	needTools(t)
+	root := fakeDebian(t)
+	r := newRig(t, root)
+	elsewhere := filepath.Join(t.TempDir(), "x.json")
+	mkfile(t, "/", elsewhere, `{"version":1}`, 0o644)
+	mklink(t, root, elsewhere, StatePath)
+	if _, err := r.install(r.opts(ModeDivert)); err == nil || !strings.Contains(err.Error(), "cannot read what gnsh installed") {
+		t.Fatalf("err %v", err)
+	}
+	os.Remove(filepath.Join(root, StatePath))
+	r.mustInstall(r.opts(ModeDivert))
+	fi, err := os.Lstat(filepath.Join(root, StatePath))
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o644 {
+		t.Errorf("state file %v %v", fi, err)
+	}
+}
+
+func TestWantedBy(t *testing.T) {
+	got := wantedBy(installfiles.Unit())
+	if len(got) != 1 || got[0] != "multi-user.target" {
+		t.Errorf("WantedBy of install/systemd/gnsh.service: %q", got)
+	}
+}
+
+func TestOneAtATime(t *testing.T) {
+	needTools(t)
+	root := fakeDebian(t)
+	r := newRig(t, root)
+	f, err := os.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	before := listing(t, root)
+	if _, err := r.install(r.opts(ModeDivert)); err == nil || !strings.Contains(err.Error(), "another gnsh install or uninstall is running") {
+		t.Fatalf("err %v", err)
+	}
+	if d := diffListing(before, listing(t, root)); d != "" {
+		t.Errorf("changed:\n%s", d)
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	r.mustInstall(r.opts(ModeDivert))
+}

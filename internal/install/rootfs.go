@@ -1,0 +1,230 @@
+package install
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/gnsh/gnsh/internal/nodefacts"
+)
+
+// target is the file system gnsh installs into: "/" or a mounted image
+// (--root). Paths handed to its methods are absolute inside the target.
+// Every directory on the way is resolved inside the target (an absolute
+// link such as /sbin -> /usr/sbin starts again at the root, never on the
+// host), while the last component is never followed: links are made,
+// renamed and removed themselves, and files are created with O_NOFOLLOW.
+type target struct{ root string }
+
+// host returns the host path of p.
+func (t target) host(p string) (string, error) {
+	dir, err := nodefacts.ResolveIn(t.root, filepath.Dir(p))
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(t.root, dir, filepath.Base(p)), nil
+}
+
+func (t target) lstat(p string) (fs.FileInfo, error) {
+	h, err := t.host(p)
+	if err != nil {
+		return nil, err
+	}
+	return os.Lstat(h)
+}
+
+func (t target) exists(p string) bool {
+	_, err := t.lstat(p)
+	return err == nil
+}
+
+// readlink returns the target of the link p ("" and no error when p is
+// not a link).
+func (t target) readlink(p string) (string, error) {
+	fi, err := t.lstat(p)
+	if err != nil {
+		return "", err
+	}
+	if fi.Mode()&fs.ModeSymlink == 0 {
+		return "", nil
+	}
+	h, err := t.host(p)
+	if err != nil {
+		return "", err
+	}
+	return os.Readlink(h)
+}
+
+// readFile reads p, refusing to follow a link in its last component.
+func (t target) readFile(p string) ([]byte, error) {
+	h, err := t.host(p)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(h, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// tmpName is the name beside p that a new p is made under before it is
+// renamed into place.
+func tmpName(p string) string { return p + ".gnsh-new" }
+
+func (t target) removeTmp(h string) error {
+	if err := os.Remove(h); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// symlink makes p a link to dest, atomically: the link is made beside p
+// and renamed over it, so p never disappears.
+func (t target) symlink(dest, p string) error {
+	h, err := t.host(p)
+	if err != nil {
+		return err
+	}
+	tmp := tmpName(h)
+	if err := t.removeTmp(tmp); err != nil {
+		return err
+	}
+	if err := os.Symlink(dest, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, h); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// link makes newp another name of oldp's inode (a link is linked itself,
+// not followed), replacing newp atomically: the same file, mode, owner or
+// link target.
+func (t target) link(oldp, newp string) error {
+	ho, err := t.host(oldp)
+	if err != nil {
+		return err
+	}
+	hn, err := t.host(newp)
+	if err != nil {
+		return err
+	}
+	tmp := tmpName(hn)
+	if err := t.removeTmp(tmp); err != nil {
+		return err
+	}
+	if err := os.Link(ho, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, hn); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// rename renames oldp to newp, replacing newp atomically.
+func (t target) rename(oldp, newp string) error {
+	ho, err := t.host(oldp)
+	if err != nil {
+		return err
+	}
+	hn, err := t.host(newp)
+	if err != nil {
+		return err
+	}
+	return os.Rename(ho, hn)
+}
+
+func (t target) remove(p string) error {
+	h, err := t.host(p)
+	if err != nil {
+		return err
+	}
+	return os.Remove(h)
+}
+
+// writeFile writes data to p with mode perm: a new file (O_EXCL,
+// O_NOFOLLOW) beside p, synced, then renamed over p.
+func (t target) writeFile(p string, data []byte, perm fs.FileMode) error {
+	h, err := t.host(p)
+	if err != nil {
+		return err
+	}
+	tmp := tmpName(h)
+	if err := t.removeTmp(tmp); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm) // whatever the umask
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, h)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// missingDirs returns the directories of p, outermost first, that do
+// not exist yet.
+func (t target) missingDirs(p string) []string {
+	var dirs []string
+	for d := filepath.Dir(p); d != "/" && d != "."; d = filepath.Dir(d) {
+		if _, err := t.lstat(d); err == nil {
+			break
+		}
+		dirs = append([]string{d}, dirs...)
+	}
+	return dirs
+}
+
+func (t target) mkdir(p string) error {
+	h, err := t.host(p)
+	if err != nil {
+		return err
+	}
+	return os.Mkdir(h, 0o755)
+}
+
+// isGnshLink says whether p is a link to a file named gnsh (this or
+// another installed gnsh).
+func (t target) isGnshLink(p string) bool {
+	l, err := t.readlink(p)
+	return err == nil && l != "" && filepath.Base(l) == "gnsh"
+}
+
+func describe(t target, p string) string {
+	fi, err := t.lstat(p)
+	switch {
+	case err != nil:
+		return "missing"
+	case fi.Mode()&fs.ModeSymlink != 0:
+		l, _ := t.readlink(p)
+		return "a link to " + l
+	case fi.Mode().IsRegular():
+		return "a file"
+	}
+	return strings.TrimSpace(fmt.Sprintf("a %v", fi.Mode().Type()))
+}

@@ -1,0 +1,277 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gnsh/gnsh/internal/nodefacts"
+)
+
+// TestInstallE2E runs `gnsh install` and `gnsh uninstall` inside booted
+// containers (systemd as PID 1, dpkg, sudo): every mode, what root's PATH,
+// sudo's secure_path and the absolute paths then run, a reinstall of
+// systemd-sysv under the diversion, the alternatives switch, and the
+// exact file listing after uninstall; systemd's chroot refusal, and
+// `reboot -f -n` with no D-Bus and no kubeconfig.
+func TestInstallE2E(t *testing.T) {
+	suites := []string{"bullseye", "bookworm"}
+	if s := os.Getenv("GNSH_E2E_SUITES"); s != "" {
+		suites = strings.Split(s, ",")
+	}
+	gnsh, skip := gnshBinary()
+	if gnsh == "" {
+		if os.Getenv("GNSH_REQUIRE_RIGS") == "1" {
+			t.Fatal(skip)
+		}
+		t.Skip("SKIP: " + skip)
+	}
+	var wg sync.WaitGroup
+	for _, s := range suites {
+		wg.Add(1)
+		go func() { defer wg.Done(); rootfsFor(s) }()
+	}
+	wg.Wait()
+	for _, s := range suites {
+		if _, _, err := rootfsFor(s); err != nil {
+			t.Fatalf("rootfs %s: %v", s, err)
+		}
+	}
+	cases := []struct {
+		name string
+		f    func(t *testing.T, c *container)
+	}{
+		{"modes", installModes},
+		{"no_bus_force_reboot", noBusForceReboot},
+	}
+	lane := make(chan struct{}, envInt("GNSH_E2E_PARALLEL", 2))
+	var cw sync.WaitGroup
+	for _, suite := range suites {
+		for _, tc := range cases {
+			cw.Add(1)
+			go func() {
+				defer cw.Done()
+				lane <- struct{}{}
+				defer func() { <-lane }()
+				t.Run(suite+"/"+tc.name, func(t *testing.T) {
+					rootfs, _, _ := rootfsFor(suite)
+					dir := filepath.Join(resultsRoot, "install", suite, tc.name)
+					_ = os.RemoveAll(dir)
+					if err := os.MkdirAll(filepath.Join(dir, "rig"), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					// gnsh install copies the binary it runs from: /rig/gnsh,
+					// a copy in the case's rig dir (nothing bound over
+					// /usr/local/sbin).
+					if err := copyFile(gnsh, filepath.Join(dir, "rig", "gnsh")); err != nil {
+						t.Fatal(err)
+					}
+					c := boot(t, suite, rootfs, dir, bootOpts{})
+					tc.f(t, c)
+				})
+			}()
+		}
+	}
+	cw.Wait()
+}
+
+// listingScript prints what uninstall must leave exactly as it found it.
+const listingScript = `for d in /usr/sbin /sbin /usr/local/sbin /etc/systemd/system /etc/gnsh /var/lib/dpkg/alternatives /etc/alternatives /var/lib/gnsh; do
+	if [ -e "$d" ]; then find "$d/" -printf '%p %M %u:%g %l\n' | sort; find "$d/" -type f -exec md5sum {} + | sort; else echo "$d absent"; fi
+done
+echo "== /var/lib/dpkg/diversions"; cat /var/lib/dpkg/diversions`
+
+func (c *container) listing() string { return c.must("sh", "-c", listingScript).stdout }
+
+func lineDiff(a, b string) string {
+	in := func(s string) map[string]bool {
+		m := map[string]bool{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l] = true
+		}
+		return m
+	}
+	am, bm := in(a), in(b)
+	var out []string
+	for _, l := range strings.Split(a, "\n") {
+		if !bm[l] {
+			out = append(out, "- "+l)
+		}
+	}
+	for _, l := range strings.Split(b, "\n") {
+		if !am[l] {
+			out = append(out, "+ "+l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func (c *container) gnshCmd(want int, args ...string) result {
+	c.t.Helper()
+	r := c.run(60*time.Second, append([]string{"/rig/gnsh"}, args...)...)
+	if r.rc != want {
+		c.t.Fatalf("gnsh %s: rc %d, want %d: %s", strings.Join(args, " "), r.rc, want, r)
+	}
+	return r
+}
+
+// resolved checks what each of the four commands runs: through root's
+// PATH, through sudo (its secure_path) and, unless abs is "", by the
+// absolute path systemd-sysv ships (/sbin/NAME).
+func (c *container) resolved(t *testing.T, want, abs string) {
+	t.Helper()
+	for _, n := range nodefacts.LegacyCommands {
+		got := map[string]string{
+			"root's PATH": c.must("sh", "-c", `readlink -f "$(command -v `+n+`)"`).stdout,
+			"sudo":        c.must("sudo", "-n", "sh", "-c", `readlink -f "$(command -v `+n+`)"`).stdout,
+		}
+		if abs != "" {
+			got["/sbin/"+n] = c.must("readlink", "-f", "/sbin/"+n).stdout
+		}
+		for what, g := range got {
+			w := want
+			if what == "/sbin/"+n {
+				w = abs
+			}
+			if g = strings.TrimSpace(g); g != w {
+				t.Errorf("%s via %s runs %s, want %s", n, what, g, w)
+			} else {
+				c.logf("%s via %s runs %s", n, what, g)
+			}
+		}
+	}
+}
+
+func installModes(t *testing.T, c *container) {
+	before := c.listing()
+	stock := c.must("readlink", "-f", "/sbin/reboot").stdout
+	if strings.TrimSpace(stock) != "/usr/bin/systemctl" && strings.TrimSpace(stock) != "/bin/systemctl" {
+		t.Fatalf("stock /sbin/reboot is %q", stock)
+	}
+	c.must("sudo", "-n", "true")
+
+	// Stock systemd in a chroot, for the comparison below.
+	mkChroot := `mkdir -p /tmp/cr && mount -t tmpfs cr /tmp/cr && cd /tmp/cr &&
+		mkdir usr etc proc dev && mount --bind /usr usr && mount --bind /etc etc &&
+		mount -t proc proc proc && mount --bind /dev dev &&
+		for l in bin sbin lib lib64; do ln -s usr/$l $l; done`
+	c.must("sh", "-c", mkChroot)
+	stockChroot := c.run(30*time.Second, "chroot", "/tmp/cr", "/sbin/reboot")
+
+	for _, mode := range []string{"divert", "alternatives", "symlink"} {
+		out := c.gnshCmd(0, "install", "--mode", mode).stdout
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if !strings.HasPrefix(l, "gnsh: ") {
+				t.Errorf("install --mode %s: line %q", mode, l)
+			}
+		}
+		if again := c.gnshCmd(0, "install", "--mode", mode).stdout; !strings.HasSuffix(again, "gnsh: nothing to change\n") {
+			t.Errorf("install --mode %s again: %q", mode, again)
+		}
+		abs := "/usr/local/sbin/gnsh"
+		if mode == "symlink" {
+			abs = "/usr/bin/systemctl" // what --mode symlink does not switch
+		}
+		c.resolved(t, "/usr/local/sbin/gnsh", abs)
+		if st := strings.TrimSpace(c.in(10*time.Second, "systemctl", "is-active", "gnsh.service").stdout); st != "active" {
+			t.Errorf("--mode %s: gnsh.service is %q, want active", mode, st)
+		}
+		if en := strings.TrimSpace(c.in(10*time.Second, "systemctl", "is-enabled", "gnsh.service").stdout); en != "enabled" {
+			t.Errorf("--mode %s: gnsh.service is %q, want enabled", mode, en)
+		}
+		switch mode {
+		case "divert":
+			// systemd-sysv reinstalled (the rootfs's own .deb, offline):
+			// dpkg writes its links to the diverted names.
+			r := c.run(120*time.Second, "sh", "-c", "dpkg -i /var/cache/gnsh-e2e/debs/systemd-sysv_*.deb")
+			if r.rc != 0 {
+				t.Errorf("dpkg -i systemd-sysv: %s", r)
+			}
+			c.resolved(t, "/usr/local/sbin/gnsh", "/usr/local/sbin/gnsh")
+			if d := c.must("readlink", "/sbin/reboot.distrib").stdout; strings.TrimSpace(d) != "/bin/systemctl" {
+				t.Errorf("after the reinstall /sbin/reboot.distrib is %q", d)
+			}
+			if l := c.must("dpkg-divert", "--list", "/sbin/reboot").stdout; !strings.Contains(l, "diversion of /sbin/reboot to /sbin/reboot.distrib by gnsh") {
+				t.Errorf("dpkg-divert --list: %q", l)
+			}
+			// In a chroot, gnsh as reboot refuses exactly as systemd does.
+			got := c.run(30*time.Second, "chroot", "/tmp/cr", "/sbin/reboot")
+			if got.rc != stockChroot.rc || got.stdout != stockChroot.stdout || got.stderr != stockChroot.stderr {
+				t.Errorf("reboot in a chroot: gnsh %s, stock %s", got, stockChroot)
+			}
+			if !strings.Contains(got.stdout+got.stderr, "Running in chroot, ignoring request.") || got.rc != 0 {
+				t.Errorf("reboot in a chroot: %s", got)
+			}
+			if c.hasExited() {
+				t.Fatal("the container went down")
+			}
+		case "alternatives":
+			c.must("update-alternatives", "--set", "reboot", "/sbin/reboot.distrib")
+			if got := strings.TrimSpace(c.must("readlink", "-f", "/sbin/reboot").stdout); got != "/usr/bin/systemctl" {
+				t.Errorf("update-alternatives --set reboot /sbin/reboot.distrib: /sbin/reboot runs %s", got)
+			}
+			c.must("update-alternatives", "--auto", "reboot")
+			if got := strings.TrimSpace(c.must("readlink", "-f", "/sbin/reboot").stdout); got != "/usr/local/sbin/gnsh" {
+				t.Errorf("update-alternatives --auto reboot: /sbin/reboot runs %s", got)
+			}
+		case "symlink":
+			if !strings.Contains(out, "warning: --mode symlink") {
+				t.Errorf("no warning for --mode symlink:\n%s", out)
+			}
+			// A mode switch undoes symlink, then diverts.
+			sw := c.gnshCmd(0, "install", "--mode", "divert").stdout
+			if !strings.Contains(sw, "gnsh: removed /usr/local/sbin/reboot") || !strings.Contains(sw, "gnsh: diverted /sbin/reboot to /sbin/reboot.distrib") {
+				t.Errorf("switch symlink → divert:\n%s", sw)
+			}
+			c.resolved(t, "/usr/local/sbin/gnsh", "/usr/local/sbin/gnsh")
+		}
+		un := c.gnshCmd(0, "uninstall").stdout
+		if again := c.gnshCmd(0, "uninstall").stdout; again != "gnsh: nothing to change\n" {
+			t.Errorf("uninstall again: %q", again)
+		}
+		if d := lineDiff(before, c.listing()); d != "" {
+			t.Errorf("after install --mode %s and uninstall the listing differs:\n%s\nuninstall said:\n%s", mode, d, un)
+		}
+		if st := strings.TrimSpace(c.in(10*time.Second, "systemctl", "is-active", "gnsh.service").stdout); st == "active" {
+			t.Errorf("gnsh.service still active after uninstall")
+		}
+		c.resolved(t, "/usr/bin/systemctl", "/usr/bin/systemctl")
+	}
+	c.logf("stock reboot in a chroot: %s", stockChroot)
+	c.in(10*time.Second, "umount", "-R", "/tmp/cr")
+	c.terminate()
+	c.waitExit(30 * time.Second)
+}
+
+// noBusForceReboot: dracut's `reboot -f -n`, or a rescue shell's: no D-Bus,
+// no kubeconfig. gnsh (installed by gnsh install) reboots at once with
+// reboot(2), as systemd does: the container exits 133.
+func noBusForceReboot(t *testing.T, c *container) {
+	c.gnshCmd(0, "install")
+	c.must("sh", "-c", "rm -f /etc/kubernetes/kubelet.conf /etc/gnsh/kubeconfig; systemctl stop dbus.socket dbus.service")
+	if r := c.in(10*time.Second, "busctl", "status"); r.rc == 0 {
+		t.Fatalf("the system bus still answers: %s", r)
+	}
+	// The socket file stays (RemoveOnStop=no); connecting to it is refused.
+	start := time.Now()
+	r := c.run(30*time.Second, "env", "DBUS_SYSTEM_BUS_ADDRESS=unix:path=/nonexistent", "reboot", "-f", "-n")
+	if !c.waitExit(15 * time.Second) {
+		t.Fatalf("the container did not go down: %s", r)
+	}
+	took := c.exitAt.Sub(start)
+	c.logf("reboot -f -n with no bus: %s; nspawn exit %d after %v", r, c.exitCode, took.Round(time.Millisecond))
+	if c.exitCode != 133 {
+		t.Errorf("nspawn exit %d, want 133 (reboot)", c.exitCode)
+	}
+	if took > 5*time.Second {
+		t.Errorf("down %v after reboot -f -n, want within 5 s", took)
+	}
+	if strings.Contains(r.stderr, "gnsh:") {
+		t.Errorf("gnsh said something: %q", r.stderr)
+	}
+}
