@@ -16,10 +16,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 
 	installfiles "github.com/gnsh/gnsh/install"
+	"github.com/gnsh/gnsh/internal/version"
 )
 
 // Where the files go.
@@ -480,25 +482,23 @@ func (r *run) planFile(p string, data []byte, perm fs.FileMode, keep bool) bool 
 }
 
 func (r *run) planMan() error {
-	if installfiles.Man == nil {
-		return nil
+	pages, err := installfiles.ManPages(version.Version)
+	if err != nil {
+		return err
 	}
-	return fs.WalkDir(installfiles.Man, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		name := filepath.Base(p)
+	names := make([]string, 0, len(pages))
+	for name := range pages {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
 		sec := strings.TrimPrefix(filepath.Ext(name), ".")
 		if sec == "" {
-			return nil
+			continue
 		}
-		data, err := fs.ReadFile(installfiles.Man, p)
-		if err != nil {
-			return err
-		}
-		r.planFile(filepath.Join(ManDir, "man"+sec[:1], name), data, 0o644, false)
-		return nil
-	})
+		r.planFile(filepath.Join(ManDir, "man"+sec[:1], name), pages[name], 0o644, false)
+	}
+	return nil
 }
 
 // wantedBy returns the WantedBy= targets of a unit's [Install] section.

@@ -88,6 +88,7 @@ echo "== /var/lib/dpkg/diversions"; cat /var/lib/dpkg/diversions`
 
 func (c *container) listing() string { return c.must("sh", "-c", listingScript).stdout }
 
+// lineDiff lists the lines only in a (-) or only in b (+).
 func lineDiff(a, b string) string {
 	in := func(s string) map[string]bool {
 		m := map[string]bool{}

@@ -275,8 +275,8 @@ func TestDeb(t *testing.T) {
 	}
 	// The contract with gnsh install/uninstall.
 	post := string(read(t, filepath.Join(ctl, "postinst")))
-	if !strings.Contains(post, "\nconfigure|abort-upgrade|abort-remove|abort-deconfigure)\n\t/usr/sbin/gnsh install --mode divert --packaged\n") {
-		t.Errorf("postinst: configure does not run gnsh install --mode divert --packaged first")
+	if !strings.Contains(post, "\nconfigure|abort-upgrade|abort-remove|abort-deconfigure)\n\t/usr/sbin/gnsh install --packaged\n") {
+		t.Errorf("postinst: configure does not run gnsh install --packaged first")
 	}
 	prerm := string(read(t, filepath.Join(ctl, "prerm")))
 	if !regexp.MustCompile(`(?s)\nremove\|deconfigure\)\n.*\n\t/usr/sbin/gnsh uninstall --packaged\n\t;;\n\*\)\n\t;;`).MatchString(prerm) {
@@ -334,8 +334,8 @@ func TestRPM(t *testing.T) {
 	if strings.Contains(scripts, "preinstall scriptlet") || strings.Contains(scripts, "pretrans scriptlet") {
 		t.Errorf("unexpected preinstall/pretrans:\n%s", scripts)
 	}
-	if !strings.Contains(string(read(t, filepath.Join(r, "install/package/rpm/posttrans"))), "\nset -e\n/usr/sbin/gnsh install --mode divert --packaged\n") {
-		t.Errorf("posttrans does not run gnsh install --mode divert --packaged first")
+	if !strings.Contains(string(read(t, filepath.Join(r, "install/package/rpm/posttrans"))), "\nset -e\n/usr/sbin/gnsh install --packaged\n") {
+		t.Errorf("posttrans does not run gnsh install --packaged first")
 	}
 	if !regexp.MustCompile(`(?s)\nif \[ "\$1" -eq 0 \]; then\n.*\t/usr/sbin/gnsh uninstall --packaged\nfi\nexit 0\n$`).MatchString(string(read(t, filepath.Join(r, "install/package/rpm/preun")))) {
 		t.Errorf("preun: gnsh uninstall --packaged not last, under $1 -eq 0")

@@ -4,14 +4,13 @@
 package main
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/cpuguy83/go-md2man/v2/md2man"
+	installfiles "github.com/gnsh/gnsh/install"
 )
 
 func main() {
@@ -51,9 +50,5 @@ func pageName(src string) (string, error) {
 	return name, nil
 }
 
-// render turns one Markdown page into roff, @VERSION@ in its title line
-// replaced by version.
-func render(md []byte, version string) []byte {
-	md = bytes.ReplaceAll(md, []byte("@VERSION@"), []byte(version))
-	return md2man.Render(md)
-}
+// render is the pages' one renderer, shared with gnsh install.
+func render(md []byte, version string) []byte { return installfiles.RenderMan(md, version) }
