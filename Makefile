@@ -5,10 +5,18 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/gnsh/gnsh/internal/version.Version=$(VERSION)
 FUZZTIME ?= 10s
 
-.PHONY: build deps k8s test test-unit test-integration test-e2e lint fuzz bench demo install clean
+.PHONY: build man package deps k8s test test-unit test-integration test-e2e lint fuzz bench demo install clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/gnsh ./cmd/gnsh
+
+# gnsh(8), gnsh-shutdown(8), gnsh-config(5) from install/man/*.md (go-md2man) into bin/man.
+man:
+	$(GO) run ./install/man/gen -version $(VERSION) -out bin/man install/man/*.md
+
+# bin/pkg/gnsh_VERSION-1_ARCH.deb and gnsh-VERSION-1.ARCH.rpm (nfpm, a Go tool dependency).
+package: build
+	sh install/package/build.sh bin/pkg
 
 # Host packages the tests and the demo need (Debian/Ubuntu, as root).
 deps:

@@ -102,7 +102,7 @@ func (g *ShutdownGuard) Run(ctx context.Context) error {
 			backoff, lastErr = initial, "" // it ran: start over
 		}
 		if msg := err.Error(); msg != lastErr {
-			g.say("%v; connecting again", err)
+			g.say("system bus: %v; connecting again", err)
 			g.status("system bus: " + msg + "; connecting again")
 			lastErr = msg
 		}
@@ -182,6 +182,7 @@ func (g *ShutdownGuard) session(ctx context.Context) (bool, error) {
 				undo = g.prepare(ctx, l)
 				release()
 				g.say("released the delay lock: systemd-logind goes on with the shutdown")
+				g.status("shutdown under way; delay lock released")
 				continue
 			}
 			// Cancelled: hold the lock again, then lift the drain's cordon.

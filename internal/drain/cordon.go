@@ -171,6 +171,36 @@ func Adopt(ctx context.Context, c kubernetes.Interface, n *corev1.Node, own Owne
 	return true, nil
 }
 
+// GiveBack puts back the record a drain took over with Adopt (prev, the
+// annotation's exact text before), if the record standing is still the
+// one only accepts: a drain over an earlier boot's cordon that ends
+// undone (the shutdown cancelled, the hand-off refused) leaves that
+// cordon to the node agent's uncordon after boot, as before it. Like
+// Uncordon, every patch carries the resourceVersion read; on a conflict
+// it reads the Node again (up to 3 times). It reports whether it did.
+func GiveBack(ctx context.Context, c kubernetes.Interface, node string, only Only, prev string) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if o := Owner(n); o == nil || !only(o) {
+			return false, nil
+		}
+		patch, _ := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": n.ResourceVersion, "annotations": map[string]string{CordonAnnotation: prev}},
+		})
+		err = patchNode(ctx, c, node, patch)
+		if apierrors.IsConflict(err) && attempt < conflictRetries {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("give back the cordon of %s: %w", node, err)
+		}
+		return true, nil
+	}
+}
+
 // Only chooses which of gnsh's cordons Uncordon undoes, from their
 // Ownership.
 type Only func(*Ownership) bool

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -58,7 +59,8 @@ func openInLockDir(dir, name string, flags int) (*os.File, error) {
 }
 
 // HoldAgentLock takes the agent's lock in dir (DefaultLockDir if "")
-// without waiting and writes this process's ID into it. Another agent
+// (trying for half a second: a probe holds a shared lock for a moment)
+// and writes this process's ID into it. Another agent
 // holding it is an *AgentRunningError.
 func HoldAgentLock(dir string) (*AgentLock, error) {
 	if dir == "" {
@@ -68,7 +70,16 @@ func HoldAgentLock(dir string) (*AgentLock, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	// A probe (AgentRunning, gnsh status) holds a shared lock for a few
+	// microseconds: try again for a moment before taking the lock for
+	// another agent's.
+	for i := 0; i < 20; i++ {
+		if err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if err != nil {
 		defer f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			b := make([]byte, 32)

@@ -885,6 +885,33 @@ func TestUncordonTakesTheLock(t *testing.T) {
 	}
 }
 
+// A reboot that took over gnsh's cordon from an earlier boot and was then
+// refused (here by logind) gives the record back: the node agent lifts
+// that cordon after this boot, as it would have without the reboot.
+func TestRefusedRebootGivesBackAnAdoptedCordon(t *testing.T) {
+	earlier := `{"action":"reboot","user":"bob","time":"2026-11-20T10:00:00Z","bootID":"boot-0"}`
+	f := newFakeNode(true, map[string]string{drain.CordonAnnotation: earlier}, "web-1")
+	d := newDrainer(t, f, "")
+	p, err := d.prepare(t, reboot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := drain.Owner(f.node(t)); o == nil || o.BootID != "boot-1" {
+		t.Fatalf("not adopted: %+v", o)
+	}
+	p.Finish(context.Background(), errors.New("Access denied"))
+	n := f.node(t)
+	if got := n.Annotations[drain.CordonAnnotation]; got != earlier || !n.Spec.Unschedulable {
+		t.Fatalf("after the refused reboot: unschedulable %v, record %s", n.Spec.Unschedulable, got)
+	}
+	if drain.Owner(n) == nil {
+		t.Fatal("the given-back cordon is no longer gnsh's")
+	}
+	if !strings.Contains(d.stderr.String(), "gnsh's cordon of node1 stands for the earlier boot again") {
+		t.Fatalf("stderr %q", d.stderr)
+	}
+}
+
 // A drain over gnsh's cordon left from an earlier boot takes it over, so
 // that the node agent does not lift it after this boot.
 func TestDrainAdoptsAnEarlierBootsCordon(t *testing.T) {

@@ -32,6 +32,9 @@ type run struct {
 	// cordoned: this run made gnsh's cordon, or may have (a cordon request
 	// cut short by a signal or a timeout); undo checks the record first.
 	cordoned bool
+	// adopted: the annotation's text before this run took over gnsh's
+	// cordon from an earlier boot (drain.Adopt), "" if it did not.
+	adopted  string
 	own      drain.Ownership
 	draining bool // the drain (evictions) began
 	// ahead: the agent's drain ahead of a schedule (own.When), which
@@ -207,6 +210,7 @@ func (r *run) adopt(ctx context.Context, n *corev1.Node) {
 	case err != nil:
 		r.debug("%v", err)
 	case adopted:
+		r.adopted = n.Annotations[drain.CordonAnnotation]
 		r.info("gnsh's cordon of %s from an earlier boot now stands for this %s", n.Name, r.own.Request())
 	}
 }
@@ -347,7 +351,7 @@ func (r *run) Finish(ctx context.Context, err error) {
 	if err != nil {
 		r.d.RemoveMarker() // that shutdown did not happen
 	}
-	if err != nil && r.cordoned {
+	if err != nil && (r.cordoned || r.adopted != "") {
 		r.undo("the " + r.verb + " was not handed off")
 		r.event(ctx, "Warning", ReasonDrainFailed, "%s requested by %s was not handed off: %v", r.verb, r.d.who().User, err)
 	}
@@ -365,6 +369,10 @@ func (r *run) end() {
 // undo removes the cordon this run made, held against signals (it is
 // bounded), with a fresh context: the drain's own may be cancelled.
 func (r *run) undo(why string) {
+	if r.sess != nil && !r.cordoned && r.adopted != "" {
+		r.giveBack(why)
+		return
+	}
 	if !r.cordoned || r.sess == nil {
 		return
 	}
@@ -380,6 +388,24 @@ func (r *run) undo(why string) {
 	case undone:
 		r.cordoned = false
 		r.info("%s; %s uncordoned", why, r.sess.node)
+	}
+}
+
+// giveBack is the undo of a run that took over gnsh's cordon from an
+// earlier boot: the record goes back to that boot's, so that the node
+// agent lifts the cordon after this boot as it would have (the shutdown
+// it was taken over for did not happen).
+func (r *run) giveBack(why string) {
+	defer r.d.Signal.Hold("giving back gnsh's cordon of " + r.sess.node)()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*r.cfg.APITimeout.D())
+	defer cancel()
+	back, err := drain.GiveBack(ctx, r.sess.c, r.sess.node, r.mine, r.adopted)
+	switch {
+	case err != nil:
+		r.warn("%s, but giving gnsh's cordon of %s back to the earlier boot's record failed (%v); it stays until 'gnsh uncordon --only-if-ours'", why, r.sess.node, err)
+	case back:
+		r.adopted = ""
+		r.info("%s; gnsh's cordon of %s stands for the earlier boot again: the node agent lifts it once the Node is Ready", why, r.sess.node)
 	}
 }
 

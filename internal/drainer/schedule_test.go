@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,6 +44,36 @@ func TestAgentLock(t *testing.T) {
 	l, err = HoldAgentLock(dir)
 	if err != nil {
 		t.Fatalf("after the probes: %v", err)
+	}
+	l.Release()
+}
+
+// An agent starting while a probe holds its shared lock for a moment
+// still gets the lock (it used to exit as if another agent ran).
+func TestAgentLockWhileProbed(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, AgentLockName), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	probe, err := os.Open(filepath.Join(dir, AgentLockName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	fd := int(probe.Fd())
+	if err := syscall.Flock(fd, syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	unlocked := make(chan struct{})
+	go func() {
+		defer close(unlocked)
+		time.Sleep(100 * time.Millisecond)
+		_ = syscall.Flock(fd, syscall.LOCK_UN)
+	}()
+	defer func() { <-unlocked }()
+	l, err := HoldAgentLock(dir)
+	if err != nil {
+		t.Fatalf("agent starting during a probe: %v", err)
 	}
 	l.Release()
 }

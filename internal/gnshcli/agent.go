@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -143,30 +145,41 @@ func drainForShutdown(ctx context.Context, d *drainer.Drainer, action string, bu
 }
 
 // agentStatus is the agent's one STATUS= line for systemd, from two
-// sources: the uncordon after boot, while it waits, and the shutdown
-// guard and schedule follower. Both show while the uncordon waits.
+// sources: the uncordon after boot and the shutdown guard with the
+// schedule follower. While the uncordon waits its line comes first
+// ("waiting for …; meanwhile holding a delay lock on shutdown; idle");
+// once it is done its outcome comes last ("holding a delay lock on
+// shutdown; idle; uncordoned node-1 after boot").
 type agentStatus struct {
 	send     func(string) error
 	mu       sync.Mutex
-	waiting  string // the uncordon's latest line, until it is done
+	waiting  string // the uncordon's latest line while it waits
+	outcome  string // how the uncordon ended, once it has
 	guarding string // the guard's or follower's latest line
 }
 
-func (s *agentStatus) uncordon(line string) { s.set(&s.waiting, line) }
-func (s *agentStatus) guard(line string)    { s.set(&s.guarding, line) }
-func (s *agentStatus) uncordonDone()        { s.set(&s.waiting, "") }
+func (s *agentStatus) uncordon(line string) { s.update(func() { s.waiting = line }) }
+func (s *agentStatus) guard(line string)    { s.update(func() { s.guarding = line }) }
 
-func (s *agentStatus) set(field *string, line string) {
+// uncordonDone replaces the uncordon's waiting line by its outcome.
+func (s *agentStatus) uncordonDone(outcome string) {
+	s.update(func() { s.waiting, s.outcome = "", outcome })
+}
+
+func (s *agentStatus) update(change func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	*field = line
-	out := s.guarding
-	switch {
-	case s.waiting != "" && out != "":
-		out = s.waiting + "; meanwhile " + out
-	case s.waiting != "":
-		out = s.waiting
+	change()
+	var parts []string
+	if s.waiting != "" {
+		parts = append(parts, s.waiting)
+		if s.guarding != "" {
+			parts = append(parts, "meanwhile "+s.guarding)
+		}
+	} else {
+		parts = append(parts, s.guarding, s.outcome)
 	}
+	out := strings.Join(slices.DeleteFunc(parts, func(p string) bool { return p == "" }), "; ")
 	if out != "" {
 		_ = s.send(out)
 	}
@@ -319,7 +332,14 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		if !done {
 			r = <-uncordoned
 		}
-		st.uncordonDone()
+		switch r.Outcome {
+		case agent.Uncordoned:
+			st.uncordonDone("uncordoned " + r.Node + " after boot")
+		case agent.Left:
+			st.uncordonDone("nothing to uncordon after boot (" + r.Why + ")")
+		default:
+			st.uncordonDone("")
+		}
 		wg.Wait()
 	}
 	_ = notify.Notify("STOPPING=1")

@@ -91,7 +91,8 @@ func TestAgentCommand(t *testing.T) {
 		}
 		msgs = append(msgs, string(buf[:k]))
 	}
-	if !strings.HasPrefix(msgs[0], "READY=1\nSTATUS=") || !strings.HasPrefix(msgs[len(msgs)-1], "STATUS=system bus: ") {
+	if !strings.HasPrefix(msgs[0], "READY=1\nSTATUS=") || !strings.HasPrefix(msgs[len(msgs)-1], "STATUS=system bus: ") ||
+		!strings.HasSuffix(msgs[len(msgs)-1], "; uncordoned node-1 after boot") {
 		t.Errorf("notify messages %q", msgs)
 	}
 	got, _ := cs.CoreV1().Nodes().Get(context.Background(), "node-1", metav1.GetOptions{})

@@ -441,8 +441,8 @@ func CheckAgent(r *Report) Check {
 	case !l.GnshLock:
 		c.Verdict = Warn
 		c.Message = "the agent runs (" + state + ") but holds no delay lock on shutdown (who " + agent.InhibitWho +
-			"): a shutdown that bypasses the wrapper is not drained. It takes the lock once its uncordon after boot is done " +
-			"(it may still be waiting for the Node to be Ready), and again after it lost the bus"
+			"): a shutdown that bypasses the wrapper is not drained. It takes the lock once it has found a kubeconfig " +
+			"and reached logind (it may be reconnecting to the bus), or it is not a node (no kubeconfig)"
 		c.Fix = "see systemctl status " + a.Unit + " (its STATUS= line) and journalctl -u " + a.Unit
 	default:
 		c.Verdict = OK

@@ -196,7 +196,7 @@ func TestChecks(t *testing.T) {
 		{"agent run by hand", func(r *Report) { r.Agent.ActiveState = "inactive" }, CheckAgent, Warn,
 			"an agent holds /run/gnsh/agent.lock, but gnsh.service is inactive: an agent runs outside the unit", "stop that agent"},
 		{"agent without its delay lock", func(r *Report) { r.Logind.GnshLock = false }, CheckAgent, Warn,
-			"holds no delay lock on shutdown (who gnsh): a shutdown that bypasses the wrapper is not drained. It takes the lock once its uncordon after boot is done",
+			"holds no delay lock on shutdown (who gnsh): a shutdown that bypasses the wrapper is not drained. It takes the lock once it has found a kubeconfig",
 			"journalctl -u gnsh.service"},
 		{"agent, inhibitors unknown", func(r *Report) { r.Logind = LogindFacts{Error: "timed out"} }, CheckAgent, Warn,
 			"cannot list logind's inhibitors to see its delay lock: timed out", "see the logind check"},

@@ -42,7 +42,8 @@ const (
 	agentDelay = 8
 	agentUnit  = "gnsh.service"
 	// What the agent tells systemd (STATUS=) once its shutdown guard holds
-	// its delay lock, i.e. once the uncordon step after boot is done.
+	// its delay lock and the uncordon step after boot is done (its outcome
+	// follows: "; uncordoned NODE after boot").
 	agentIdleStatus = "holding a delay lock on shutdown; idle"
 )
 
@@ -392,7 +393,7 @@ func (a *agentRun) waitAgentIdle(timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	for {
 		text, state := a.status()
-		if text == agentIdleStatus {
+		if strings.HasPrefix(text, agentIdleStatus) && !strings.Contains(text, "waiting for") {
 			a.waitInhibitor("gnsh")
 			a.c.logf("agent idle: StatusText=%q", text)
 			return

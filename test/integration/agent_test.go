@@ -2,12 +2,14 @@ package integration
 
 // gnsh agent, end to end: the real binary in the rig's namespaces, with a
 // node's own kubelet credentials against the real control plane (kwok
-// keeps the Nodes Ready). The agent never shuts anything down: each
+// keeps the Nodes Ready, but ag-guard's, whose kubelet has not come up in
+// this boot). The agent never shuts anything down: each
 // scenario starts it, follows it through its sd_notify messages (a
 // datagram socket of the test's as $NOTIFY_SOCKET), and ends it with
 // SIGTERM.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,23 +18,28 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 
+	gnshagent "github.com/gnsh/gnsh/internal/agent"
 	"github.com/gnsh/gnsh/internal/drainer"
 	"github.com/gnsh/gnsh/internal/logind/logindtest"
 	"github.com/gnsh/gnsh/test/internal/faultproxy"
+	"github.com/gnsh/gnsh/test/internal/kwok"
 	"github.com/gnsh/gnsh/test/internal/rig"
 )
 
 // agentNodes are the Nodes of TestAgent, one per scenario.
-var agentNodes = []string{"ag-reboot", "ag-admin", "ag-recordon", "ag-drain", "ag-sameboot", "ag-late", "ag-locked", "ag-pending", "ag-503", "ag-sched"}
+var agentNodes = []string{"ag-reboot", "ag-admin", "ag-recordon", "ag-drain", "ag-sameboot", "ag-late", "ag-locked", "ag-pending", "ag-503", "ag-sched", "ag-guard"}
 
 // earlierBoot is a boot ID that is not this one.
 const earlierBoot = "00000000-0000-4000-8000-0000000000e1"
@@ -54,6 +61,7 @@ func TestAgent(t *testing.T) {
 		{"a pending shutdown keeps the cordon until it is cancelled", testAgentPendingShutdown},
 		{"503 on the Node for a while: uncordoned once it answers", testAgent503},
 		{"a far schedule is drained ahead of it; its cancel uncordons", testAgentSchedule},
+		{"a shutdown while the uncordon waits for Ready is drained", testAgentGuardWhileWaiting},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
@@ -185,7 +193,7 @@ func testAgentUncordons(t *testing.T, k *cluster) {
 	n := k.newNode(t, "ag-reboot")
 	n.gnshCordon("reboot", earlierBoot)
 	a := startAgent(t, n.env(fastConfig))
-	msgs := a.waitStatus("STATUS=uncordoned ag-reboot after boot; idle", 30*time.Second)
+	msgs := a.waitStatus("uncordoned ag-reboot after boot", 30*time.Second)
 	if !strings.HasPrefix(msgs[0], "READY=1\n") {
 		t.Errorf("first sd_notify message %q, want READY=1 at once", msgs[0])
 	}
@@ -209,7 +217,7 @@ func leftByAgent(t *testing.T, n *node, why string) {
 	t.Helper()
 	before := n.get()
 	a := startAgent(t, n.env(fastConfig))
-	a.waitStatus("STATUS=nothing to uncordon after boot", 30*time.Second)
+	a.waitStatus("nothing to uncordon after boot", 30*time.Second)
 	log := a.stop()
 	after := n.get()
 	// kwok's heartbeats change the Node's status (and resourceVersion) all
@@ -298,7 +306,7 @@ func testAgentAPILate(t *testing.T, k *cluster) {
 	t.Cleanup(func() { l.Close() })
 	go forward(l, upstream)
 	start := time.Now()
-	a.waitStatus("STATUS=uncordoned ag-late after boot; idle", 30*time.Second)
+	a.waitStatus("uncordoned ag-late after boot", 30*time.Second)
 	t.Logf("uncordoned %s after the API server began to answer", time.Since(start).Round(time.Millisecond))
 	n.wantCordon("")
 	if ev := n.uncordonMessages(); len(ev) != 1 || !strings.Contains(ev[0], "cordoned by gnsh for a poweroff requested by alice") {
@@ -354,7 +362,7 @@ func testAgentLocked(t *testing.T, k *cluster) {
 		t.Fatal("uncordoned while a drain held the lock")
 	}
 	lock.Release()
-	a.waitStatus("STATUS=uncordoned ag-locked after boot; idle", 30*time.Second)
+	a.waitStatus("uncordoned ag-locked after boot", 30*time.Second)
 	n.wantCordon("")
 	log := a.stop()
 	if !strings.Contains(log, fmt.Sprintf("gnsh: waiting for the drain of ag-locked to end: the drain lock is held (pid %d, reboot by bob", os.Getpid())) {
@@ -377,7 +385,7 @@ func testAgentPendingShutdown(t *testing.T, k *cluster) {
 		t.Fatal("uncordoned while logind prepared for shutdown")
 	}
 	b.ld.SetPreparingForShutdown(false)
-	a.waitStatus("STATUS=uncordoned ag-pending after boot; idle", 30*time.Second)
+	a.waitStatus("uncordoned ag-pending after boot", 30*time.Second)
 	n.wantCordon("")
 	log := a.stop()
 	if !strings.Contains(log, "gnsh: waiting for the pending shutdown: systemd-logind is preparing for shutdown; gnsh's cordon stays while it is\n") ||
@@ -402,7 +410,7 @@ func testAgent503(t *testing.T, k *cluster) {
 		t.Fatalf("unschedulable %v after %d failed GETs of the Node", unsched, rule.Hits())
 	}
 	rule.Remove()
-	a.waitStatus("STATUS=uncordoned ag-503 after boot; idle", 30*time.Second)
+	a.waitStatus("uncordoned ag-503 after boot", 30*time.Second)
 	n.wantCordon("")
 	log := a.stop()
 	if strings.Count(log, "gnsh: ag-503: read Node: ") != 1 || !strings.Contains(log, "faultproxy: injected 503") {
@@ -425,7 +433,7 @@ func testAgentSchedule(t *testing.T, k *cluster) {
 	ld := bus.StartLogind(t, logindtest.Options{Version: 252, ScheduleFile: filepath.Join(runDir, "systemd", "shutdown", "scheduled")})
 	env := n.env(config("drainTimeout: 10s"))
 	a := startAgentIn(t, runDir, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address()}, env...))
-	a.waitStatus("STATUS=nothing to uncordon after boot", 30*time.Second)
+	a.waitStatus("nothing to uncordon after boot", 30*time.Second)
 
 	// A dry run: logind's readers show it as a real schedule; the wrapper
 	// notes it in /run/gnsh, and the agent leaves it alone.
@@ -484,6 +492,181 @@ func testAgentSchedule(t *testing.T, k *cluster) {
 		"gnsh: drained ag-sched in ",
 		"gnsh: agent: drained ahead of the scheduled reboot for ",
 		" was cancelled; gnsh's cordon for it undone\n",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+}
+
+// newStaleNode creates a Node that kwok is not the kubelet of, Ready=True
+// as last reported at heartbeat, its node Lease last renewed then too: a
+// node whose kubelet has not come up in this boot (yet), and whose Node
+// nobody marks NotReady (this control plane runs no node lifecycle
+// controller). It creates the namespace ns-NAME.
+func (k *cluster) newStaleNode(t *testing.T, name string, heartbeat time.Time) *node {
+	t.Helper()
+	ctx := ctxFor(t, time.Minute)
+	obj := kwok.Node(name, 100)
+	delete(obj.Annotations, "kwok.x-k8s.io/node") // kwok is not its kubelet
+	obj, err := k.admin.CoreV1().Nodes().Create(ctx, obj, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{cluster: k, t: t, name: name, ns: "ns-" + name, uid: obj.UID}
+	n.setReady(heartbeat)
+	renewed := metav1.NewMicroTime(heartbeat)
+	holder, secs := name, int32(40)
+	if _, err := k.admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: corev1.NamespaceNodeLease},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &renewed},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n.ns}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// setReady sets the Node's Ready condition to True, last heartbeat at
+// heartbeat, as a kubelet reports it.
+func (n *node) setReady(heartbeat time.Time) {
+	n.t.Helper()
+	obj := n.get()
+	hb := metav1.NewTime(heartbeat)
+	obj.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+		Reason: "KubeletReady", Message: "kubelet is posting ready status", LastHeartbeatTime: hb, LastTransitionTime: hb}}
+	if _, err := n.admin.CoreV1().Nodes().UpdateStatus(ctxFor(n.t, time.Minute), obj, metav1.UpdateOptions{}); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// hasGuardLock reports whether the agent's delay lock on shutdown is among
+// logind's inhibitors.
+func hasGuardLock(inh []logindtest.Inhibitor) bool {
+	return slices.ContainsFunc(inh, func(i logindtest.Inhibitor) bool {
+		return i.Who == "gnsh" && i.What == "shutdown" && i.Mode == "delay"
+	})
+}
+
+// testAgentGuardWhileWaiting: the Node is not Ready for this boot (its
+// kubelet last reported before the boot began), and gnsh's reboot cordon
+// of an earlier boot stands, so the uncordon after boot waits. The
+// shutdown guard runs meanwhile: a reboot that bypasses the wrapper (as
+// systemctl reboot, straight to logind) is drained within logind's
+// InhibitDelayMax less the margin, and the delay lock released. The drain
+// takes the earlier boot's cordon over for this reboot, evicts the pods,
+// and, the kubelet being dead (a stale Lease), does not wait for pods that
+// cannot go. While logind prepares the shutdown the agent does not
+// uncordon, even once the Node is Ready for this boot. When logind gives
+// the shutdown up the guard takes its lock again.
+func testAgentGuardWhileWaiting(t *testing.T, k *cluster) {
+	boot, err := gnshagent.BootTimeFromUptime(time.Now(), "/proc/uptime")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bootID := strings.TrimSpace(string(b))
+	n := k.newStaleNode(t, "ag-guard", boot.Add(-time.Hour))
+	pods := n.replicaSet("web", 2, podOpts{})
+	n.gnshCordon("reboot", earlierBoot)
+
+	// logind waits for the delay locks as long as they are held (its
+	// InhibitDelayMax timer never fires): the shutdown goes on because
+	// the agent let it, not because logind's patience ran out.
+	bus := logindtest.StartBus(t)
+	ld := bus.StartLogind(t, logindtest.Options{Version: 252, WaitForDelayLocks: true, InhibitDelayMax: 10 * time.Second,
+		After: func(time.Duration) <-chan time.Time { return make(chan time.Time) }})
+	a := startAgent(t, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address()}, n.env(fastConfig)...))
+	// The uncordon waits, and the guard holds its delay lock meanwhile
+	// (before a1b08ac it took the lock only once the uncordon was done).
+	msgs := a.waitStatus("STATUS=waiting for ag-guard to be Ready for this boot: Ready=True was last reported at ", 30*time.Second)
+	ctx := ctxFor(t, 45*time.Second) // the agent runs at most a minute (rig.Proc.Wait)
+	lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if st, err := ld.Wait(lctx, func(s logindtest.State) bool { return hasGuardLock(s.Inhibitors) }); err != nil {
+		a.stop()
+		t.Fatalf("no delay lock of gnsh's while the uncordon waits: %v; inhibitors %+v", err, st.Inhibitors)
+	}
+	if !strings.Contains(msgs[len(msgs)-1], "; meanwhile holding a delay lock on shutdown; idle") {
+		a.waitStatus("; meanwhile holding a delay lock on shutdown; idle", 30*time.Second)
+	}
+	if unsched, o := n.cordon(); !unsched || o == nil || o.BootID != earlierBoot {
+		t.Fatalf("before the shutdown: unschedulable %v, record %+v", unsched, o)
+	}
+
+	// A reboot that bypasses gnsh.
+	start := time.Now()
+	obj := bus.Connect(t).Object(logindtest.LogindName, logindtest.LogindPath)
+	if err := obj.Call(logindtest.LogindInterface+".RebootWithFlags", 0, uint64(0)).Err; err != nil {
+		t.Fatal(err)
+	}
+	st, err := ld.Wait(ctx, func(s logindtest.State) bool { return s.ShutdownStarted })
+	if err != nil {
+		t.Fatalf("the agent did not release its delay lock: %v; inhibitors %+v", err, st.Inhibitors)
+	}
+	t.Logf("logind went on with the reboot %s after it began", time.Since(start).Round(time.Millisecond))
+	if hasGuardLock(st.Inhibitors) || !hasGuardLock(st.Released) || st.DelayTimedOut {
+		t.Errorf("after the drain: inhibitors %+v, released %+v, timed out %v", st.Inhibitors, st.Released, st.DelayTimedOut)
+	}
+	// The evictions went out; nothing finishes them without a kubelet.
+	n.waitTerminating(len(pods))
+	// gnsh's cordon stands, now for this boot's reboot (the drain took
+	// the earlier boot's over, so that the agent does not lift it).
+	o := n.wantCordon("reboot")
+	if o == nil || o.BootID != bootID || o.When != nil {
+		t.Errorf("cordon record %+v, want this boot's (%s) reboot", o, bootID)
+	}
+	n.wantEvents(evStarted, evFailed)
+
+	// The kubelet comes up while logind is still preparing the reboot:
+	// the Node is Ready for this boot, and the agent still leaves the
+	// cordon.
+	n.setReady(time.Now())
+	msgs = a.waitStatus("STATUS=waiting for the pending shutdown: systemd-logind is preparing for shutdown; gnsh's cordon stays while it is", 30*time.Second)
+	if last := msgs[len(msgs)-1]; !strings.HasSuffix(last, "; meanwhile shutdown under way; delay lock released") {
+		t.Errorf("status while logind prepares the reboot: %q, want the guard's part to say its lock is released", last)
+	}
+	time.Sleep(time.Second)
+	n.wantCordon("reboot")
+	if ev := n.uncordonMessages(); len(ev) != 0 {
+		t.Errorf("GnshUncordoned Events %q while the shutdown was pending", ev)
+	}
+
+	// logind gives the reboot up (its job failed): PrepareForShutdown(false).
+	if !ld.CancelShutdown() {
+		t.Fatal("no shutdown in progress to cancel")
+	}
+	if st, err := ld.Wait(ctx, func(s logindtest.State) bool { return hasGuardLock(s.Inhibitors) }); err != nil {
+		t.Fatalf("the agent did not take its delay lock again: %v; inhibitors %+v", err, st.Inhibitors)
+	}
+	// The reboot did not happen: the drain's undo gives the adopted
+	// cordon back to the earlier boot's record, and the uncordon after
+	// boot (the Node is Ready for this boot by now) lifts it, as it would
+	// have without the cancelled reboot.
+	a.waitStatus("uncordoned ag-guard after boot", 30*time.Second)
+	n.wantCordon("")
+	if ev := n.uncordonMessages(); len(ev) != 1 {
+		t.Errorf("GnshUncordoned Events %q, want one", ev)
+	}
+	log := a.stop()
+	for _, want := range []string{
+		"gnsh: agent: holding a delay lock on shutdown, to drain before shutdowns that bypass gnsh\n",
+		"gnsh: waiting for ag-guard to be Ready for this boot: Ready=True was last reported at ",
+		"gnsh: agent: shutdown under way that bypassed gnsh: draining within 8s (InhibitDelayMaxSec 10s)\n",
+		"gnsh's cordon of ag-guard from an earlier boot now stands for this reboot",
+		"gnsh: agent: drain for the shutdown ended: ",
+		"the kubelet of ag-guard is not alive: Lease last renewed ",
+		"gnsh: agent: released the delay lock: systemd-logind goes on with the shutdown\n",
+		"gnsh: waiting for the pending shutdown: systemd-logind is preparing for shutdown; gnsh's cordon stays while it is",
+		"gnsh: agent: the shutdown was cancelled; holding the delay lock again\n",
+		"gnsh's cordon of ag-guard stands for the earlier boot again: the node agent lifts it once the Node is Ready\n",
+		"gnsh: ag-guard uncordoned after boot: cordoned by gnsh for a reboot requested by alice ",
 	} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gnsh/gnsh/internal/config"
+	"github.com/gnsh/gnsh/internal/dispatch"
+	"github.com/gnsh/gnsh/internal/gnshcli"
+	"github.com/gnsh/gnsh/internal/legacy"
+)
+
+func pages(t *testing.T) map[string][]byte {
+	t.Helper()
+	srcs, err := filepath.Glob("../*.md")
+	if err != nil || len(srcs) == 0 {
+		t.Fatalf("no pages in install/man: %v", err)
+	}
+	m := map[string][]byte{}
+	for _, src := range srcs {
+		name, err := pageName(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[name] = b
+	}
+	for _, want := range []string{"gnsh.8", "gnsh-shutdown.8", "gnsh-config.5"} {
+		if m[want] == nil {
+			t.Errorf("page %s missing", want)
+		}
+	}
+	return m
+}
+
+// TestRender renders every page and checks what man(1) needs: a .TH line
+// naming the page and its section, and a NAME section of the form
+// "name \- description". With man(1) installed it also formats each page
+// with groff's warnings on and fails on any warning.
+func TestRender(t *testing.T) {
+	dir := t.TempDir()
+	man, _ := exec.LookPath("man")
+	for name, md := range pages(t) {
+		roff := render(md, "1.2.3")
+		title, section := strings.TrimSuffix(name, filepath.Ext(name)), filepath.Ext(name)[1:]
+		th := regexp.MustCompile(`(?m)^\.TH ` + regexp.QuoteMeta(title) + ` ` + section + ` "[^"]*" "gnsh 1\.2\.3" "[^"]+"$`)
+		if !th.Match(roff) {
+			t.Errorf("%s: no .TH %s %s line with the version:\n%.300s", name, title, section, roff)
+		}
+		if !regexp.MustCompile(`(?m)^\.SH NAME\n` + regexp.QuoteMeta(title) + ` \\- \S`).Match(roff) {
+			t.Errorf("%s: no NAME section %q", name, title+` \- …`)
+		}
+		if bytes.Contains(roff, []byte("@VERSION@")) {
+			t.Errorf("%s: @VERSION@ left", name)
+		}
+		// Markdown that md2man took for a link or left as emphasis markers.
+		if bytes.Contains(roff, []byte(`\[la]`)) || bytes.Contains(roff, []byte("**")) {
+			t.Errorf("%s: a stray link or ** in the roff", name)
+		}
+		if man == "" {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, roff, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(man, "--warnings", "-E", "UTF-8", "-l", path)
+		cmd.Env = append(os.Environ(), "MANWIDTH=80", "MANPAGER=cat", "PAGER=cat", "LC_ALL=C.UTF-8")
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil || errb.Len() > 0 {
+			t.Errorf("man -l %s: %v\n%s", name, err, errb.String())
+		}
+		if !regexp.MustCompile(`NAME\n +` + regexp.QuoteMeta(title) + ` +- +\S`).MatchString(out.String()) {
+			t.Errorf("man -l %s: no NAME section in the formatted page:\n%.400s", name, out.String())
+		}
+	}
+	if man == "" {
+		t.Log("man(1) not installed: pages not formatted (apt-get install man-db groff-base)")
+	}
+}
+
+// theApp returns gnsh's real command tree, as `gnsh --help` sees it: the
+// help printer is swapped for one that keeps the App it is given.
+func theApp(t *testing.T) *cli.App {
+	t.Helper()
+	var app *cli.App
+	saved := cli.HelpPrinter
+	defer func() { cli.HelpPrinter = saved }()
+	cli.HelpPrinter = func(_ io.Writer, _ string, data any) {
+		if a, ok := data.(*cli.App); ok {
+			app = a
+		}
+	}
+	env := &dispatch.Env{Stdout: io.Discard, Stderr: io.Discard, LookupEnv: func(string) (string, bool) { return "", false }}
+	if code := gnshcli.Run(context.Background(), []string{"gnsh", "--help"}, env); code != 0 || app == nil {
+		t.Fatalf("gnsh --help: exit %d, app %v", code, app != nil)
+	}
+	return app
+}
+
+// sections splits a page at its "### " headings (.SS), by heading.
+func sections(md string) map[string]string {
+	m := map[string]string{}
+	parts := strings.Split("\n"+md, "\n### ")
+	for _, p := range parts[1:] {
+		head, body, _ := strings.Cut(p, "\n")
+		if i := strings.Index(body, "\n# "); i >= 0 {
+			body = body[:i]
+		}
+		m[head] = head + "\n" + body
+	}
+	return m
+}
+
+// TestGnshPageCoversCLI fails when gnsh has a command or an option that
+// gnsh.8 does not describe in that command's own subsection
+// ("### gnsh NAME …"), so the page cannot silently go stale.
+func TestGnshPageCoversCLI(t *testing.T) {
+	md := string(pages(t)["gnsh.8"])
+	secs := sections(md)
+	app := theApp(t)
+	n := 0
+	for _, c := range app.VisibleCommands() {
+		if c.Name == "help" {
+			if !strings.Contains(md, "### gnsh help") {
+				t.Errorf("gnsh.8: no subsection for gnsh help")
+			}
+			continue
+		}
+		var sec string
+		for head, body := range secs {
+			words := strings.FieldsFunc(strings.TrimPrefix(head, "gnsh "), func(r rune) bool { return r == ' ' || r == '|' })
+			if strings.HasPrefix(head, "gnsh ") && len(words) > 0 && (words[0] == c.Name || (len(words) > 3 && words[0] == "shutdown" && contains(words[:4], c.Name))) {
+				sec = body
+			}
+		}
+		if sec == "" {
+			t.Errorf("gnsh.8: no subsection \"### gnsh %s …\" for the command %s", c.Name, c.Name)
+			continue
+		}
+		n++
+		for _, f := range c.VisibleFlags() {
+			for _, name := range f.Names() {
+				if name == "help" || name == "h" {
+					continue
+				}
+				opt := "--" + name
+				if len(name) == 1 {
+					opt = "-" + name
+				}
+				if !regexp.MustCompile(`(^|[^-\w])` + regexp.QuoteMeta(opt) + `\b`).MatchString(sec) {
+					t.Errorf("gnsh.8: gnsh %s has %s, not described in its subsection", c.Name, opt)
+				}
+			}
+		}
+	}
+	if n < 10 {
+		t.Errorf("only %d commands checked: the help printer hook did not see the real app?", n)
+	}
+	for _, want := range []string{"gnsh install", "gnsh uninstall"} {
+		if !strings.Contains(md, "### "+want) {
+			t.Errorf("gnsh.8: no subsection for %s", want)
+		}
+	}
+}
+
+// TestShutdownPageCoversDrainOptions: gnsh-shutdown.8 describes every
+// option gnsh adds to the four legacy grammars.
+func TestShutdownPageCoversDrainOptions(t *testing.T) {
+	md := string(pages(t)["gnsh-shutdown.8"])
+	for _, o := range legacy.DrainLongOptions {
+		if !strings.Contains(md, "**--"+o.Name) {
+			t.Errorf("gnsh-shutdown.8: --%s not described", o.Name)
+		}
+	}
+	for _, want := range []string{"shutdown**(8)", "halt**(8)", "-f", "API server is down", "drainTimeout", "gnsh agent"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("gnsh-shutdown.8: %q not mentioned", want)
+		}
+	}
+}
+
+// TestConfigPageCoversKeys: gnsh-config.5 describes every key
+// internal/config accepts, and install/gnsh/config.yaml names each too.
+func TestConfigPageCoversKeys(t *testing.T) {
+	md := string(pages(t)["gnsh-config.5"])
+	example, err := os.ReadFile("../../gnsh/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	typ := reflect.TypeOf(config.Config{})
+	for i := 0; i < typ.NumField(); i++ {
+		key, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		if key == "" || key == "-" {
+			continue
+		}
+		if !strings.Contains(md, "\n**"+key+":**") {
+			t.Errorf("gnsh-config.5: key %s not described", key)
+		}
+		if !regexp.MustCompile(`(?m)^#?` + key + `:`).Match(example) {
+			t.Errorf("install/gnsh/config.yaml: key %s missing", key)
+		}
+	}
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
