@@ -296,6 +296,66 @@ func runAnsibleSuite(t *testing.T, suite, gnsh string, hasInstall bool) {
 		}
 		n.expectUnchanged(n.play("absent-again", "site.yml", absent, false))
 	})
+
+	// Package mode with a stand-in .deb (binary at /usr/sbin/gnsh, unit in
+	// /lib/systemd/system, no maintainer scripts: the real package's
+	// postinst does the switch, which is not the role's job here), on one
+	// suite only, to keep the wall time down.
+	if suite != "bullseye" {
+		return
+	}
+	n.step("package_mode", func(t *testing.T) {
+		pkg := map[string]any{"gnsh_install_from": "package", "gnsh_package_src": n.stubDeb(), "gnsh_binary_src": ""}
+		r := n.play("package", "site.yml", pkg, false)
+		if r.changed == 0 {
+			t.Errorf("installing the package changed nothing")
+		}
+		st := n.c.must("sh", "-ec", `dpkg-query -W -f '${Status}\n' gnsh; test ! -e /usr/local/sbin/gnsh && echo no-local-binary
+			systemctl is-enabled gnsh.service; systemctl is-active gnsh.service; systemctl show -p ExecMainPID --value gnsh.service | xargs -I{} readlink /proc/{}/exe`).stdout
+		if want := "install ok installed\nno-local-binary\nenabled\nactive\n/usr/sbin/gnsh\n"; st != want {
+			t.Errorf("package mode: dpkg status, no /usr/local/sbin/gnsh, unit enabled, agent active and its binary: %q, want %q", st, want)
+		}
+		n.expectUnchanged(n.play("package-again", "site.yml", pkg, false))
+		pkg["gnsh_state"] = "absent"
+		if r := n.play("package-absent", "site.yml", pkg, false); r.changed == 0 {
+			t.Errorf("state=absent in package mode changed nothing")
+		}
+		if diff := diffListing(before, n.listing()); diff != "" {
+			t.Errorf("the node after state=absent (package) differs from before the role:\n%s", diff)
+		}
+	})
+}
+
+// stubDeb builds a stand-in for `make package`'s .deb: gnsh at
+// /usr/sbin/gnsh, the unit (ExecStart=/usr/sbin/gnsh agent) in
+// /lib/systemd/system, no maintainer scripts.
+func (n *ansibleNode) stubDeb() string {
+	t := n.t
+	root := filepath.Join(n.adir, "stub-deb")
+	for _, d := range []string{"DEBIAN", "usr/sbin", "lib/systemd/system"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustWrite(t, filepath.Join(root, "DEBIAN", "control"), "Package: gnsh\nVersion: 0.0.0~e2e\nArchitecture: amd64\n"+
+		"Maintainer: gnsh e2e <e2e@invalid>\nDescription: gnsh stand-in package for TestAnsibleE2E\n")
+	if err := copyFile(n.gnsh, filepath.Join(root, "usr", "sbin", "gnsh")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(root, "usr", "sbin", "gnsh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	unit, err := os.ReadFile(filepath.Join("..", "..", "install", "systemd", "gnsh.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(root, "lib", "systemd", "system", "gnsh.service"),
+		strings.ReplaceAll(string(unit), "ExecStart=/usr/local/sbin/gnsh agent", "ExecStart=/usr/sbin/gnsh agent"))
+	deb := filepath.Join(n.adir, "gnsh_0.0.0~e2e_amd64.deb")
+	if out, err := exec.Command("dpkg-deb", "--root-owner-group", "-Znone", "--build", root, deb).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb: %v\n%s", err, out)
+	}
+	return deb
 }
 
 // step runs one part of the suite as a subtest; a failed part stops the rest.
@@ -656,10 +716,11 @@ func (n *ansibleNode) expectSwitched() {
 
 // listing is what state=absent must restore: every path under /etc, /usr
 // and dpkg's diversion and alternatives records with type, mode, owner,
-// size and link target, and the contents of /etc, /usr/local and the
+// size and link target (no size for directories: a directory copied up
+// into the overlay's upper layer has another), and the contents of /etc, /usr/local and the
 // command directories (python's byte-code caches left out).
 func (n *ansibleNode) listing() string {
-	r := n.c.must("sh", "-ec", `find /etc /usr /var/lib/dpkg/alternatives -xdev -name __pycache__ -prune -o -printf '%p %y %m %u:%g %s %l\n' | LC_ALL=C sort
+	r := n.c.must("sh", "-ec", `find /etc /usr /var/lib/dpkg/alternatives -xdev -name __pycache__ -prune -o -type d -printf '%p %y %m %u:%g\n' -o -printf '%p %y %m %u:%g %s %l\n' | LC_ALL=C sort
 		for f in /var/lib/dpkg/diversions; do [ -e $f ] && sha256sum $f; done
 		find /etc /usr/local /usr/sbin /usr/bin -xdev -name __pycache__ -prune -o -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum`)
 	return r.stdout
