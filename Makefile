@@ -41,7 +41,7 @@ test-integration:
 	GNSH_REQUIRE_RIGS=1 $(GO) test -count=1 -v ./test/integration/ ./test/oracle/
 
 test-e2e: build k8s
-	GNSH_BIN=$(CURDIR)/bin/gnsh $(GO) test -tags e2e -count=1 -timeout 20m -v ./test/e2e/
+	GNSH_BIN=$(CURDIR)/bin/gnsh $(GO) test -tags e2e -count=1 -timeout 30m -v ./test/e2e/
 
 lint:
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }

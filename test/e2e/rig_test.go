@@ -103,12 +103,17 @@ type rootfsResult struct {
 }
 
 // rootfsFor runs rootfs.sh SUITE once per process and returns the rootfs dir.
-func rootfsFor(suite string) (string, time.Duration, error) {
+func rootfsFor(suite string) (string, time.Duration, error) { return rootfsFlavor(suite, "") }
+
+// rootfsFlavor runs rootfs.sh SUITE FLAVOR once per process ("" = the
+// default rootfs; "ansible" adds sshd, python3 and sudo).
+func rootfsFlavor(suite, flavor string) (string, time.Duration, error) {
+	key := suite + "/" + flavor
 	rootfsMu.Lock()
-	r := rootfsDone[suite]
+	r := rootfsDone[key]
 	if r == nil {
 		r = &rootfsResult{}
-		rootfsDone[suite] = r
+		rootfsDone[key] = r
 	}
 	rootfsMu.Unlock()
 	r.once.Do(func() {
@@ -119,14 +124,18 @@ func rootfsFor(suite string) (string, time.Duration, error) {
 			return
 		}
 		var out, errb bytes.Buffer
-		cmd := exec.Command("sh", script, suite)
+		args := []string{script, suite}
+		if flavor != "" {
+			args = append(args, flavor)
+		}
+		cmd := exec.Command("sh", args...)
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil {
 			tail := errb.String()
 			if len(tail) > 3000 {
 				tail = tail[len(tail)-3000:]
 			}
-			r.err = fmt.Errorf("rootfs.sh %s: %v\n%s", suite, err, tail)
+			r.err = fmt.Errorf("rootfs.sh %s %s: %v\n%s", suite, flavor, err, tail)
 			return
 		}
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")

@@ -1,9 +1,15 @@
 #!/bin/sh
-# rootfs.sh SUITE — build (once) and print the path of a cached Debian root
-# filesystem that boots real systemd + systemd-logind + the D-Bus system bus
-# under systemd-nspawn, for the gnsh end-to-end tests (see README.md).
+# rootfs.sh SUITE [FLAVOR] — build (once) and print the path of a cached
+# Debian root filesystem that boots real systemd + systemd-logind + the D-Bus
+# system bus under systemd-nspawn, for the gnsh end-to-end tests (see
+# README.md).
 #
 #   SUITE       bullseye (systemd 247) or bookworm (systemd 252)
+#   FLAVOR      "" (default) or "ansible": also openssh-server, python3 and
+#               python3-apt, for the Ansible role's tests (ssh.service
+#               disabled: the test gives each container its own loopback
+#               port before it starts sshd; the containers share the host's
+#               network). Its own cache dir, so the default rootfs is unchanged.
 #   GNSH_CACHE  cache root (default /var/cache/gnsh); rootfs dirs live in
 #               $GNSH_CACHE/rootfs/<suite>-<recipe-hash>/
 #   GNSH_MIRROR Debian mirror (default http://deb.debian.org/debian)
@@ -16,10 +22,18 @@
 set -eu
 
 SUITE=${1:-}
+FLAVOR=${2:-}
 case "$SUITE" in
 bullseye | bookworm) ;;
 *)
-	echo "usage: $0 bullseye|bookworm" >&2
+	echo "usage: $0 bullseye|bookworm [ansible]" >&2
+	exit 2
+	;;
+esac
+case "$FLAVOR" in
+"" | ansible) ;;
+*)
+	echo "usage: $0 bullseye|bookworm [ansible]" >&2
 	exit 2
 	;;
 esac
@@ -41,6 +55,11 @@ PACKAGES=systemd,systemd-sysv,dbus,libpam-systemd,procps,sudo
 case "$SUITE" in
 bookworm) PACKAGES=$PACKAGES,dbus-bin ;; # dbus-monitor (in package dbus on bullseye)
 esac
+NAME=$SUITE
+if [ "$FLAVOR" = ansible ]; then
+	PACKAGES=$PACKAGES,openssh-server,python3,python3-apt
+	NAME=$SUITE-ansible
+fi
 # Units that are useless or slow inside a throwaway container.
 MASK_UNITS="apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.timer fstrim.timer systemd-tmpfiles-clean.timer console-getty.service getty@tty1.service"
 
@@ -50,10 +69,10 @@ KEEP_DEBS="systemd-sysv"
 RECIPE="v$RECIPE_VERSION suite=$SUITE variant=minbase include=$PACKAGES mirror=$MIRROR hostname=$HOSTNAME_IN_ROOTFS mask=$MASK_UNITS keep=$KEEP_DEBS"
 KEY=$(printf '%s' "$RECIPE" | sha256sum | cut -c1-12)
 BASE=$CACHE/rootfs
-DIR=$BASE/$SUITE-$KEY
+DIR=$BASE/$NAME-$KEY
 STAMP=.gnsh-rootfs-ready
 
-log() { echo "rootfs.sh[$SUITE]: $*" >&2; }
+log() { echo "rootfs.sh[$NAME]: $*" >&2; }
 
 mkdir -p "$BASE"
 
@@ -85,17 +104,17 @@ if [ -f "$DIR/$STAMP" ]; then
 	exit 0
 fi
 
-exec 9>"$BASE/$SUITE.lock"
+exec 9>"$BASE/$NAME.lock"
 flock 9
 if [ -f "$DIR/$STAMP" ]; then # somebody else built it while we waited
 	echo "$DIR"
 	exit 0
 fi
 
-TMP=$BASE/.$SUITE-$KEY.tmp.$$
+TMP=$BASE/.$NAME-$KEY.tmp.$$
 cleanup() { rm -rf "$TMP"; }
 trap cleanup EXIT INT TERM
-rm -rf "$BASE/.$SUITE-$KEY".tmp.* "$DIR"
+rm -rf "$BASE/.$NAME-$KEY".tmp.* "$DIR"
 
 start=$(date +%s)
 log "debootstrap $SUITE into $TMP (recipe $KEY: $RECIPE)"
@@ -115,6 +134,18 @@ mkdir -p "$TMP/var/cache/gnsh-e2e/debs"
 for p in $KEEP_DEBS; do
 	cp "$TMP"/var/cache/apt/archives/"$p"_*.deb "$TMP/var/cache/gnsh-e2e/debs/"
 done
+if [ "$FLAVOR" = ansible ]; then
+	# sshd must not start on the host's port 22 (shared network): the test
+	# enables it once the container has a port of its own.
+	rm -f "$TMP/etc/systemd/system/multi-user.target.wants/ssh.service" "$TMP/etc/systemd/system/sshd.service" \
+		"$TMP/etc/systemd/system/sockets.target.wants/ssh.socket"
+	for f in /usr/sbin/sshd /usr/bin/python3 /usr/bin/sudo /etc/ssh/ssh_host_ed25519_key.pub; do
+		if [ ! -e "$TMP$f" ]; then
+			log "recipe broken: $f missing in the rootfs"
+			exit 1
+		fi
+	done
+fi
 # Keep the rootfs small and free of host/build leftovers.
 rm -rf "$TMP"/var/cache/apt/archives/*.deb "$TMP"/var/lib/apt/lists/* "$TMP"/var/log/journal/*
 mkdir -p "$TMP/var/log/journal" "$TMP/etc/systemd/logind.conf.d" "$TMP/etc/systemd/journald.conf.d"
