@@ -331,7 +331,7 @@ func laterDropIn(file string) string {
 // CheckCommands: do the four commands resolve to gnsh?
 func CheckCommands(name string, rs []Resolution, where, self string) Check {
 	c := Check{Name: name}
-	var bad, fixes []string
+	var bad []string
 	for _, r := range rs {
 		if r.Is == "gnsh" {
 			continue
@@ -342,20 +342,36 @@ func CheckCommands(name string, rs []Resolution, where, self string) Check {
 		default:
 			bad = append(bad, fmt.Sprintf("%s → %s (%s)", r.Name, r.Target, r.Is))
 		}
-		if r.Path != "" && self != "" {
-			fixes = append(fixes, fmt.Sprintf("ln -sf %s %s", self, r.Path))
-		}
 	}
 	if len(bad) == 0 {
 		c.Verdict, c.Message = OK, "reboot, shutdown, poweroff and halt run gnsh ("+where+")"
 		return c
 	}
 	c.Verdict, c.Message = Fail, strings.Join(bad, ", ")+" ("+where+"): these bypass gnsh's drain"
-	c.Fix = "install gnsh over them"
-	if len(fixes) > 0 {
-		c.Fix += ": " + strings.Join(fixes, "; ")
-	}
+	c.Fix = "install gnsh over them: " + installFix(self) + " (links made by hand, such as ln -sf over " + firstPath(rs) +
+		", are undone by the next systemd package update)"
 	return c
+}
+
+// installFix is the command that switches the four commands to gnsh so
+// that package updates keep it: gnsh install (default mode: divert on
+// Debian/Ubuntu and the RHEL family), named by the path gnsh runs from.
+func installFix(self string) string {
+	if self == "" {
+		self = "gnsh"
+	}
+	return self + " install"
+}
+
+// firstPath is the path of the first resolution that has one, for an
+// example ("/usr/sbin/reboot" if none).
+func firstPath(rs []Resolution) string {
+	for _, r := range rs {
+		if r.Path != "" {
+			return r.Path
+		}
+	}
+	return "/usr/sbin/reboot"
 }
 
 // CheckSudo: the four commands through sudo's secure_path.
@@ -384,10 +400,7 @@ func CheckAnsible(r *Report) Check {
 	default:
 		c.Verdict = Warn
 		c.Message = fmt.Sprintf("ansible.builtin.reboot runs the first shutdown of %s: %s → %s (%s), not gnsh", AnsibleShutdownPath, a.Path, a.Target, a.Is)
-		c.Fix = "install gnsh over " + a.Path
-		if r.Commands.Self != "" {
-			c.Fix += ": ln -sf " + r.Commands.Self + " " + a.Path
-		}
+		c.Fix = "install gnsh over " + a.Path + ": " + installFix(r.Commands.Self)
 	}
 	return c
 }

@@ -154,12 +154,12 @@ func TestChecks(t *testing.T) {
 		{"root commands stock", func(r *Report) { r.Commands.Root = res("systemctl") }, func(r *Report) Check {
 			return CheckCommands("commands (root)", r.Commands.Root, "root's PATH", r.Commands.Self)
 		}, Fail, "reboot → /usr/bin/systemctl (systemctl), shutdown → /usr/bin/systemctl (systemctl)",
-			"ln -sf /usr/local/sbin/gnsh /usr/sbin/reboot; ln -sf /usr/local/sbin/gnsh /usr/sbin/shutdown"},
+			"install gnsh over them: /usr/local/sbin/gnsh install (links made by hand"},
 		{"sudo misses /usr/local/sbin", func(r *Report) {
 			r.Commands.SecurePath = "/sbin:/bin:/usr/sbin:/usr/bin"
 			r.Commands.Sudo = res("systemctl")
 		},
-			CheckSudo, Fail, "(sudo's secure_path /sbin:/bin:/usr/sbin:/usr/bin): these bypass gnsh's drain", "ln -sf /usr/local/sbin/gnsh /usr/sbin/halt"},
+			CheckSudo, Fail, "(sudo's secure_path /sbin:/bin:/usr/sbin:/usr/bin): these bypass gnsh's drain", "/usr/local/sbin/gnsh install (links made by hand, such as ln -sf over /usr/sbin/reboot, are undone"},
 		{"sudo missing command", func(r *Report) { r.Commands.Sudo[3] = Resolution{Name: "halt", Is: "missing"} }, CheckSudo, Fail, "halt not found", "install gnsh over them"},
 		{"sudo ok", func(*Report) {}, CheckSudo, OK, "run gnsh (sudo's secure_path", ""},
 		{"no secure_path", func(r *Report) { r.Commands.SecurePath, r.Commands.Sudo = "", nil }, CheckSudo, OK, "keeps the caller's PATH", ""},
@@ -170,7 +170,7 @@ func TestChecks(t *testing.T) {
 		{"ansible finds /sbin first", func(r *Report) {
 			r.Commands.Ansible = Resolution{Name: "shutdown", Path: "/sbin/shutdown", Target: "/usr/bin/systemctl", Is: "systemctl"}
 		}, CheckAnsible, Warn, "runs the first shutdown of /sbin:/bin:/usr/sbin:/usr/bin:/usr/local/sbin: /sbin/shutdown → /usr/bin/systemctl (systemctl), not gnsh",
-			"ln -sf /usr/local/sbin/gnsh /sbin/shutdown"},
+			"install gnsh over /sbin/shutdown: /usr/local/sbin/gnsh install"},
 		{"ansible finds none", func(r *Report) { r.Commands.Ansible = Resolution{Name: "shutdown", Is: "missing"} }, CheckAnsible, Warn, "finds no shutdown", ""},
 		// agent
 		{"agent active, lock held", func(*Report) {}, CheckAgent, OK,

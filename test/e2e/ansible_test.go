@@ -733,9 +733,10 @@ func diffListing(a, b string) string {
 func (n *ansibleNode) rebootInside() {
 	t := n.t
 	trigger := time.Now()
-	r := n.c.run(90*time.Second, "reboot")
+	// As an admin types it with sudo: sudo's secure_path must find gnsh.
+	r := n.c.run(90*time.Second, "sudo", "reboot")
 	if r.rc != 0 {
-		t.Errorf("reboot: %s", r)
+		t.Errorf("sudo reboot: %s", r)
 	}
 	n.afterReboot(trigger, "system:node:"+n.d.node)
 	n.repopulate()

@@ -5,6 +5,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -244,6 +245,21 @@ func installModes(t *testing.T, c *container) {
 		c.resolved(t, "/usr/bin/systemctl", "/usr/bin/systemctl")
 	}
 	c.logf("stock reboot in a chroot: %s", stockChroot)
+
+	// The switch by hand (the old README's ln -sf over /sbin/reboot …) is
+	// undone by a systemd-sysv reinstall; gnsh doctor says so.
+	c.must("sh", "-ec", `for n in shutdown poweroff reboot halt; do ln -sfn /rig/gnsh /sbin/$n; done`)
+	if r := c.run(120*time.Second, "sh", "-c", "dpkg -i /var/cache/gnsh-e2e/debs/systemd-sysv_*.deb"); r.rc != 0 {
+		t.Errorf("dpkg -i systemd-sysv: %s", r)
+	}
+	c.resolved(t, "/usr/bin/systemctl", "/usr/bin/systemctl")
+	doc := c.run(60*time.Second, "/rig/gnsh", "doctor")
+	if doc.rc != 1 || !regexp.MustCompile(`(?m)^fail +commands \(root\) +.*reboot`).MatchString(doc.stdout) {
+		t.Errorf("gnsh doctor after systemd-sysv undid a hand-made switch: rc %d, want 1 and a failed commands (root) line:\n%s", doc.rc, doc.stdout)
+	}
+	if d := lineDiff(before, c.listing()); d != "" {
+		t.Errorf("the reinstall did not restore the listing:\n%s", d)
+	}
 	c.in(10*time.Second, "umount", "-R", "/tmp/cr")
 	c.terminate()
 	c.waitExit(30 * time.Second)
