@@ -182,7 +182,7 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 		"ok    kubelet grace period  shutdownGracePeriod 20s",
 		"ok    kubelet inhibitor     kubelet holds a delay lock on shutdown",
 		"ok    InhibitDelayMaxSec    30s (logind, set by logind's default) ≥ kubelet's 20s; logind.conf now says 5s: logind has not reloaded it",
-		"fail  commands (root)       halt → /usr/bin/systemctl (systemctl) (root's PATH /usr/local/sbin:/usr/sbin): these bypass gnsh's drain; fix: install gnsh over them: ln -sf " + filepath.Join(e.env.Host.Root, "/usr/local/sbin/gnsh") + " /usr/sbin/halt",
+		"fail  commands (root)       halt → /usr/bin/systemctl (systemctl) (root's PATH /usr/local/sbin:/usr/sbin): these bypass gnsh's drain; fix: install gnsh over them: " + filepath.Join(e.env.Host.Root, "/usr/local/sbin/gnsh") + " install (links made by hand",
 		"ok    commands (sudo)       sudo has no secure_path",
 		"ok    ansible reboot        ansible.builtin.reboot runs /usr/sbin/shutdown: gnsh",
 		"fail  kubeconfig            no kubeconfig found",
