@@ -92,11 +92,18 @@ func (t target) symlink(dest, p string) error {
 	if err != nil {
 		return err
 	}
+	return t.replace(h, func(tmp string) error { return os.Symlink(dest, tmp) })
+}
+
+// replace makes the host path h anew, atomically: create makes it under a
+// temporary name beside h (and removes what it made if it fails), which
+// is then renamed over h.
+func (t target) replace(h string, create func(tmp string) error) error {
 	tmp := tmpName(h)
 	if err := t.removeTmp(tmp); err != nil {
 		return err
 	}
-	if err := os.Symlink(dest, tmp); err != nil {
+	if err := create(tmp); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, h); err != nil {
@@ -118,18 +125,7 @@ func (t target) link(oldp, newp string) error {
 	if err != nil {
 		return err
 	}
-	tmp := tmpName(hn)
-	if err := t.removeTmp(tmp); err != nil {
-		return err
-	}
-	if err := os.Link(ho, tmp); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, hn); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return t.replace(hn, func(tmp string) error { return os.Link(ho, tmp) })
 }
 
 // rename renames oldp to newp, replacing newp atomically.
@@ -160,31 +156,26 @@ func (t target) writeFile(p string, data []byte, perm fs.FileMode) error {
 	if err != nil {
 		return err
 	}
-	tmp := tmpName(h)
-	if err := t.removeTmp(tmp); err != nil {
+	return t.replace(h, func(tmp string) error {
+		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, perm)
+		if err != nil {
+			return err
+		}
+		_, err = f.Write(data)
+		if err == nil {
+			err = f.Chmod(perm) // whatever the umask
+		}
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(tmp)
+		}
 		return err
-	}
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, perm)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(perm) // whatever the umask
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, h)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
+	})
 }
 
 // missingDirs returns the directories of p, outermost first, that do

@@ -117,17 +117,8 @@ var (
 // wait for logind's delay and the reboot), slow ones in another
 // (GNSH_E2E_SLOW_PARALLEL, default 2), both at once.
 func TestAgentE2E(t *testing.T) {
-	suites := []string{"bullseye", "bookworm"}
-	if s := os.Getenv("GNSH_E2E_SUITES"); s != "" {
-		suites = strings.Split(s, ",")
-	}
-	gnsh, skip := gnshBinary()
-	if gnsh == "" {
-		if os.Getenv("GNSH_REQUIRE_RIGS") == "1" {
-			t.Fatal(skip)
-		}
-		t.Skip("SKIP: " + skip)
-	}
+	suites := e2eSuites()
+	gnsh := needGnsh(t)
 	if n := staticNote(gnsh); n != "" {
 		t.Logf("WARNING: %s", n)
 	}

@@ -90,17 +90,8 @@ func TestAnsibleE2E(t *testing.T) {
 	if os.Getenv("GNSH_E2E_ANSIBLE") == "0" {
 		t.Skip("SKIP: GNSH_E2E_ANSIBLE=0")
 	}
-	suites := []string{"bullseye", "bookworm"}
-	if s := os.Getenv("GNSH_E2E_SUITES"); s != "" {
-		suites = strings.Split(s, ",")
-	}
-	gnsh, skip := gnshBinary()
-	if gnsh == "" {
-		if os.Getenv("GNSH_REQUIRE_RIGS") == "1" {
-			t.Fatal(skip)
-		}
-		t.Skip("SKIP: " + skip)
-	}
+	suites := e2eSuites()
+	gnsh := needGnsh(t)
 	needAnsible(t)
 	var wg sync.WaitGroup
 	for _, s := range suites {

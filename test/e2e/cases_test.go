@@ -232,10 +232,7 @@ var (
 )
 
 func TestE2E(t *testing.T) {
-	suites := []string{"bullseye", "bookworm"}
-	if s := os.Getenv("GNSH_E2E_SUITES"); s != "" {
-		suites = strings.Split(s, ",")
-	}
+	suites := e2eSuites()
 	// Build (or reuse) the root filesystems first, concurrently.
 	var wg sync.WaitGroup
 	for _, s := range suites {

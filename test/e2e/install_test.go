@@ -21,17 +21,8 @@ import (
 // exact file listing after uninstall; systemd's chroot refusal, and
 // `reboot -f -n` with no D-Bus and no kubeconfig.
 func TestInstallE2E(t *testing.T) {
-	suites := []string{"bullseye", "bookworm"}
-	if s := os.Getenv("GNSH_E2E_SUITES"); s != "" {
-		suites = strings.Split(s, ",")
-	}
-	gnsh, skip := gnshBinary()
-	if gnsh == "" {
-		if os.Getenv("GNSH_REQUIRE_RIGS") == "1" {
-			t.Fatal(skip)
-		}
-		t.Skip("SKIP: " + skip)
-	}
+	suites := e2eSuites()
+	gnsh := needGnsh(t)
 	var wg sync.WaitGroup
 	for _, s := range suites {
 		wg.Add(1)

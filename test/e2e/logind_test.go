@@ -32,10 +32,7 @@ import (
 // InhibitDelayMaxSec=3 drop-in is taken away again so that logind's own
 // default shows.
 func TestLogindAgentFoundation(t *testing.T) {
-	suites := []string{"bullseye", "bookworm"}
-	if s := os.Getenv("GNSH_E2E_SUITES"); s != "" {
-		suites = strings.Split(s, ",")
-	}
+	suites := e2eSuites()
 	probe, err := probeBinary()
 	if err != nil {
 		t.Fatal(err)

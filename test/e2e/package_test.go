@@ -20,10 +20,7 @@ import (
 // The postinst runs `gnsh install --packaged` (divert on Debian), the
 // prerm `gnsh uninstall --packaged`.
 func TestPackageE2E(t *testing.T) {
-	suites := []string{"bullseye", "bookworm"}
-	if s := os.Getenv("GNSH_E2E_SUITES"); s != "" {
-		suites = strings.Split(s, ",")
-	}
+	suites := e2eSuites()
 	bin, skip := gnshBinary()
 	if skip != "" {
 		t.Skip(skip)

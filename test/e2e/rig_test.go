@@ -150,6 +150,28 @@ func rootfsFlavor(suite, flavor string) (string, time.Duration, error) {
 
 // ---------------------------------------------------------------- gnsh binary
 
+// e2eSuites are the suites to run: GNSH_E2E_SUITES, else both.
+func e2eSuites() []string {
+	if s := os.Getenv("GNSH_E2E_SUITES"); s != "" {
+		return strings.Split(s, ",")
+	}
+	return []string{"bullseye", "bookworm"}
+}
+
+// needGnsh returns the gnsh binary under test, or skips the test without
+// one (fails it under GNSH_REQUIRE_RIGS=1).
+func needGnsh(t *testing.T) string {
+	t.Helper()
+	gnsh, skip := gnshBinary()
+	if gnsh == "" {
+		if os.Getenv("GNSH_REQUIRE_RIGS") == "1" {
+			t.Fatal(skip)
+		}
+		t.Skip("SKIP: " + skip)
+	}
+	return gnsh
+}
+
 func gnshBinary() (path string, skipReason string) {
 	p := os.Getenv("GNSH_BIN")
 	if p == "" {
