@@ -179,26 +179,14 @@ func Adopt(ctx context.Context, c kubernetes.Interface, n *corev1.Node, own Owne
 // Uncordon, every patch carries the resourceVersion read; on a conflict
 // it reads the Node again (up to 3 times). It reports whether it did.
 func GiveBack(ctx context.Context, c kubernetes.Interface, node string, only Only, prev string) (bool, error) {
-	for attempt := 0; ; attempt++ {
-		n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
+	return patchAsRead(ctx, c, node, "give back the cordon of "+node, func(n *corev1.Node) (map[string]any, bool) {
 		if o := Owner(n); o == nil || !only(o) {
-			return false, nil
+			return nil, false
 		}
-		patch, _ := json.Marshal(map[string]any{
+		return map[string]any{
 			"metadata": map[string]any{"resourceVersion": n.ResourceVersion, "annotations": map[string]string{CordonAnnotation: prev}},
-		})
-		err = patchNode(ctx, c, node, patch)
-		if apierrors.IsConflict(err) && attempt < conflictRetries {
-			continue
-		}
-		if err != nil {
-			return false, fmt.Errorf("give back the cordon of %s: %w", node, err)
-		}
-		return true, nil
-	}
+		}, true
+	})
 }
 
 // Only chooses which of gnsh's cordons Uncordon undoes, from their
@@ -221,11 +209,7 @@ var Ours Only = func(*Ownership) bool { return true }
 // between is never overwritten: on a conflict Uncordon reads the Node
 // again and starts over (up to 3 times).
 func Uncordon(ctx context.Context, c kubernetes.Interface, node string, only Only) (uncordoned bool, err error) {
-	for attempt := 0; ; attempt++ {
-		n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return false, fmt.Errorf("uncordon %s: %w", node, err)
-		}
+	return patchAsRead(ctx, c, node, "uncordon "+node, func(n *corev1.Node) (map[string]any, bool) {
 		_, annotated := n.Annotations[CordonAnnotation]
 		meta := map[string]any{"resourceVersion": n.ResourceVersion}
 		if annotated {
@@ -234,13 +218,32 @@ func Uncordon(ctx context.Context, c kubernetes.Interface, node string, only Onl
 		patch := map[string]any{"metadata": meta}
 		switch o := Owner(n); {
 		case !n.Spec.Unschedulable && !annotated:
-			return false, nil
+			return nil, false
 		case !n.Spec.Unschedulable:
 			// Only the stale annotation goes.
 		case only != nil && (o == nil || !only(o)):
-			return false, nil
+			return nil, false
 		default:
 			patch["spec"] = map[string]any{"unschedulable": false}
+		}
+		return patch, n.Spec.Unschedulable
+	})
+}
+
+// patchAsRead reads node and sends the patch decide makes of it (nil: no
+// patch, and patchAsRead reports false), carrying the resourceVersion
+// read, so that a change made in between is never overwritten: on a
+// conflict it reads the Node again and starts over (up to 3 times). It
+// reports what decide reported for the patch sent; errors start with what.
+func patchAsRead(ctx context.Context, c kubernetes.Interface, node, what string, decide func(*corev1.Node) (map[string]any, bool)) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", what, err)
+		}
+		patch, result := decide(n)
+		if patch == nil {
+			return false, nil
 		}
 		body, _ := json.Marshal(patch)
 		err = patchNode(ctx, c, node, body)
@@ -248,9 +251,9 @@ func Uncordon(ctx context.Context, c kubernetes.Interface, node string, only Onl
 			continue
 		}
 		if err != nil {
-			return false, fmt.Errorf("uncordon %s: %w", node, err)
+			return false, fmt.Errorf("%s: %w", what, err)
 		}
-		return n.Spec.Unschedulable, nil
+		return result, nil
 	}
 }
 
