@@ -233,11 +233,7 @@ func TestFollowerCancelUndoes(t *testing.T) {
 }
 
 func TestFollowerMovedLaterUndoesThenDrainsAgain(t *testing.T) {
-	f := startFollower(t, nil)
-	at := s0.Add(3 * time.Minute)
-	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
-	f.to(t, s0.Add(time.Second))
-	f.drained(t, 1)
+	f, _ := startDrainedAhead(t)
 	later := s0.Add(time.Hour)
 	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(later)})
 	f.to(t, f.clk.Now())
@@ -251,15 +247,23 @@ func TestFollowerMovedLaterUndoesThenDrainsAgain(t *testing.T) {
 	}
 }
 
-// Moved, but still within drainTimeout: the cordon serves the new time,
-// nothing is undone; the new schedule is drained for (the wrapper's
-// marker may already say so).
-func TestFollowerMovedWithinTimeoutKeepsCordon(t *testing.T) {
+// startDrainedAhead starts a follower, schedules a reboot 3 minutes
+// ahead (within the fixture's drainTimeout) and waits for its one drain.
+func startDrainedAhead(t *testing.T) (*followerFixture, time.Time) {
+	t.Helper()
 	f := startFollower(t, nil)
 	at := s0.Add(3 * time.Minute)
 	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
 	f.to(t, s0.Add(time.Second))
 	f.drained(t, 1)
+	return f, at
+}
+
+// Moved, but still within drainTimeout: the cordon serves the new time,
+// nothing is undone; the new schedule is drained for (the wrapper's
+// marker may already say so).
+func TestFollowerMovedWithinTimeoutKeepsCordon(t *testing.T) {
+	f, at := startDrainedAhead(t)
 	f.mu.Lock()
 	f.wrapperAt = at.Add(time.Minute)
 	f.mu.Unlock()
@@ -368,11 +372,7 @@ func TestFollowerFileFallback(t *testing.T) {
 // The schedule's time came: logind prepares for the shutdown (and on 247
 // and 252 keeps the schedule, or resets it): the cordon stays.
 func TestFollowerKeepsCordonWhenLogindActs(t *testing.T) {
-	f := startFollower(t, nil)
-	at := s0.Add(3 * time.Minute)
-	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
-	f.to(t, s0.Add(time.Second))
-	f.drained(t, 1)
+	f, at := startDrainedAhead(t)
 	f.mu.Lock()
 	f.ls.Preparing = true
 	f.mu.Unlock()
@@ -386,11 +386,7 @@ func TestFollowerKeepsCordonWhenLogindActs(t *testing.T) {
 
 // An undo while a drain holds the lock waits for it, with one line.
 func TestFollowerUndoWaitsForTheLock(t *testing.T) {
-	f := startFollower(t, nil)
-	at := s0.Add(3 * time.Minute)
-	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
-	f.to(t, s0.Add(time.Second))
-	f.drained(t, 1)
+	f, _ := startDrainedAhead(t)
 	f.mu.Lock()
 	f.undoErr = &drainer.HeldError{}
 	f.mu.Unlock()
