@@ -35,6 +35,7 @@ import (
 var (
 	resultsFile = flag.String("results", "", "also write the results (Markdown) to this file")
 	keepDir     = flag.String("keep", "", "copy each run's tool output and apiserver, audit and kwok logs into this directory")
+	gnshBin     = flag.String("gnsh", "", "drain with this gnsh binary instead of building ./cmd/gnsh (to compare builds)")
 )
 
 // gnshPkg is the gnsh binary, built from the working tree.
@@ -71,6 +72,11 @@ type result struct {
 	byKind   map[string]int // "verb resource[/subresource]" -> requests
 	codes    map[int]int    // HTTP status -> requests
 	setup    time.Duration  // pods created and Ready
+	// toFirst is from starting the command to the API server receiving its
+	// first request; afterLast from the last response (a watch's ends when
+	// the tool closes it) to the command's exit. Both from the audit log's
+	// timestamps and this process's clock: one machine, one clock.
+	toFirst, afterLast time.Duration
 }
 
 // BenchmarkDrain drains a node of N Running, Ready, ReplicaSet-owned pods
@@ -79,12 +85,17 @@ type result struct {
 // log, by user), peak RSS. Run it with -benchtime 1x (make bench).
 func BenchmarkDrain(b *testing.B) {
 	root := moduleRoot(b)
-	gnsh := filepath.Join(b.TempDir(), "gnsh")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", gnsh, gnshPkg)
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("go build %s: %v\n%s", gnshPkg, err, out)
+	gnsh, err := filepath.Abs(*gnshBin)
+	if *gnshBin == "" {
+		gnsh = filepath.Join(b.TempDir(), "gnsh")
+		build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", gnsh, gnshPkg)
+		build.Dir = root
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			b.Fatalf("go build %s: %v\n%s", gnshPkg, err, out)
+		}
+	} else if err != nil {
+		b.Fatal(err)
 	}
 	var results []*result
 	var binDir string
@@ -157,7 +168,8 @@ func measure(b *testing.B, c benchCase, tool, gnsh string) (*result, string) {
 
 	start := time.Now()
 	err = cmd.Run()
-	r.wall = time.Since(start)
+	end := time.Now()
+	r.wall = end.Sub(start)
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		r.rssKiB = ru.Maxrss // KiB on Linux
 	}
@@ -175,7 +187,9 @@ func measure(b *testing.B, c benchCase, tool, gnsh string) (*result, string) {
 	// The audit log is written before each response is sent; a closed
 	// watch's last event may trail the tool's exit a little.
 	time.Sleep(time.Second)
-	r.requests, r.byKind, r.codes = countRequests(b, cp.AuditLog, r.user)
+	a := readAudit(b, cp.AuditLog, r.user)
+	r.requests, r.byKind, r.codes = len(a.kinds), a.byKind(), a.byCode()
+	r.toFirst, r.afterLast = a.first.Sub(start), end.Sub(a.last)
 	if *keepDir != "" {
 		keep(b, fmt.Sprintf("pods%d-grace%d-%s", c.pods, c.grace, tool), cp.AuditLog, logf.Name(),
 			filepath.Join(filepath.Dir(cp.AuditLog), "kube-apiserver.log"), filepath.Join(filepath.Dir(cp.AuditLog), "kwok.log"))
@@ -184,7 +198,9 @@ func measure(b *testing.B, c benchCase, tool, gnsh string) (*result, string) {
 	b.ReportMetric(r.wall.Seconds(), "wall-s")
 	b.ReportMetric(float64(r.requests), "requests")
 	b.ReportMetric(float64(r.rssKiB)/1024, "peak-MiB")
-	b.Logf("%s: %.2f s, %d requests %v, peak RSS %.1f MiB", tool, r.wall.Seconds(), r.requests, r.byKind, float64(r.rssKiB)/1024)
+	b.Logf("%s: %.2f s (first request after %v, exit %v after the last answer), %d requests %v, peak RSS %.1f MiB", tool,
+		r.wall.Seconds(), r.toFirst.Round(time.Millisecond), r.afterLast.Round(time.Millisecond), r.requests, r.byKind,
+		float64(r.rssKiB)/1024)
 	return r, cp.BinDir
 }
 
@@ -310,16 +326,38 @@ func waitFor(b *testing.B, limit time.Duration, what string, cond func() (bool, 
 	}
 }
 
-// countRequests counts user's requests in the audit logs (audit.log and
-// any rotated audit-*.log): distinct audit IDs, by verb and resource, and
-// by response code.
-func countRequests(b *testing.B, auditLog, user string) (int, map[string]int, map[int]int) {
+// audit is one user's requests in the audit log.
+type audit struct {
+	kinds       map[string]string // audit ID -> "verb resource[/subresource]"
+	codes       map[string]int    // audit ID -> HTTP status
+	first, last time.Time         // the first request received, the last response completed
+}
+
+func (a *audit) byKind() map[string]int {
+	m := map[string]int{}
+	for _, k := range a.kinds {
+		m[k]++
+	}
+	return m
+}
+
+func (a *audit) byCode() map[int]int {
+	m := map[int]int{}
+	for id := range a.kinds {
+		m[a.codes[id]]++ // 0: no ResponseComplete seen
+	}
+	return m
+}
+
+// readAudit reads user's requests from the audit logs (audit.log and any
+// rotated audit-*.log): distinct audit IDs, by verb and resource, and by
+// response code, and when the first came in and the last was answered.
+func readAudit(b *testing.B, auditLog, user string) *audit {
 	files, _ := filepath.Glob(filepath.Join(filepath.Dir(auditLog), "audit*.log"))
 	if len(files) == 0 {
 		b.Fatalf("no audit log at %s", auditLog)
 	}
-	kinds := map[string]string{}
-	codes := map[string]int{}
+	a := &audit{kinds: map[string]string{}, codes: map[string]int{}}
 	for _, f := range files {
 		fh, err := os.Open(f)
 		if err != nil {
@@ -347,6 +385,8 @@ func countRequests(b *testing.B, auditLog, user string) (int, map[string]int, ma
 				ResponseStatus *struct {
 					Code int `json:"code"`
 				} `json:"responseStatus"`
+				Received time.Time `json:"requestReceivedTimestamp"`
+				Stamp    time.Time `json:"stageTimestamp"`
 			}
 			if err := json.Unmarshal(line, &ev); err != nil {
 				b.Fatalf("%s: %v", f, err)
@@ -364,9 +404,15 @@ func countRequests(b *testing.B, auditLog, user string) (int, map[string]int, ma
 				path, _, _ := strings.Cut(ev.RequestURI, "?")
 				kind += path
 			}
-			kinds[ev.AuditID] = kind
+			a.kinds[ev.AuditID] = kind
+			if a.first.IsZero() || ev.Received.Before(a.first) {
+				a.first = ev.Received
+			}
 			if ev.Stage == "ResponseComplete" && ev.ResponseStatus != nil {
-				codes[ev.AuditID] = ev.ResponseStatus.Code
+				a.codes[ev.AuditID] = ev.ResponseStatus.Code
+				if ev.Stamp.After(a.last) {
+					a.last = ev.Stamp
+				}
 			}
 		}
 		fh.Close()
@@ -374,15 +420,7 @@ func countRequests(b *testing.B, auditLog, user string) (int, map[string]int, ma
 			b.Fatal(err)
 		}
 	}
-	byKind := map[string]int{}
-	for _, k := range kinds {
-		byKind[k]++
-	}
-	byCode := map[int]int{}
-	for id := range kinds {
-		byCode[codes[id]]++ // 0: no ResponseComplete seen
-	}
-	return len(kinds), byKind, byCode
+	return a
 }
 
 // report renders the results as Markdown.
@@ -408,10 +446,12 @@ func report(rs []*result, mach string) string {
 		fmt.Fprintf(&sb, "| %s | %s | %.2f | %d | %.1f | %s |\n", r.c, r.tool, r.wall.Seconds(), r.requests,
 			float64(r.rssKiB)/1024, ratio)
 	}
-	sb.WriteString("\nWhere the requests go (verb resource: count; HTTP status: count):\n\n")
-	sb.WriteString("| case | tool | requests by kind | status codes |\n|---|---|---|---|\n")
+	sb.WriteString("\nWhere the requests go (verb resource: count; HTTP status: count), and the time outside them (ms from\n" +
+		"starting the command to its first request; from the last response to the command's exit):\n\n")
+	sb.WriteString("| case | tool | requests by kind | status codes | first request ms | exit after ms |\n|---|---|---|---|---:|---:|\n")
 	for _, r := range rs {
-		fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", r.c, r.tool, kindsString(r.byKind), codesString(r.codes))
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %d | %d |\n", r.c, r.tool, kindsString(r.byKind), codesString(r.codes),
+			r.toFirst.Milliseconds(), r.afterLast.Milliseconds())
 	}
 	sb.WriteString("\nSetup per case (not measured): a fresh control plane, then the pods created and Running+Ready in ")
 	var parts []string
@@ -474,7 +514,11 @@ func machine(root, binDir string) string {
 	v := readVersions(filepath.Join(binDir, "..", "versions"))
 	fmt.Fprintf(&sb, "| Kubernetes | kube-apiserver and kubectl %s, etcd %s, kwok %s (built with %s by test/k8s/build.sh) |\n",
 		v["K8S_VERSION"], v["ETCD_VERSION"], v["KWOK_VERSION"], v["GO_VERSION"])
-	fmt.Fprintf(&sb, "| gnsh | %s at %s |\n", gnshPkg, revision(root))
+	if *gnshBin != "" {
+		fmt.Fprintf(&sb, "| gnsh | the binary %s (-gnsh) |\n", *gnshBin)
+	} else {
+		fmt.Fprintf(&sb, "| gnsh | %s at %s |\n", gnshPkg, revision(root))
+	}
 	sb.WriteString(`
 Each row is one run on its own fresh control plane (etcd, kube-apiserver with an audit log, the disruption
 controller, kwok as the kubelet) and one Node annotated kwok.x-k8s.io/node=fake whose pods are owned by a
