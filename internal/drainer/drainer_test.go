@@ -230,10 +230,24 @@ func TestBlockedRefusesAndUncordons(t *testing.T) {
 	f.Protect("db-0")
 	d := newDrainer(t, f, "drainTimeout: 1m\n")
 	fastClock(t, d)
+	// Every change to the Node, the undo included, is made under the
+	// drain lock: a second gnsh must not cordon in between.
+	var patches, unlocked int
+	f.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		patches++
+		if l, err := Acquire(d.LockDir, Holder{PID: 1}); err == nil {
+			unlocked++
+			l.Release()
+		}
+		return false, nil, nil
+	})
 	_, err := d.prepare(t, reboot())
 	refusal(t, err, "app/db-0 (PodDisruptionBudget db-pdb)", "--force-drain")
 	if n := f.node(t); n.Spec.Unschedulable || drain.Owner(n) != nil {
 		t.Fatalf("node left cordoned: %+v %v", n.Spec, n.Annotations)
+	}
+	if patches != 2 || unlocked != 0 {
+		t.Fatalf("%d Node patches (want the cordon and its undo), %d of them without the drain lock held", patches, unlocked)
 	}
 	if got := strings.Join(f.reasons(), " "); got != "GnshDrainStarted GnshDrainFailed" {
 		t.Fatalf("events %q", got)
