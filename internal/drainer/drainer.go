@@ -22,6 +22,7 @@ package drainer
 import (
 	"context"
 	"io"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -58,6 +59,11 @@ type Drainer struct {
 	Signal *signals.Handler // the process's signal handler; nil handles none
 	// Connect, if set, replaces kubeconfig discovery (unit tests).
 	Connect func(ctx context.Context) (kubernetes.Interface, string, error)
+
+	// idMu guards the lazy filling of Who, BootID and HostID: the node
+	// agent's uncordon, shutdown guard and schedule follower share one
+	// Drainer from their own goroutines.
+	idMu sync.Mutex
 }
 
 var (
@@ -92,6 +98,8 @@ func (d *Drainer) configPath() string {
 }
 
 func (d *Drainer) who() Requester {
+	d.idMu.Lock()
+	defer d.idMu.Unlock()
 	if d.Who.User == "" {
 		d.Who = WhoAsks(d.getenv)
 	}
@@ -99,6 +107,8 @@ func (d *Drainer) who() Requester {
 }
 
 func (d *Drainer) bootID() string {
+	d.idMu.Lock()
+	defer d.idMu.Unlock()
 	if d.BootID == "" {
 		d.BootID = BootID()
 	}
@@ -106,6 +116,8 @@ func (d *Drainer) bootID() string {
 }
 
 func (d *Drainer) hostID() kube.HostID {
+	d.idMu.Lock()
+	defer d.idMu.Unlock()
 	if d.HostID == nil {
 		h := kube.ReadHostID(d.KubeRoot)
 		d.HostID = &h
