@@ -18,6 +18,13 @@ package agent
 // and the follower leaves it alone. The drain leaves the marker with the
 // schedule's deadline, so the shutdown guard does not drain again when
 // logind acts.
+//
+// A follower that was not running when a schedule was cancelled (the agent
+// stopped or restarting, and the cancel not made through the wrapper, whose
+// shutdown -c undoes the cordon itself) did not see it go. So once, when it
+// starts and finds nothing scheduled within the drain timeout, it undoes
+// gnsh's cordon for a schedule of this boot if one stands: such a cordon
+// serves no shutdown, and nothing else would lift it before the next boot.
 
 import (
 	"bufio"
@@ -96,8 +103,10 @@ type ScheduleFollower struct {
 	// budget (drainer.DrainForSchedule).
 	Drain func(ctx context.Context, action string, at time.Time, budget time.Duration) error
 	// Undo lifts gnsh's cordon for a schedule of this boot and drops the
-	// marker (drainer.UndoScheduleCordon).
-	Undo   func(ctx context.Context, why string) (bool, error)
+	// marker (drainer.UndoScheduleCordon); a non-nil pending is asked
+	// under the drain lock first, and true there means a shutdown that
+	// the cordon may serve is due: nothing is undone.
+	Undo   func(ctx context.Context, why string, pending func(context.Context) bool) (bool, error)
 	Out    io.Writer
 	Status func(string)
 	Clock  clock.Clock // clock.RealClock if nil
@@ -181,6 +190,13 @@ type follow struct {
 	undo  string    // why, while an undo waits for the drain lock
 	held  bool      // the lock-held line was logged
 
+	// orphans: the look for gnsh's cordon of a schedule cancelled before
+	// this follower started is still to be made (at the next look with
+	// nothing scheduled), not before orphansAt.
+	orphans   bool
+	orphansAt time.Time
+	orphanErr string // the last failure of that look, logged
+
 	drain *drainRun // the drain under way
 }
 
@@ -205,7 +221,7 @@ func (f *ScheduleFollower) status(s string) {
 // Run follows logind's schedule until ctx ends; it returns ctx's error. A
 // drain under way then ends with ctx (and Run waits for it).
 func (f *ScheduleFollower) Run(ctx context.Context) error {
-	w := &follow{f: f, clk: f.Clock}
+	w := &follow{f: f, clk: f.Clock, orphans: true}
 	if w.clk == nil {
 		w.clk = clock.RealClock{}
 	}
@@ -250,13 +266,42 @@ func (f *ScheduleFollower) Run(ctx context.Context) error {
 	}
 }
 
+// read reads logind's schedule within 10 s; if that fails (its error is
+// returned), the schedule file stands in.
+func (f *ScheduleFollower) read(ctx context.Context, file string) (LogindSchedule, error) {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ls, err := f.Read(rctx)
+	cancel()
+	if err != nil {
+		ls = LogindSchedule{}
+		if typ, usec, dry, ok := readScheduleFile(file); ok && !dry {
+			ls.Type, ls.USec = typ, usec
+		}
+	}
+	return ls, err
+}
+
+// parseSchedule is the schedule that stands (nil for none, a dry run, or
+// one due never) and whether a shutdown is under way.
+func parseSchedule(ls LogindSchedule) (s *schedule, preparing bool) {
+	switch at, ok := logind.ScheduledTime(ls.USec); {
+	case ls.Type == "", strings.HasPrefix(ls.Type, "dry-"):
+		// Nothing, or a dry run (shutdown -k): nothing happens then.
+	case !ok && ls.USec == 0:
+		return nil, true // v251+: an immediate action under way
+	case !ok:
+		// Due never (past year 294247): as good as none.
+	default:
+		s = &schedule{action: ls.Type, at: at, usec: ls.USec}
+	}
+	return s, ls.Preparing
+}
+
 // observe reads logind's schedule (or, failing that, the file) and logs
 // what changed.
 func (w *follow) observe(ctx context.Context, file string) {
 	f := w.f
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	ls, err := f.Read(rctx)
-	cancel()
+	ls, err := f.read(ctx, file)
 	if ctx.Err() != nil {
 		return
 	}
@@ -265,26 +310,11 @@ func (w *follow) observe(ctx context.Context, file string) {
 			f.say("reading systemd-logind's scheduled shutdown: %v; following %s alone", err, file)
 			w.readErr = msg
 		}
-		typ, usec, dry, ok := readScheduleFile(file)
-		ls = LogindSchedule{}
-		if ok && !dry {
-			ls.Type, ls.USec = typ, usec
-		}
 	} else {
 		w.readErr = ""
 	}
-	w.preparing = ls.Preparing
-	var s *schedule
-	switch at, ok := logind.ScheduledTime(ls.USec); {
-	case ls.Type == "", strings.HasPrefix(ls.Type, "dry-"):
-		// Nothing, or a dry run (shutdown -k): nothing happens then.
-	case !ok && ls.USec == 0:
-		w.preparing = true // v251+: an immediate action under way
-	case !ok:
-		// Due never (past year 294247): as good as none.
-	default:
-		s = &schedule{action: ls.Type, at: at, usec: ls.USec}
-	}
+	s, preparing := parseSchedule(ls)
+	w.preparing = preparing
 	switch {
 	case s == nil:
 	case !slices.Contains(drainActions, s.action):
@@ -352,6 +382,9 @@ func (w *follow) act(ctx context.Context) {
 			return
 		}
 	}
+	if s == nil && w.orphans && w.resp == nil && !now.Before(w.orphansAt) {
+		w.undoOrphan(ctx)
+	}
 	if s == nil || far || s.key() == w.tried {
 		return
 	}
@@ -415,7 +448,7 @@ func (w *follow) drained(err error) {
 // holds the lock it waits (one line) and tries again at the next look.
 func (w *follow) tryUndo(ctx context.Context) {
 	f := w.f
-	undone, err := f.Undo(ctx, w.undo)
+	undone, err := f.Undo(ctx, w.undo, nil)
 	switch {
 	case drainer.IsLockHeld(err):
 		if !w.held {
@@ -432,4 +465,43 @@ func (w *follow) tryUndo(ctx context.Context) {
 		f.say("%s; no cordon of gnsh's for it stands", w.undo)
 	}
 	w.undo, w.held, w.resp = "", false, nil
+}
+
+// orphanWhy is why undoOrphan undoes a cordon.
+const orphanWhy = "no shutdown is scheduled (one was cancelled while the node agent was not running)"
+
+// undoOrphan looks once for gnsh's cordon of a schedule of this boot while
+// nothing is scheduled: one cancelled (or moved away) while no follower ran.
+// Whether a shutdown is due is asked again under the drain lock, from
+// logind: a wrapper may have drained for a new schedule meanwhile. While a
+// drain holds the lock it tries again at the next look; after any other
+// failure, once a Reread later.
+func (w *follow) undoOrphan(ctx context.Context) {
+	f := w.f
+	file := f.File
+	if file == "" {
+		file = DefaultScheduleFile
+	}
+	pending := func(ctx context.Context) bool {
+		ls, _ := f.read(ctx, file)
+		s, preparing := parseSchedule(ls)
+		return preparing || s != nil && s.at.Sub(w.clk.Now()) <= f.DrainTimeout
+	}
+	undone, err := f.Undo(ctx, orphanWhy, pending)
+	switch {
+	case drainer.IsLockHeld(err):
+		return
+	case err != nil:
+		every := orDefault(f.Reread, DefaultScheduleReread)
+		if msg := err.Error(); msg != w.orphanErr {
+			f.say("cannot check for gnsh's cordon of a cancelled scheduled shutdown (%v); trying again every %s", err, every)
+			w.orphanErr = msg
+		}
+		w.orphansAt = w.clk.Now().Add(every)
+		return
+	case undone:
+		f.say("%s; gnsh's cordon for it undone", orphanWhy)
+		f.status("idle: uncordoned: " + orphanWhy)
+	}
+	w.orphans = false
 }

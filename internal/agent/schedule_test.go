@@ -37,6 +37,8 @@ type followerFixture struct {
 	undoErr   error
 	wrapperAt time.Time // Drained reports true for this schedule
 	dryAt     time.Time // DryRun reports true for this schedule
+	orphan    bool      // a cordon of gnsh's for a cancelled schedule stands
+	onUndo    func()    // called as an undo begins (without f.mu)
 }
 
 type drainCall struct {
@@ -80,12 +82,25 @@ func startFollower(t *testing.T, setup func(*followerFixture)) *followerFixture 
 			f.drains = append(f.drains, drainCall{action, at, budget, f.clk.Now()})
 			return f.drainErr
 		},
-		Undo: func(_ context.Context, why string) (bool, error) {
+		Undo: func(ctx context.Context, why string, pending func(context.Context) bool) (bool, error) {
+			f.mu.Lock()
+			err, onUndo := f.undoErr, f.onUndo
+			f.mu.Unlock()
+			if onUndo != nil {
+				onUndo()
+			}
+			if err != nil {
+				return false, err
+			}
+			if pending != nil && pending(ctx) { // as under the lock: Read takes f.mu
+				return false, nil
+			}
 			f.mu.Lock()
 			defer f.mu.Unlock()
-			if f.undoErr != nil {
-				return false, f.undoErr
+			if why == orphanWhy && !f.orphan {
+				return false, nil // no such cordon stands
 			}
+			f.orphan = false // any undo lifts gnsh's cordon for a schedule
 			f.undos = append(f.undos, why)
 			return true, nil
 		},
@@ -443,8 +458,8 @@ func newScheduleFixture(t *testing.T, cordonedByAdmin bool) *scheduleFixture {
 	return f
 }
 
-// follow runs the follower until the test ends.
-func (f *scheduleFixture) follow(t *testing.T, drainTimeout time.Duration) {
+// follow runs the follower until the test ends, or until stop is called.
+func (f *scheduleFixture) follow(t *testing.T, drainTimeout time.Duration) (stop func()) {
 	t.Helper()
 	fl := &ScheduleFollower{
 		Read:         func(ctx context.Context) (LogindSchedule, error) { return ReadLogindSchedule(ctx, f.bus.Address()) },
@@ -461,7 +476,9 @@ func (f *scheduleFixture) follow(t *testing.T, drainTimeout time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = fl.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
 }
 
 func (f *scheduleFixture) schedule(t *testing.T, typ string, at time.Time) {
@@ -595,5 +612,144 @@ func TestFollowerDrainOutcomes(t *testing.T) {
 	f.to(t, f.clk.Now())
 	if _, u := f.calls(); len(u) != 1 {
 		t.Errorf("undos %q", u)
+	}
+}
+
+// A cordon of gnsh's for a schedule cancelled while no follower ran: the
+// follower undoes it once when it starts and nothing is scheduled.
+func TestFollowerUndoesAnOrphanedCordonAtStart(t *testing.T) {
+	f := startFollower(t, func(f *followerFixture) { f.orphan = true })
+	if _, u := f.calls(); len(u) != 1 || u[0] != orphanWhy {
+		t.Fatalf("undos %q; log:\n%s", u, f.out)
+	}
+	if !strings.Contains(f.out.String(), "gnsh: agent: "+orphanWhy+"; gnsh's cordon for it undone\n") {
+		t.Errorf("log:\n%s", f.out)
+	}
+	f.mu.Lock()
+	f.orphan = true // as if another one stood: the follower looks once only
+	f.mu.Unlock()
+	f.to(t, s0.Add(2*DefaultScheduleReread))
+	if _, u := f.calls(); len(u) != 1 {
+		t.Errorf("undos %q", u)
+	}
+}
+
+// Nothing of gnsh's stands: nothing is said.
+func TestFollowerNoOrphanSaysNothing(t *testing.T) {
+	f := startFollower(t, nil)
+	f.to(t, s0.Add(DefaultScheduleReread))
+	if _, u := f.calls(); len(u) != 0 || f.out.String() != "" {
+		t.Errorf("undos %q; log:\n%s", u, f.out)
+	}
+}
+
+// A schedule within the drain timeout stands at the start: the cordon may
+// serve it, and the look waits until nothing is scheduled. Its cancel then
+// undoes the cordon through the follower's own undo, once.
+func TestFollowerOrphanLookWaitsWhileScheduled(t *testing.T) {
+	at := s0.Add(4 * time.Minute)
+	f := startFollower(t, func(f *followerFixture) {
+		f.orphan, f.wrapperAt = true, at
+		f.ls = LogindSchedule{Type: "reboot", USec: usecOf(at)}
+	})
+	f.to(t, s0.Add(time.Second))
+	if d, u := f.calls(); len(d) != 0 || len(u) != 0 {
+		t.Fatalf("drains %+v, undos %q while the schedule stands; log:\n%s", d, u, f.out)
+	}
+	f.set(t, LogindSchedule{})
+	f.to(t, f.clk.Now())
+	f.to(t, f.clk.Now().Add(DefaultScheduleReread))
+	if _, u := f.calls(); len(u) != 1 || !strings.HasSuffix(u[0], " was cancelled") {
+		t.Errorf("undos %q; log:\n%s", u, f.out)
+	}
+}
+
+// Under the drain lock, logind is asked again: a wrapper that drained for
+// a new schedule (and scheduled it) just before keeps its cordon.
+func TestFollowerOrphanLookAsksAgainUnderTheLock(t *testing.T) {
+	at := s0.Add(3 * time.Minute)
+	f := startFollower(t, func(f *followerFixture) {
+		f.orphan = true
+		f.onUndo = func() {
+			f.mu.Lock()
+			f.ls, f.wrapperAt = LogindSchedule{Type: "reboot", USec: usecOf(at)}, at
+			f.mu.Unlock()
+		}
+	})
+	f.to(t, s0.Add(time.Second))
+	if d, u := f.calls(); len(d) != 0 || len(u) != 0 {
+		t.Errorf("drains %+v, undos %q; log:\n%s", d, u, f.out)
+	}
+}
+
+// The drain lock held (the uncordon after boot, a wrapper's drain): the
+// next look tries again. An API server that cannot be reached: one line,
+// and again a Reread later.
+func TestFollowerOrphanLookRetries(t *testing.T) {
+	f := startFollower(t, func(f *followerFixture) { f.orphan, f.undoErr = true, &drainer.HeldError{} })
+	f.mu.Lock()
+	f.undoErr = errors.New("API server unreachable")
+	f.mu.Unlock()
+	f.to(t, s0.Add(DefaultSchedulePoll))
+	f.to(t, f.clk.Now().Add(DefaultSchedulePoll))
+	const line = "cannot check for gnsh's cordon of a cancelled scheduled shutdown (API server unreachable); trying again every 1m0s\n"
+	if n := strings.Count(f.out.String(), line); n != 1 {
+		t.Fatalf("%d failure lines; log:\n%s", n, f.out)
+	}
+	f.mu.Lock()
+	f.undoErr = nil
+	f.mu.Unlock()
+	f.to(t, f.clk.Now().Add(DefaultSchedulePoll))
+	if _, u := f.calls(); len(u) != 0 {
+		t.Fatalf("tried again before a Reread: undos %q", u)
+	}
+	f.to(t, f.clk.Now().Add(DefaultScheduleReread))
+	if _, u := f.calls(); len(u) != 1 || u[0] != orphanWhy {
+		t.Errorf("undos %q; log:\n%s", u, f.out)
+	}
+}
+
+// The agent was stopped (a package upgrade restarting gnsh.service, say)
+// when the schedule it had drained for was cancelled without the wrapper:
+// started again, it finds gnsh's cordon for a schedule of this boot with
+// nothing scheduled and undoes it; an admin's cordon stays.
+func TestScheduleCancelledWhileStoppedUndoneAtStart(t *testing.T) {
+	for _, admin := range []bool{false, true} {
+		t.Run(fmt.Sprint("admin ", admin), func(t *testing.T) {
+			f := newScheduleFixture(t, admin)
+			stop := f.follow(t, time.Minute)
+			f.schedule(t, "reboot", time.Now().Add(30*time.Second))
+			f.eventually(t, "the drain ahead of the schedule", func() bool {
+				return strings.Contains(f.out.String(), "drained ahead of the scheduled reboot")
+			})
+			stop()
+			f.cancelSchedule(t)
+			gets := func() (n int) {
+				for _, a := range f.cs.Actions() {
+					if a.GetVerb() == "get" && a.GetResource().Resource == "nodes" {
+						n++
+					}
+				}
+				return n
+			}
+			before := gets()
+			f.follow(t, time.Minute)
+			if admin {
+				// Nothing of gnsh's to undo: the look reads the Node and
+				// says nothing.
+				f.eventually(t, "the look at the Node", func() bool { return gets() > before })
+				if n := f.node(t); !n.Spec.Unschedulable || strings.Contains(f.out.String(), orphanWhy) {
+					t.Fatalf("unschedulable %v; log:\n%s", n.Spec.Unschedulable, f.out)
+				}
+				return
+			}
+			f.eventually(t, "the undo", func() bool { return strings.Contains(f.out.String(), orphanWhy+"; gnsh's cordon for it undone") })
+			if n := f.node(t); n.Spec.Unschedulable || drain.Owner(n) != nil {
+				t.Errorf("still cordoned: %v; log:\n%s", n.Annotations, f.out)
+			}
+			if _, err := f.d.ReadMarker(); !os.IsNotExist(err) {
+				t.Errorf("marker: %v", err)
+			}
+		})
 	}
 }

@@ -265,7 +265,7 @@ func TestUndoScheduleCordon(t *testing.T) {
 			if err := d.writeMarker("reboot", nil); err != nil {
 				t.Fatal(err)
 			}
-			undone, err := d.UndoScheduleCordon(context.Background(), "the scheduled reboot was cancelled")
+			undone, err := d.UndoScheduleCordon(context.Background(), "the scheduled reboot was cancelled", nil)
 			if err != nil || undone != c.undone || f.node(t).Spec.Unschedulable == c.undone {
 				t.Fatalf("undone %v, %v; unschedulable %v", undone, err, f.node(t).Spec.Unschedulable)
 			}
@@ -273,6 +273,29 @@ func TestUndoScheduleCordon(t *testing.T) {
 				t.Errorf("marker left: %v", err)
 			}
 		})
+	}
+}
+
+// A shutdown due after all (asked under the lock): nothing changes.
+func TestUndoScheduleCordonPending(t *testing.T) {
+	ann := map[string]string{drain.CordonAnnotation: `{"action":"reboot","user":"root","bootID":"boot-1","when":"2026-11-22T02:00:00Z"}`}
+	f := newFakeNode(true, ann, "web-1")
+	d := newDrainer(t, f, "")
+	if err := d.writeMarker("reboot", nil); err != nil {
+		t.Fatal(err)
+	}
+	var lockHeld bool
+	pending := func(context.Context) bool {
+		_, err := Acquire(d.LockDir, Holder{PID: 1})
+		lockHeld = IsLockHeld(err)
+		return true
+	}
+	undone, err := d.UndoScheduleCordon(context.Background(), "nothing scheduled", pending)
+	if err != nil || undone || !f.node(t).Spec.Unschedulable || !lockHeld {
+		t.Fatalf("undone %v, %v; unschedulable %v; asked under the lock %v", undone, err, f.node(t).Spec.Unschedulable, lockHeld)
+	}
+	if _, err := d.ReadMarker(); err != nil {
+		t.Errorf("marker: %v", err)
 	}
 }
 
@@ -284,7 +307,7 @@ func TestUndoScheduleCordonWaitsForTheLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Release()
-	if _, err := d.UndoScheduleCordon(context.Background(), "cancelled"); !IsLockHeld(err) {
+	if _, err := d.UndoScheduleCordon(context.Background(), "cancelled", nil); !IsLockHeld(err) {
 		t.Fatalf("with the lock held: %v", err)
 	}
 }

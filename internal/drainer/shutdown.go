@@ -267,7 +267,11 @@ func IsLockHeld(err error) bool {
 // ID; never an admin's cordon, nor one for another request), drops the
 // marker and posts GnshUncordoned. It reports whether it uncordoned; a
 // *HeldError means a drain runs: try again later. Bounded by 4×apiTimeout.
-func (d *Drainer) UndoScheduleCordon(ctx context.Context, why string) (bool, error) {
+//
+// A non-nil pending is asked once the lock is held: true (a shutdown that
+// the cordon may serve is due, say one a wrapper drained for and scheduled
+// just before) leaves everything as it is.
+func (d *Drainer) UndoScheduleCordon(ctx context.Context, why string, pending func(context.Context) bool) (bool, error) {
 	r := newRun(d, forShutdown, "cancel")
 	if err := r.loadConfig(nil); err != nil {
 		return false, err
@@ -284,6 +288,9 @@ func (d *Drainer) UndoScheduleCordon(ctx context.Context, why string) (bool, err
 		return false, err
 	}
 	defer lock.Release()
+	if pending != nil && pending(ctx) {
+		return false, nil
+	}
 	d.RemoveMarker()
 	boot := d.bootID()
 	undone, err := drain.Uncordon(ctx, s.c, s.node, func(o *drain.Ownership) bool { return o.When != nil && o.BootID == boot })

@@ -317,9 +317,9 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 				_, err := d.DrainForSchedule(ctx, action, at, budget)
 				return err
 			},
-			Undo: func(ctx context.Context, why string) (bool, error) {
+			Undo: func(ctx context.Context, why string, pending func(context.Context) bool) (bool, error) {
 				defer afterHold()
-				return d.UndoScheduleCordon(ctx, why)
+				return d.UndoScheduleCordon(ctx, why, pending)
 			},
 			Out:    env.Stderr,
 			Status: st.guard,
