@@ -78,6 +78,8 @@ func agentCases() []agentCase {
 			why: "reboot through the wrapper with the agent running: one cordon and one eviction per pod (the agent sees the wrapper's marker), uncordoned after boot"},
 		{name: "shutdown_+2_drain_ahead", wrapper: true, slow: true, run: shutdownAhead,
 			why: "shutdown -r +2 with drainTimeout 90s: the agent drains at about the deadline - 90 s; shutdown -c uncordons"},
+		{name: "cancelled_while_stopped", wrapper: true, slow: true, run: cancelledWhileStopped,
+			why: "the agent drained ahead of shutdown -r +2, was stopped, and the schedule was cancelled over the bus (not through the wrapper): started again, the agent undoes gnsh's cordon for it"},
 		{name: "doctor", kubelet: true, run: doctor,
 			why: "gnsh doctor reports the gap on stock bullseye (exit 1) and passes once gnsh is installed over the four commands and the agent runs"},
 	}
@@ -843,6 +845,19 @@ func apiDownAtBoot(a *agentRun) {
 // shutdown -c uncordons.
 func shutdownAhead(a *agentRun) {
 	t, c := a.t, a.c
+	a.drainedAhead()
+	if r := c.run(30*time.Second, "shutdown", "-c"); r.rc != 0 {
+		t.Fatalf("shutdown -c: %s", r)
+	}
+	a.waitUncordoned(30 * time.Second)
+	c.terminate()
+}
+
+// drainedAhead schedules shutdown -r +2 through the wrapper with
+// drainTimeout 90s and waits for the agent's drain ahead of it (about 30 s
+// later), checking when it came and its cordon record.
+func (a *agentRun) drainedAhead() {
+	t, c := a.t, a.c
 	c.must("sh", "-ec", `mkdir -p /etc/gnsh && printf 'drainTimeout: 90s\n' > /etc/gnsh/config.yaml`)
 	c.must("systemctl", "restart", agentUnit)
 	a.waitAgentIdle(30 * time.Second)
@@ -874,10 +889,30 @@ func shutdownAhead(a *agentRun) {
 		t.Errorf("drained %.1f s before the deadline, want about 90 s", due.Sub(cordonAt).Seconds())
 	}
 	a.expectGnshCordon("reboot", a.boots[0])
-	if r := c.run(30*time.Second, "shutdown", "-c"); r.rc != 0 {
-		t.Fatalf("shutdown -c: %s", r)
+}
+
+// cancelledWhileStopped: the cancel of a schedule the agent drained for
+// happens while the agent is stopped, and not through the wrapper (whose
+// shutdown -c undoes the cordon itself): busctl calls logind's
+// CancelScheduledShutdown. Started again, the agent finds gnsh's cordon
+// for a schedule of this boot with nothing scheduled and undoes it.
+func cancelledWhileStopped(a *agentRun) {
+	t, c := a.t, a.c
+	a.drainedAhead()
+	c.must("systemctl", "stop", agentUnit)
+	if r := c.run(30*time.Second, "busctl", "call", "org.freedesktop.login1", "/org/freedesktop/login1",
+		"org.freedesktop.login1.Manager", "CancelScheduledShutdown"); r.rc != 0 || strings.TrimSpace(r.stdout) != "b true" {
+		t.Fatalf("CancelScheduledShutdown over the bus: %s", r)
 	}
+	if _, due := c.scheduled(); !due.IsZero() {
+		t.Fatalf("still scheduled for %v after the cancel", due)
+	}
+	a.expectGnshCordon("reboot", a.boots[0]) // nobody undid it yet
+	c.must("systemctl", "start", agentUnit)
 	a.waitUncordoned(30 * time.Second)
+	if j := a.journal(true); !strings.Contains(j, "no shutdown is scheduled (one was cancelled while the node agent was not running); gnsh's cordon for it undone") {
+		t.Errorf("the agent's journal does not say why it uncordoned:\n%s", j)
+	}
 	c.terminate()
 }
 
