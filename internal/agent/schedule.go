@@ -227,10 +227,7 @@ func (f *ScheduleFollower) Run(ctx context.Context) error {
 	}
 	poll := orDefault(f.Poll, DefaultSchedulePoll)
 	reread := orDefault(f.Reread, DefaultScheduleReread)
-	file := f.File
-	if file == "" {
-		file = DefaultScheduleFile
-	}
+	file := f.file()
 	var stamp fileStamp
 	var lastRead time.Time
 	first := true
@@ -264,6 +261,14 @@ func (f *ScheduleFollower) Run(ctx context.Context) error {
 		case <-w.clk.After(wait):
 		}
 	}
+}
+
+// file is logind's schedule file.
+func (f *ScheduleFollower) file() string {
+	if f.File == "" {
+		return DefaultScheduleFile
+	}
+	return f.File
 }
 
 // read reads logind's schedule within 10 s; if that fails (its error is
@@ -478,12 +483,8 @@ const orphanWhy = "no shutdown is scheduled (one was cancelled while the node ag
 // failure, once a Reread later.
 func (w *follow) undoOrphan(ctx context.Context) {
 	f := w.f
-	file := f.File
-	if file == "" {
-		file = DefaultScheduleFile
-	}
 	pending := func(ctx context.Context) bool {
-		ls, _ := f.read(ctx, file)
+		ls, _ := f.read(ctx, f.file())
 		s, preparing := parseSchedule(ls)
 		return preparing || s != nil && s.at.Sub(w.clk.Now()) <= f.DrainTimeout
 	}
