@@ -21,10 +21,11 @@ package agent
 //
 // A follower that was not running when a schedule was cancelled (the agent
 // stopped or restarting, and the cancel not made through the wrapper, whose
-// shutdown -c undoes the cordon itself) did not see it go. So once, when it
-// starts and finds nothing scheduled within the drain timeout, it undoes
-// gnsh's cordon for a schedule of this boot if one stands: such a cordon
-// serves no shutdown, and nothing else would lift it before the next boot.
+// shutdown -c undoes the cordon itself) did not see it go. So once, at its
+// first look with nothing scheduled within the drain timeout (a schedule
+// beyond it is drained for again in time), it undoes gnsh's cordon for a
+// schedule of this boot if one stands: such a cordon serves no shutdown
+// now, and nothing else would lift it before the next boot.
 
 import (
 	"bufio"
@@ -192,7 +193,7 @@ type follow struct {
 
 	// orphans: the look for gnsh's cordon of a schedule cancelled before
 	// this follower started is still to be made (at the next look with
-	// nothing scheduled), not before orphansAt.
+	// nothing scheduled within the drain timeout), not before orphansAt.
 	orphans   bool
 	orphansAt time.Time
 	orphanErr string // the last failure of that look, logged
@@ -387,7 +388,7 @@ func (w *follow) act(ctx context.Context) {
 			return
 		}
 	}
-	if s == nil && w.orphans && w.resp == nil && !now.Before(w.orphansAt) {
+	if far && w.orphans && w.resp == nil && !now.Before(w.orphansAt) {
 		w.undoOrphan(ctx)
 	}
 	if s == nil || far || s.key() == w.tried {
@@ -476,7 +477,8 @@ func (w *follow) tryUndo(ctx context.Context) {
 const orphanWhy = "no shutdown is scheduled (one was cancelled while the node agent was not running)"
 
 // undoOrphan looks once for gnsh's cordon of a schedule of this boot while
-// nothing is scheduled: one cancelled (or moved away) while no follower ran.
+// nothing is scheduled within the drain timeout: one cancelled (or moved
+// away) while no follower ran.
 // Whether a shutdown is due is asked again under the drain lock, from
 // logind: a wrapper may have drained for a new schedule meanwhile. While a
 // drain holds the lock it tries again at the next look; after any other

@@ -664,6 +664,22 @@ func TestFollowerOrphanLookWaitsWhileScheduled(t *testing.T) {
 	}
 }
 
+// A schedule beyond the drain timeout stands at the start (say, one made
+// again for the night after a cancel): the cordon serves nothing until its
+// drain, so it goes now; the follower drains for that schedule in time.
+func TestFollowerOrphanUndoneBeforeAFarSchedule(t *testing.T) {
+	at := s0.Add(time.Hour)
+	f := startFollower(t, func(f *followerFixture) {
+		f.orphan = true
+		f.ls = LogindSchedule{Type: "reboot", USec: usecOf(at)}
+	})
+	if d, u := f.calls(); len(d) != 0 || len(u) != 1 || u[0] != orphanWhy {
+		t.Fatalf("drains %+v, undos %q; log:\n%s", d, u, f.out)
+	}
+	f.to(t, at.Add(-followerTimeout))
+	f.drained(t, 1)
+}
+
 // Under the drain lock, logind is asked again: a wrapper that drained for
 // a new schedule (and scheduled it) just before keeps its cordon.
 func TestFollowerOrphanLookAsksAgainUnderTheLock(t *testing.T) {
