@@ -124,52 +124,19 @@ func TestAgentE2E(t *testing.T) {
 	if n := staticNote(gnsh); n != "" {
 		t.Logf("WARNING: %s", n)
 	}
-	var wg sync.WaitGroup
-	for _, s := range suites {
-		wg.Add(1)
-		go func() { defer wg.Done(); rootfsFor(s) }()
-	}
-	wg.Wait()
-	for _, s := range suites {
-		if _, _, err := rootfsFor(s); err != nil {
-			t.Fatalf("rootfs %s: %v", s, err)
-		}
-	}
+	needRootfs(t, suites)
 	agentCP.parent = t
 
-	fast := make(chan struct{}, envInt("GNSH_E2E_AGENT_PARALLEL", 3))
-	slow := make(chan struct{}, envInt("GNSH_E2E_SLOW_PARALLEL", 2))
+	fast, slow := envInt("GNSH_E2E_AGENT_PARALLEL", 3), envInt("GNSH_E2E_SLOW_PARALLEL", 2)
 	start := time.Now()
-	type job struct {
-		suite string
-		tc    agentCase
-	}
-	var jobs []job
-	for _, wantSlow := range []bool{true, false} {
-		for _, suite := range suites {
-			for _, tc := range agentCases() {
-				if tc.slow == wantSlow {
-					jobs = append(jobs, job{suite, tc})
-				}
-			}
+	var jobs []laneJob
+	for _, suite := range suites {
+		for _, tc := range agentCases() {
+			jobs = append(jobs, laneJob{name: suite + "/" + tc.name, slow: tc.slow,
+				run: func(t *testing.T) { runAgentCase(t, suite, tc, gnsh) }})
 		}
 	}
-	var cw sync.WaitGroup
-	for _, j := range jobs {
-		lane := fast
-		if j.tc.slow {
-			lane = slow
-		}
-		cw.Add(1)
-		go func() {
-			defer cw.Done()
-			lane <- struct{}{}
-			defer func() { <-lane }()
-			t.Run(j.suite+"/"+j.tc.name, func(t *testing.T) { runAgentCase(t, j.suite, j.tc, gnsh) })
-		}()
-		time.Sleep(20 * time.Millisecond)
-	}
-	cw.Wait()
+	runInLanes(t, jobs, fast, slow)
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-9s %-24s %-6s %7s %8s %7s %8s %7s  %s\n", "suite", "case", "result", "boot 1", "reboot", "boot 2", "after", "total", "after boot 2")
@@ -185,7 +152,7 @@ func TestAgentE2E(t *testing.T) {
 			secs(r.boot2), secs(r.after), secs(r.total), r.what)
 	}
 	agentRowsMu.Unlock()
-	fmt.Fprintf(&b, "wall time for all agent cases: %v (fast lane %d, slow lane %d)\n", time.Since(start).Round(100*time.Millisecond), cap(fast), cap(slow))
+	fmt.Fprintf(&b, "wall time for all agent cases: %v (fast lane %d, slow lane %d)\n", time.Since(start).Round(100*time.Millisecond), fast, slow)
 	_ = os.WriteFile(filepath.Join(resultsRoot, "agent-summary.txt"), []byte(b.String()), 0o644)
 	t.Logf("summary (also in %s):\n%s", filepath.Join(resultsRoot, "agent-summary.txt"), b.String())
 }

@@ -233,20 +233,7 @@ var (
 
 func TestE2E(t *testing.T) {
 	suites := e2eSuites()
-	// Build (or reuse) the root filesystems first, concurrently.
-	var wg sync.WaitGroup
-	for _, s := range suites {
-		wg.Add(1)
-		go func() { defer wg.Done(); rootfsFor(s) }()
-	}
-	wg.Wait()
-	for _, s := range suites {
-		p, d, err := rootfsFor(s)
-		if err != nil {
-			t.Fatalf("rootfs %s: %v", s, err)
-		}
-		t.Logf("rootfs %s: %s (rootfs.sh took %v)", s, p, d.Round(time.Millisecond))
-	}
+	needRootfs(t, suites) // first, concurrently
 
 	cpShared.parent = t // drain cases share one control plane, stopped when TestE2E ends
 	gnsh, skip := gnshBinary()
@@ -258,48 +245,20 @@ func TestE2E(t *testing.T) {
 		}
 	}
 
-	fast := make(chan struct{}, envInt("GNSH_E2E_PARALLEL", 2))
-	slow := make(chan struct{}, envInt("GNSH_E2E_SLOW_PARALLEL", 2))
+	fast, slow := envInt("GNSH_E2E_PARALLEL", 2), envInt("GNSH_E2E_SLOW_PARALLEL", 2)
 	start := time.Now()
-
-	// t.Run may be called from several goroutines at once; the lanes
-	// (semaphores) bound how many containers run at the same time. Slow
-	// cases start first so their minute of waiting overlaps the fast ones.
-	type job struct {
-		suite string
-		tc    tcase
-	}
-	var jobs []job
-	for _, wantSlow := range []bool{true, false} {
-		for _, suite := range suites {
-			for _, tc := range casesFor(suite) {
-				if tc.slow == wantSlow {
-					jobs = append(jobs, job{suite, tc})
-				}
-			}
-		}
-	}
-	var cw sync.WaitGroup
-	for _, j := range jobs {
-		lane := fast
-		if j.tc.slow {
-			lane = slow
-		}
-		cw.Add(1)
-		go func() {
-			defer cw.Done()
-			lane <- struct{}{}
-			defer func() { <-lane }()
-			t.Run(j.suite+"/"+j.tc.name, func(t *testing.T) {
-				if j.tc.gnsh && gnsh == "" && !useStock {
+	var jobs []laneJob
+	for _, suite := range suites {
+		for _, tc := range casesFor(suite) {
+			jobs = append(jobs, laneJob{name: suite + "/" + tc.name, slow: tc.slow, run: func(t *testing.T) {
+				if tc.gnsh && gnsh == "" && !useStock {
 					t.Skipf("SKIP: %s", skip)
 				}
-				runCase(t, j.suite, j.tc, gnsh, useStock)
-			})
-		}()
-		time.Sleep(20 * time.Millisecond) // keep the start order roughly stable
+				runCase(t, suite, tc, gnsh, useStock)
+			}})
+		}
 	}
-	cw.Wait()
+	runInLanes(t, jobs, fast, slow)
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-9s %-28s %-6s %6s %5s %-9s %9s %9s %7s\n", "suite", "case", "result", "boot", "exit", "PFS", "cmd→exit", "PFS→exit", "total")
@@ -315,7 +274,7 @@ func TestE2E(t *testing.T) {
 			secs(r.cmdToExit), secs(r.pfsToExit), secs(r.total))
 	}
 	rowsMu.Unlock()
-	fmt.Fprintf(&b, "wall time for all cases: %v (fast lane %d, slow lane %d)\n", time.Since(start).Round(100*time.Millisecond), cap(fast), cap(slow))
+	fmt.Fprintf(&b, "wall time for all cases: %v (fast lane %d, slow lane %d)\n", time.Since(start).Round(100*time.Millisecond), fast, slow)
 	_ = os.WriteFile(filepath.Join(resultsRoot, "summary.txt"), []byte(b.String()), 0o644)
 	t.Logf("summary (also in %s):\n%s", filepath.Join(resultsRoot, "summary.txt"), b.String())
 }

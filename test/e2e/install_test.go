@@ -23,17 +23,7 @@ import (
 func TestInstallE2E(t *testing.T) {
 	suites := e2eSuites()
 	gnsh := needGnsh(t)
-	var wg sync.WaitGroup
-	for _, s := range suites {
-		wg.Add(1)
-		go func() { defer wg.Done(); rootfsFor(s) }()
-	}
-	wg.Wait()
-	for _, s := range suites {
-		if _, _, err := rootfsFor(s); err != nil {
-			t.Fatalf("rootfs %s: %v", s, err)
-		}
-	}
+	needRootfs(t, suites)
 	cases := []struct {
 		name string
 		f    func(t *testing.T, c *container)

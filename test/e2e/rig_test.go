@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -170,6 +171,60 @@ func needGnsh(t *testing.T) string {
 		t.Skip("SKIP: " + skip)
 	}
 	return gnsh
+}
+
+// needRootfs builds (or reuses) the root filesystems of suites, all at
+// once, and fails the test if one cannot be made.
+func needRootfs(t *testing.T, suites []string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, s := range suites {
+		wg.Go(func() { rootfsFor(s) })
+	}
+	wg.Wait()
+	for _, s := range suites {
+		p, d, err := rootfsFor(s)
+		if err != nil {
+			t.Fatalf("rootfs %s: %v", s, err)
+		}
+		t.Logf("rootfs %s: %s (rootfs.sh took %v)", s, p, d.Round(time.Millisecond))
+	}
+}
+
+// laneJob is one subtest for runInLanes.
+type laneJob struct {
+	name string // the subtest's name
+	slow bool   // mostly waits (a minute or more): the slow lane
+	run  func(t *testing.T)
+}
+
+// runInLanes runs the jobs as subtests of t, each from its own goroutine;
+// the two lanes (semaphores of fast and slow places) bound how many
+// containers run at once. Slow jobs start first, so that their waiting
+// overlaps the fast ones; otherwise the jobs start in their order.
+func runInLanes(t *testing.T, jobs []laneJob, fast, slow int) {
+	lanes := map[bool]chan struct{}{false: make(chan struct{}, fast), true: make(chan struct{}, slow)}
+	jobs = slices.Clone(jobs)
+	slices.SortStableFunc(jobs, func(a, b laneJob) int {
+		switch {
+		case a.slow == b.slow:
+			return 0
+		case a.slow:
+			return -1
+		}
+		return 1
+	})
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		lane := lanes[j.slow]
+		wg.Go(func() {
+			lane <- struct{}{}
+			defer func() { <-lane }()
+			t.Run(j.name, j.run)
+		})
+		time.Sleep(20 * time.Millisecond) // keep the start order roughly stable
+	}
+	wg.Wait()
 }
 
 func gnshBinary() (path string, skipReason string) {
