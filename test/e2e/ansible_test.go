@@ -206,7 +206,7 @@ func runAnsibleSuite(t *testing.T, suite, gnsh string) {
 		if r.changed == 0 {
 			t.Errorf("check mode on a fresh node reports no changes")
 		}
-		if diff := diffListing(before, n.listing()); diff != "" {
+		if diff := lineDiff(before, n.listing()); diff != "" {
 			t.Errorf("check mode changed the node:\n%s", diff)
 		}
 	})
@@ -259,7 +259,7 @@ func runAnsibleSuite(t *testing.T, suite, gnsh string) {
 		if r.changed == 0 {
 			t.Errorf("state=absent changed nothing")
 		}
-		if diff := diffListing(before, n.listing()); diff != "" {
+		if diff := lineDiff(before, n.listing()); diff != "" {
 			t.Errorf("the node after state=absent differs from before the role:\n%s", diff)
 		}
 		n.expectUnchanged(n.play("absent-again", "site.yml", absent, false))
@@ -288,7 +288,7 @@ func runAnsibleSuite(t *testing.T, suite, gnsh string) {
 		if r := n.play("package-absent", "site.yml", pkg, false); r.changed == 0 {
 			t.Errorf("state=absent in package mode changed nothing")
 		}
-		if diff := diffListing(before, n.listing()); diff != "" {
+		if diff := lineDiff(before, n.listing()); diff != "" {
 			t.Errorf("the node after state=absent (package) differs from before the role:\n%s", diff)
 		}
 	})
@@ -689,31 +689,6 @@ func (n *ansibleNode) listing() string {
 		for f in /var/lib/dpkg/diversions; do [ -e $f ] && sha256sum $f; done
 		find /etc /usr/local /usr/sbin /usr/bin -xdev -name __pycache__ -prune -o -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum`)
 	return r.stdout
-}
-
-func diffListing(a, b string) string {
-	as, bs := map[string]bool{}, map[string]bool{}
-	for _, l := range strings.Split(a, "\n") {
-		as[l] = true
-	}
-	for _, l := range strings.Split(b, "\n") {
-		bs[l] = true
-	}
-	var out []string
-	for _, l := range strings.Split(a, "\n") {
-		if !bs[l] {
-			out = append(out, "- "+l)
-		}
-	}
-	for _, l := range strings.Split(b, "\n") {
-		if !as[l] {
-			out = append(out, "+ "+l)
-		}
-	}
-	if len(out) > 60 {
-		out = append(out[:60], fmt.Sprintf("… %d more", len(out)-60))
-	}
-	return strings.Join(out, "\n")
 }
 
 // ---------------------------------------------------------------- reboots

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -70,7 +71,8 @@ echo "== /var/lib/dpkg/diversions"; cat /var/lib/dpkg/diversions`
 
 func (c *container) listing() string { return c.must("sh", "-c", listingScript).stdout }
 
-// lineDiff lists the lines only in a (-) or only in b (+).
+// lineDiff lists the lines only in a (-) or only in b (+), the first 60
+// of them.
 func lineDiff(a, b string) string {
 	in := func(s string) map[string]bool {
 		m := map[string]bool{}
@@ -90,6 +92,9 @@ func lineDiff(a, b string) string {
 		if !am[l] {
 			out = append(out, "+ "+l)
 		}
+	}
+	if len(out) > 60 {
+		out = append(out[:60], fmt.Sprintf("… %d more", len(out)-60))
 	}
 	return strings.Join(out, "\n")
 }
