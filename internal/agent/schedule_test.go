@@ -740,14 +740,7 @@ func TestScheduleCancelledWhileStoppedUndoneAtStart(t *testing.T) {
 			})
 			stop()
 			f.cancelSchedule(t)
-			gets := func() (n int) {
-				for _, a := range f.cs.Actions() {
-					if a.GetVerb() == "get" && a.GetResource().Resource == "nodes" {
-						n++
-					}
-				}
-				return n
-			}
+			gets := func() int { return f.cs.Requests("get", "nodes") }
 			before := gets()
 			f.follow(t, time.Minute)
 			if admin {

@@ -147,15 +147,7 @@ func (f *fixture) events() []string {
 	return out
 }
 
-func (f *fixture) patches() int {
-	n := 0
-	for _, a := range f.cs.Actions() {
-		if a.GetVerb() == "patch" && a.GetResource().Resource == "nodes" {
-			n++
-		}
-	}
-	return n
-}
+func (f *fixture) patches() int { return f.cs.Requests("patch", "nodes") }
 
 func TestUncordonsGnshRebootFromEarlierBoot(t *testing.T) {
 	for _, action := range ShutdownActions {

@@ -135,6 +135,18 @@ func (c *Cluster) Evicted(name string) int {
 	return c.evictions[name]
 }
 
+// Requests is how many verb requests on resource (e.g. "get", "nodes")
+// were made.
+func (c *Cluster) Requests(verb, resource string) int {
+	n := 0
+	for _, a := range c.Actions() {
+		if a.GetVerb() == verb && a.GetResource().Resource == resource {
+			n++
+		}
+	}
+	return n
+}
+
 // Evictions is how many evictions were requested in all.
 func (c *Cluster) Evictions() int {
 	c.mu.Lock()
