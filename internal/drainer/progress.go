@@ -117,11 +117,12 @@ func blockers(bs []drain.Blocked) string {
 func (p *progress) update(s drain.Status) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	now := p.clock.Now()
 	if !p.have {
-		p.start = p.clock.Now().Add(-s.Elapsed)
+		p.start = now.Add(-s.Elapsed)
 	}
 	p.have, p.status = true, s
-	p.render(s)
+	p.render(s, now)
 }
 
 // tick redraws the latest status with the time elapsed now, so that the
@@ -132,14 +133,18 @@ func (p *progress) tick() {
 	if !p.have {
 		return
 	}
+	// One reading of the clock for the elapsed time and the redraw's
+	// throttle: read twice, a second that passed in between drew the old
+	// elapsed time and throttled the redraw that had the new one.
+	now := p.clock.Now()
 	s := p.status
-	s.Elapsed = p.clock.Since(p.start)
-	p.render(s)
+	s.Elapsed = now.Sub(p.start)
+	p.render(s, now)
 }
 
-func (p *progress) render(s drain.Status) {
+// render draws s as of now, throttled as the type's comment says.
+func (p *progress) render(s drain.Status, now time.Time) {
 	line := statusLine(p.node, s)
-	now := p.clock.Now()
 	if p.tty {
 		if now.Sub(p.last) < ttyEvery && s.Gone < s.Total {
 			return
