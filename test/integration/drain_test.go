@@ -699,7 +699,8 @@ func newLogind(t *testing.T) busLogind {
 
 // testUnreachableAtStart: an API server that does not answer (or refuses
 // connections) never stops a reboot: one warning line, and the hand-off
-// comes within about apiTimeout.
+// comes within about apiTimeout; reboot -f's reboot(2) within about
+// forceCordonTimeout, even with a much longer apiTimeout.
 func testUnreachableAtStart(t *testing.T, k *cluster) {
 	kc, err := os.ReadFile(k.cp.NodeKubeconfig(t, "unreach"))
 	if err != nil {
@@ -761,6 +762,23 @@ func testUnreachableAtStart(t *testing.T, k *cluster) {
 		}
 		if took > 30*time.Second {
 			t.Errorf("%s: the hand-off took %v", tc.what, took)
+		}
+
+		// -f: the TLS handshake with the silent server never ends; the
+		// cordon attempt is bounded by forceCordonTimeout, neither by
+		// apiTimeout nor by client-go's TLS handshake timeout (10 s).
+		b = newLogind(t)
+		start = time.Now()
+		r = gnshRun(t, b.bus, []string{"KUBECONFIG=" + f, "GNSH_CONFIG=" + writeConfig(t, config("apiTimeout: 30s", "forceCordonTimeout: 1s"))},
+			"reboot", "-f")
+		took = time.Since(start)
+		if r.Kernel != "restart" {
+			t.Fatalf("%s: reboot -f: exit %d, want reboot(2); stderr %q", tc.what, r.Code, r.Stderr)
+		}
+		noLogind(t, b.ld)
+		wantLines(t, r.Stderr, "gnsh: warning: … reboot -f goes on without a cordon", "Rebooting.")
+		if took > 6*time.Second {
+			t.Errorf("%s: reboot -f took %s, want about forceCordonTimeout (1s)", tc.what, took.Round(100*time.Millisecond))
 		}
 	}
 }
