@@ -31,8 +31,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 const (
@@ -163,11 +161,7 @@ func runAgentCase(t *testing.T, suite string, tc agentCase, gnsh string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(resultsRoot, suite, "agent_"+tc.name)
-	_ = os.RemoveAll(dir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := freshResults(t, "", suite, "agent_"+tc.name)
 	t.Logf("expectation: %s", tc.why)
 	row := &agentRow{suite: suite, name: tc.name, result: "FAIL"}
 	defer func() {
@@ -189,13 +183,7 @@ func runAgentCase(t *testing.T, suite string, tc agentCase, gnsh string) {
 	name := strings.ReplaceAll(strings.ReplaceAll(tc.name, "_", "-"), "+", "")
 	d := &drainCase{suite: suite, node: "agent-" + name + "-" + suite, peer: "agent-" + name + "-" + suite + "-peer",
 		ns: "agent-" + name + "-" + suite, shared: agentCP}
-	d.cp = agentCP.get(t)
-	cfg, err := clientcmd.BuildConfigFromFlags("", d.cp.AdminKubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 100, 200
-	d.admin = kubernetes.NewForConfigOrDie(cfg)
+	d.connect(t)
 	a := &agentRun{t: t, tc: tc, suite: suite, gnsh: gnsh, dir: dir, d: d, nodeUsr: "system:node:" + d.node, row: row}
 	if tc.gate {
 		a.gate = newGate(t, d.cp.Server)

@@ -30,8 +30,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 const (
@@ -169,11 +167,7 @@ func runAnsibleSuite(t *testing.T, suite, gnsh string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(resultsRoot, suite, "ansible")
-	_ = os.RemoveAll(dir)
-	if err := os.MkdirAll(filepath.Join(dir, "ansible"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := freshResults(t, "ansible", suite, "ansible")
 	defer func() {
 		if t.Failed() {
 			markFailed()
@@ -182,13 +176,7 @@ func runAnsibleSuite(t *testing.T, suite, gnsh string) {
 	}()
 
 	d := &drainCase{suite: suite, node: "ansible-" + suite, peer: "ansible-" + suite + "-peer", ns: "ansible-" + suite, shared: ansibleCP}
-	d.cp = ansibleCP.get(t)
-	cfg, err := clientcmd.BuildConfigFromFlags("", d.cp.AdminKubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 100, 200
-	d.admin = kubernetes.NewForConfigOrDie(cfg)
+	d.connect(t)
 	d.populate(t)
 
 	n := &ansibleNode{t: t, top: t, suite: suite, dir: dir, adir: filepath.Join(dir, "ansible"), gnsh: gnsh, d: d}

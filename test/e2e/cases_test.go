@@ -299,11 +299,7 @@ func runCase(t *testing.T, suite string, tc tcase, gnsh string, useStock bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(resultsRoot, suite, tc.name)
-	_ = os.RemoveAll(dir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := freshResults(t, "", suite, tc.name)
 	t.Logf("expectation: %s", tc.why)
 	rw := row{suite: suite, name: tc.name, result: "FAIL", exit: -1}
 	defer func() {

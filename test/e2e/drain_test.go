@@ -73,7 +73,26 @@ type parentScoped struct {
 func (p parentScoped) TempDir() string  { return p.parent.TempDir() }
 func (p parentScoped) Cleanup(f func()) { p.parent.Cleanup(f) }
 
-func drainControlPlane(t *testing.T) *controlplane.ControlPlane { return cpShared.get(t) }
+// controlPlane is the shared control plane the case runs on: d.shared, or
+// cpShared.
+func (d *drainCase) controlPlane() *sharedCP {
+	if d.shared != nil {
+		return d.shared
+	}
+	return cpShared
+}
+
+// connect starts (or joins) the case's control plane and makes its admin
+// client, with a rate limit sized for populating and checking the case.
+func (d *drainCase) connect(t *testing.T) {
+	d.cp = d.controlPlane().get(t)
+	cfg, err := clientcmd.BuildConfigFromFlags("", d.cp.AdminKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	d.admin = kubernetes.NewForConfigOrDie(cfg)
+}
 
 // get starts the control plane on first use and returns it.
 func (s *sharedCP) get(t *testing.T) *controlplane.ControlPlane {
@@ -131,13 +150,7 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 
 func (d *drainCase) steps(c *container) time.Time {
 	t := c.t
-	d.cp = drainControlPlane(t)
-	cfg, err := clientcmd.BuildConfigFromFlags("", d.cp.AdminKubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 100, 200
-	d.admin = kubernetes.NewForConfigOrDie(cfg)
+	d.connect(t)
 	setupStart := time.Now()
 	d.populate(t)
 	d.installKubeconfig(c)
@@ -279,10 +292,7 @@ func drainPod(ns, name, node string, labels map[string]string, owner metav1.Owne
 // (a symlink to a dated cert+key file).
 func (d *drainCase) installKubeconfig(c *container) {
 	t := c.t
-	shared := d.shared
-	if shared == nil {
-		shared = cpShared
-	}
+	shared := d.controlPlane()
 	shared.mu.Lock()
 	kcPath := func() string { defer shared.mu.Unlock(); return d.cp.NodeKubeconfig(t, d.node) }()
 	kc, err := os.ReadFile(kcPath)

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -43,11 +42,7 @@ func TestInstallE2E(t *testing.T) {
 				defer func() { <-lane }()
 				t.Run(suite+"/"+tc.name, func(t *testing.T) {
 					rootfs, _, _ := rootfsFor(suite)
-					dir := filepath.Join(resultsRoot, "install", suite, tc.name)
-					_ = os.RemoveAll(dir)
-					if err := os.MkdirAll(filepath.Join(dir, "rig"), 0o755); err != nil {
-						t.Fatal(err)
-					}
+					dir := freshResults(t, "rig", "install", suite, tc.name)
 					// gnsh install copies the binary it runs from: /rig/gnsh,
 					// a copy in the case's rig dir (nothing bound over
 					// /usr/local/sbin).

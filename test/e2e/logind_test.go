@@ -127,11 +127,7 @@ func probeCase(t *testing.T, suite, probe string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(resultsRoot, suite, "logind_probe")
-	_ = os.RemoveAll(dir)
-	if err := os.MkdirAll(filepath.Join(dir, "rig"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := freshResults(t, "rig", suite, "logind_probe")
 	if err := copyFile(probe, filepath.Join(dir, "rig", "logindprobe")); err != nil {
 		t.Fatal(err)
 	}

@@ -70,11 +70,7 @@ func packageCase(t *testing.T, suite, pkgs, v1, v2 string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(resultsRoot, suite, "package")
-	_ = os.RemoveAll(dir)
-	if err := os.MkdirAll(filepath.Join(dir, "rig"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := freshResults(t, "rig", suite, "package")
 	for _, v := range []string{v1, v2} {
 		name := "gnsh_" + v + "-1_amd64.deb"
 		if err := copyFile(filepath.Join(pkgs, name), filepath.Join(dir, "rig", name)); err != nil {

@@ -939,3 +939,15 @@ func rmdirTree(dir string) error {
 	}
 	return lastErr
 }
+
+// freshResults empties the directory of artefacts resultsRoot/elem... and
+// makes it again, with the subdirectory sub ("" for none); it returns the
+// directory.
+func freshResults(t *testing.T, sub string, elem ...string) string {
+	dir := filepath.Join(append([]string{resultsRoot}, elem...)...)
+	_ = os.RemoveAll(dir)
+	if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
