@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/net/http2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/clock"
 )
@@ -29,7 +30,7 @@ const DefaultUnreachableAfter = 10 * time.Second
 // pods; evicting them) got nothing but failures:
 //
 //   - no answer: connection refused or reset, TLS or DNS failure, no
-//     answer within the request timeout;
+//     answer within the request timeout, an answer cut off (stream reset);
 //   - an answer saying the server itself is failing: any 5xx (a load
 //     balancer without backends, etcd without a leader, a crashing
 //     apiserver), or 429 Too Many Requests on a list or watch.
@@ -76,6 +77,17 @@ func IsUnreachable(err error) bool {
 	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return true
+	}
+	// An answer cut off after its headers: client-go reads the body
+	// itself and wraps the HTTP/2 error in a plain error ("stream error
+	// when reading response body, may be caused by closed connection"),
+	// not a *url.Error. A load balancer restarting mid-answer does this;
+	// the request may or may not have taken effect, and is retried.
+	var se http2.StreamError
+	var ge http2.GoAwayError
+	var ce http2.ConnectionError
+	if errors.As(err, &se) || errors.As(err, &ge) || errors.As(err, &ce) {
 		return true
 	}
 	var uerr *url.Error
