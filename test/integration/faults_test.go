@@ -6,29 +6,33 @@ package integration
 
 import (
 	"net/http"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gnsh/gnsh/test/internal/faultproxy"
 )
 
-var faultNodes = []string{"fail503", "mid503", "forcebudget"}
+var faultNodes = []string{"fail503", "mid503", "cutoff", "forcebudget"}
 
 func TestDrainFaults(t *testing.T) {
 	t.Parallel()
 	k := startCluster(t, faultNodes...)
-	px := faultproxy.ForControlPlane(t, k.cp)
 	for _, sc := range []struct {
 		name string
 		f    func(*testing.T, *cluster, *faultproxy.Proxy)
 	}{
 		{"503 on the Node at the start", test503AtStart},
 		{"503 mid-drain for unreachableAfter", test503MidDrain},
+		{"eviction answers cut off: retried", testEvictionCutOff},
 		{"-f: cordon and Event within one budget", testForceBudget},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
-			sc.f(t, k, px)
+			// A proxy each: a rule matches paths only (the Event POSTs
+			// of every node share one), and must not reach the others.
+			sc.f(t, k, faultproxy.ForControlPlane(t, k.cp))
 		})
 	}
 }
@@ -83,6 +87,59 @@ func test503MidDrain(t *testing.T, k *cluster, px *faultproxy.Proxy) {
 	}
 	n.wantCordon("reboot")
 	n.forceDelete()
+}
+
+// testEvictionCutOff: the evictions reach the API server, which carries
+// them out, but their answers break off half way (HTTP/2 stream reset, as
+// when a load balancer restarts while relaying them). gnsh retries them
+// like any request that got no answer, and the drain finishes. It used to
+// give the drain up at the first one ("cannot drain (evict …: stream
+// error when reading response body …)"): CI saw that when test503MidDrain's
+// Interrupt caught an eviction's answer in flight.
+func testEvictionCutOff(t *testing.T, k *cluster, px *faultproxy.Proxy) {
+	n := k.newNode(t, "cutoff")
+	n.replicaSet("slow", 2, podOpts{hold: true})
+	n.waitRunning(2)
+	const evictions = "^/api/v1/namespaces/ns-cutoff/pods/[^/]+/eviction$"
+	rule := px.Cut(http.MethodPost, evictions)
+	defer rule.Remove()
+	b := newLogind(t)
+	p := startCmd(t, b.bus, n.proxied(px, config("unreachableAfter: 20s")), "", "reboot")
+	// Until both evictions are cut off, then until both are retried and
+	// answered (or until reboot ends, as it did when it gave up at once).
+	until := func(cond func() bool) {
+		for !cond() {
+			select {
+			case <-p.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	until(func() bool { return rule.Hits() >= 2 })
+	rule.Remove()
+	re := regexp.MustCompile(evictions)
+	until(func() bool {
+		n := 0
+		for _, r := range px.Log() {
+			if r.Method == http.MethodPost && r.Rule == nil && re.MatchString(r.Path) && r.Code < 300 {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	n.forceDelete()
+	r := waitCmd(t, p, "reboot")
+	if r.Code != 0 {
+		t.Fatalf("exit %d, want 0", r.Code)
+	}
+	wantHandOff(t, "", b.ld.Calls(), "RebootWithFlags")
+	wantLines(t, r.Stderr, "gnsh: drained cutoff in …")
+	if strings.Contains(r.Stderr, "warning") {
+		t.Errorf("a warning: the cut answers were not retried")
+	}
+	n.wantCordon("reboot")
+	n.wantEvents(evStarted, evFinished, evShutdown)
 }
 
 // testForceBudget: reboot -f against an API server that hangs on the Node

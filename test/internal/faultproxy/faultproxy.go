@@ -2,7 +2,7 @@
 // the test control plane's kube-apiserver (test/internal/controlplane) and
 // makes chosen requests fail: answer a given status with a proper
 // metav1.Status body (401, 403, 429, 500, 503, …), hang until the client
-// gives up, or pass through. Everything else passes through unchanged,
+// gives up, pass through but cut the answer off, or pass through. Everything else passes through unchanged,
 // watches included (streamed, not buffered).
 //
 // It serves TLS with the API server's own serving certificate, so a
@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
@@ -112,6 +113,10 @@ const (
 	// Hang holds the request until the client gives up, the rule is
 	// removed (the request then passes through) or the proxy closes.
 	Hang
+	// Cut sends the request on to the API server, which acts on it, then
+	// sends the client the answer's status line, headers and half its
+	// body, and resets the stream (HTTP/2) or closes the connection.
+	Cut
 )
 
 // Rule is one fault (or exemption) in force.
@@ -277,6 +282,13 @@ func (p *Proxy) FailWith(method, path string, st metav1.Status) *Rule {
 // or the proxy closes.
 func (p *Proxy) Hang(method, path string) *Rule { return p.add(method, path, Hang, metav1.Status{}) }
 
+// Cut makes matching requests reach the API server (an eviction is
+// carried out) but their answers break off half way, as when a load
+// balancer restarts while it relays them: the client sees an HTTP/2
+// stream reset (client-go: "stream error when reading response body") or
+// an unexpected EOF. Not for watches: the answer is read whole first.
+func (p *Proxy) Cut(method, path string) *Rule { return p.add(method, path, Cut, metav1.Status{}) }
+
 // Pass lets matching requests through, whatever rules added before it say.
 func (p *Proxy) Pass(method, path string) *Rule { return p.add(method, path, Pass, metav1.Status{}) }
 
@@ -369,6 +381,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case Fail:
 			writeStatus(rec, r, rule.status)
 			return
+		case Cut:
+			p.cut(rec, r)
+			return
 		case Hang:
 			select {
 			case <-r.Context().Done():
@@ -421,6 +436,22 @@ func (p *Proxy) pass(w http.ResponseWriter, r *http.Request) {
 		r.Header.Add("Impersonate-Group", g)
 	}
 	p.asUser.ServeHTTP(w, r)
+}
+
+// cut passes r on, reads the whole answer, and sends w its status,
+// headers and the first half of its body before aborting.
+func (p *Proxy) cut(w http.ResponseWriter, r *http.Request) {
+	full := httptest.NewRecorder()
+	p.pass(full, r)
+	body := full.Body.Bytes()
+	for k, v := range full.Header() {
+		w.Header()[k] = v
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(full.Code)
+	_, _ = w.Write(body[:len(body)/2])
+	_ = http.NewResponseController(w).Flush()
+	panic(http.ErrAbortHandler)
 }
 
 // recorder notes the status sent.

@@ -336,6 +336,28 @@ func TestInterrupt(t *testing.T) {
 	}
 }
 
+// Cut: the request reaches the upstream, its answer breaks off half way.
+func TestCut(t *testing.T) {
+	f := newFixture(t)
+	r := f.proxy.Cut("GET", `^/api/v1/nodes/n1$`)
+	resp, err := f.node.Get(f.proxy.URL + "/api/v1/nodes/n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil || resp.StatusCode != 200 || resp.ProtoMajor != 2 || !strings.HasPrefix(string(b), `{"clientCN":"admin"`) {
+		t.Fatalf("%s %d, body %q, read error %v; want the upstream's 200 and half its body, then a stream error", resp.Proto, resp.StatusCode, b, err)
+	}
+	if log := f.proxy.Log(); r.Hits() != 1 || len(log) != 1 || log[0].Code != 200 || log[0].Rule != r {
+		t.Fatalf("hits %d, log %+v", r.Hits(), log)
+	}
+	// Other requests pass whole.
+	if code, body := get(t, f.node, f.proxy.URL+"/api/v1/nodes/n2"); code != 200 || !json.Valid(body) {
+		t.Fatalf("other path: %d %q", code, body)
+	}
+}
+
 // Rules change while requests flow (run with -race).
 func TestConcurrent(t *testing.T) {
 	f := newFixture(t)

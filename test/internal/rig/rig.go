@@ -215,6 +215,9 @@ func children(pid int) []int {
 
 // Wait waits for the command, at most a minute after Start, and returns
 // its result. It may be called more than once.
+// Done is closed when the command has ended; Wait then returns at once.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
 func (p *Proc) Wait() Result {
 	p.t.Helper()
 	p.once.Do(func() { p.res = p.wait() })
