@@ -2,8 +2,9 @@
 // the test control plane's kube-apiserver (test/internal/controlplane) and
 // makes chosen requests fail: answer a given status with a proper
 // metav1.Status body (401, 403, 429, 500, 503, …), hang until the client
-// gives up, pass through but cut the answer off, or pass through. Everything else passes through unchanged,
-// watches included (streamed, not buffered).
+// gives up, pass through but cut the answer off half way, or pass
+// through. Everything else passes through unchanged, watches included
+// (streamed, not buffered).
 //
 // It serves TLS with the API server's own serving certificate, so a
 // kubeconfig for the real server works against the proxy once its server
