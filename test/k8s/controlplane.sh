@@ -136,44 +136,35 @@ user_identity() { # NAME [GROUPS]
 
 # ---------- processes ----------
 
-# ours PID: is PID alive, not a zombie, and started with DIR in its argv?
-ours() {
-	[ -r "/proc/$1/cmdline" ] || return 1
-	case $(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null) in Z | X | "") return 1 ;; esac
-	tr '\0' '\n' <"/proc/$1/cmdline" 2>/dev/null | awk -v d="$D" '$0 == d || index($0, d "/") { f = 1 } END { exit !f }'
-}
-
-spawn() { # NAME ARGV...
-	n=$1
-	shift
-	setsid "$@" >"$D/logs/$n.log" 2>&1 </dev/null &
-	echo $! >"$R/$n.pid"
-}
+. "$here/procs.sh" # ours, alive, record, spawn
 
 stop_all() {
-	pids=
+	procs=
 	for n in kwok kube-controller-manager kube-apiserver etcd watchdog; do
 		f=$R/$n.pid
 		[ -f "$f" ] || continue
 		p=$(cat "$f")
-		rm -f "$f"
+		st=$(cat "$R/$n.start" 2>/dev/null || :)
+		rm -f "$f" "$R/$n.start"
 		[ "$p" = "$$" ] && continue # the watchdog stopping us
-		if ours "$p"; then
+		if alive "$p" "$st"; then
 			kill -TERM "$p" 2>/dev/null || :
-			pids="$pids $p"
+			procs="$procs $p:$st"
 		fi
 	done
 	i=0
-	for p in $pids; do
-		while ours "$p" && [ $i -lt 100 ]; do
+	for ps in $procs; do
+		p=${ps%%:*} st=${ps#*:}
+		while alive "$p" "$st" && [ $i -lt 100 ]; do
 			sleep 0.1
 			i=$((i + 1))
 		done
-		ours "$p" && kill -KILL "$p" 2>/dev/null || :
+		alive "$p" "$st" && kill -KILL "$p" 2>/dev/null || :
 	done
-	for p in $pids; do # wait out SIGKILL too
+	for ps in $procs; do # wait out SIGKILL too
+		p=${ps%%:*} st=${ps#*:}
 		j=0
-		while ours "$p" && [ $j -lt 50 ]; do
+		while alive "$p" "$st" && [ $j -lt 50 ]; do
 			sleep 0.1
 			j=$((j + 1))
 		done
@@ -225,7 +216,7 @@ try_start() {
 			-H "Authorization: Bearer $ADMIN_TOKEN" "https://127.0.0.1:$AP/readyz" || :)
 		[ "$code" = 200 ] && return 0
 		for n in etcd kube-apiserver; do
-			if ! ours "$(cat "$R/$n.pid")"; then
+			if ! ours "$n"; then
 				if grep -qi 'address already in use' "$D/logs/$n.log"; then
 					stop_all
 					return 2
@@ -257,7 +248,7 @@ start() {
 		[ -x "$BIN/$b" ] || die "$BIN/$b missing"
 	done
 	for n in etcd kube-apiserver; do
-		[ -f "$R/$n.pid" ] && ours "$(cat "$R/$n.pid")" && die "already running in $D"
+		ours "$n" && die "already running in $D"
 	done
 	mkdir -p "$R" "$D/logs"
 	rm -f "$D/env"
@@ -282,7 +273,7 @@ start() {
 	# Bounded wait until the disruption controller runs (about 0.2 s).
 	i=0
 	until grep -q 'Starting disruption controller' "$D/logs/kube-controller-manager.log"; do
-		if ! ours "$(cat "$R/kube-controller-manager.pid")" || [ $i -ge 300 ]; then
+		if ! ours kube-controller-manager || [ $i -ge 300 ]; then
 			tail -n 20 "$D/logs/kube-controller-manager.log" >&2
 			stop_all
 			die "kube-controller-manager did not start its disruption controller"
@@ -318,7 +309,7 @@ EOF
 	if [ -n "${CP_OWNER_PID:-}" ]; then
 		setsid sh -c 'while kill -0 "$1" 2>/dev/null && [ -f "$2/run/kube-apiserver.pid" ]; do sleep 1; done
 			exec "$0" stop "$2"' "$here/controlplane.sh" "$CP_OWNER_PID" "$D" >/dev/null 2>&1 </dev/null &
-		echo $! >"$R/watchdog.pid"
+		record watchdog $!
 	fi
 	echo "controlplane.sh: ready at $SERVER: apiserver $((t1 - t0)) ms, all $((t2 - t0)) ms (state in $D)" >&2
 }
