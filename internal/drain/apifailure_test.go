@@ -287,3 +287,69 @@ func TestUnreachableErrorMessage(t *testing.T) {
 		}
 	}
 }
+
+// An API server shedding load answers every eviction 429 without the
+// DisruptionBudget cause (API Priority and Fairness, a rate-limiting
+// proxy): that is a failing server, counted toward UnreachableAfter, not a
+// PodDisruptionBudget's refusal that would hold the reboot for the whole
+// Timeout and then refuse it.
+func TestDrainEvictionsShedFor429(t *testing.T) {
+	cl := newCluster(pod("web-1"), pod("web-2"))
+	shed := apierrors.NewTooManyRequests("too many requests, please try again later", 1)
+	cl.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return a.GetSubresource() == "eviction", nil, shed
+	})
+	d := fakeDrain(t, cl, Options{Node: "node1", Timeout: 5 * time.Minute, RetryDelay: 100 * time.Millisecond,
+		MaxRetryDelay: time.Second}, 100*time.Millisecond, nil)
+	var ue *UnreachableError
+	if !errors.As(d.err, &ue) || !IsAPIFailure(d.err) {
+		t.Fatalf("err %v (%T), want *UnreachableError", d.err, d.err)
+	}
+	if errors.As(d.err, new(*BlockedError)) {
+		t.Fatalf("err %v: a 429 without the DisruptionBudget cause taken for a budget", d.err)
+	}
+	if ue.For < DefaultUnreachableAfter || d.took > DefaultUnreachableAfter+10*time.Second {
+		t.Errorf("gave up after %v failing, %v in all (UnreachableAfter %v)", ue.For, d.took, DefaultUnreachableAfter)
+	}
+	if msg := ue.Error(); !strings.Contains(msg, "429 Too Many Requests") {
+		t.Errorf("message %q, want the 429", msg)
+	}
+}
+
+// The eviction subresource also refuses with 403 and the DisruptionBudget
+// cause while a budget's status is off (disruptionsAllowed negative, too
+// many evictions the disruption controller has not confirmed): that is the
+// budget's refusal, retried, never an identity that may not evict.
+func TestClassifyEvictionBudgetCause(t *testing.T) {
+	p := &Pod{Pod: *pod("db-0")}
+	budget := func(err *apierrors.StatusError, msg string) error {
+		err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Type: policyv1.DisruptionBudgetCause, Message: msg})
+		return err
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want evictResult
+		pdb  string
+	}{
+		{"429 budget", budget(apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0),
+			"The disruption budget db-pdb needs 3 healthy pods and has 3 currently"), evictRefused, "db-pdb"},
+		{"429 budget in processing", budget(apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10),
+			"The disruption budget db-pdb is still being processed by the server."), evictRefused, "db-pdb"},
+		{"403 budget negative", budget(apierrors.NewForbidden(schema.GroupResource{Group: "policy", Resource: "poddisruptionbudget"}, "db-pdb",
+			errors.New("pdb disruptions allowed is negative")),
+			"The disruption budget db-pdb does not allow evicting pods currently: pdb disruptions allowed is negative"), evictRefused, "db-pdb"},
+		{"429 shedding", apierrors.NewTooManyRequests("too many requests, please try again later", 1), evictServerFailing, ""},
+		{"403 identity", apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "db-0", errors.New("no")), evictFailed, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := classifyEviction(context.Background(), p, tc.err)
+			if o.result != tc.want {
+				t.Fatalf("result %d, want %d (%v)", o.result, tc.want, tc.err)
+			}
+			if tc.pdb != "" && (o.blocked == nil || o.blocked.PDB != tc.pdb) {
+				t.Fatalf("blocked %+v, want PodDisruptionBudget %s", o.blocked, tc.pdb)
+			}
+		})
+	}
+}

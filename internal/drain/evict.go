@@ -23,12 +23,15 @@ type evictResult int
 const (
 	// evictAccepted: the pod is being deleted, or already gone.
 	evictAccepted evictResult = iota
-	// evictRefused: a PodDisruptionBudget (429), more than one budget
-	// (500 saying so), or a terminating namespace (403) refused it for
-	// now; retried after a backoff.
+	// evictRefused: a PodDisruptionBudget (an answer with the
+	// DisruptionBudget cause: 429, or 403 while the budget's status is
+	// off), more than one budget (500 saying so), or a terminating
+	// namespace (403) refused it for now; retried after a backoff.
 	evictRefused
-	// evictServerFailing: no answer, or a 5xx that is not about budgets;
-	// retried after a backoff, and counted toward UnreachableAfter.
+	// evictServerFailing: no answer, a 5xx that is not about budgets, or
+	// a 429 without the DisruptionBudget cause (API Priority and Fairness
+	// shedding load, a rate-limiting proxy); retried after a backoff, and
+	// counted toward UnreachableAfter.
 	evictServerFailing
 	// evictFailed ends the drain: 401, another 403, or anything else the
 	// retries cannot change.
@@ -103,7 +106,9 @@ func classifyEviction(ctx context.Context, p *Pod, err error) evictOutcome {
 		// reports both as gone.
 		o.err = nil
 		return o
-	case code == http.StatusTooManyRequests:
+	case hasCause(err, policyv1.DisruptionBudgetCause):
+		// Only the budget's own refusal: a 429 without this cause is the
+		// API server shedding load (Priority and Fairness), a failure.
 		b := pdbBlock(p, err)
 		return refused(b.Reason, b.PDB)
 	case code == http.StatusInternalServerError && strings.Contains(err.Error(), multiplePDBs):
@@ -149,7 +154,7 @@ func hasCause(err error, t metav1.CauseType) bool {
 	return false
 }
 
-// pdbBlock turns a 429 into a Blocked, naming the PodDisruptionBudget from
+// pdbBlock turns a budget's refusal into a Blocked, naming the PodDisruptionBudget from
 // the DisruptionBudget cause ("The disruption budget NAME needs …").
 func pdbBlock(p *Pod, err error) *Blocked {
 	b := &Blocked{Pod: p.Name(), Reason: err.Error()}

@@ -33,12 +33,15 @@ const DefaultUnreachableAfter = 10 * time.Second
 //     answer within the request timeout, an answer cut off (stream reset);
 //   - an answer saying the server itself is failing: any 5xx (a load
 //     balancer without backends, etcd without a leader, a crashing
-//     apiserver), or 429 Too Many Requests on a list or watch.
+//     apiserver), or 429 Too Many Requests (API Priority and Fairness
+//     shedding load, a rate-limiting proxy).
 //
-// Only an answer that is not such a failure ends a run of failures. A 429
-// to an eviction is a PodDisruptionBudget's refusal, not a failure, and
-// so is the 500 an eviction gets for a pod under more than one
-// PodDisruptionBudget: those make the drain blocked, not unreachable.
+// Only an answer that is not such a failure ends a run of failures. An
+// eviction's answer that carries the DisruptionBudget cause (429, or 403
+// while the budget's status is off) is a PodDisruptionBudget's refusal,
+// not a failure, and so is the 500 an eviction gets for a pod under more
+// than one PodDisruptionBudget: those make the drain blocked, not
+// unreachable.
 type UnreachableError struct {
 	For time.Duration // how long it has been failing; 0 at the start
 	Err error         // the last failure
