@@ -17,7 +17,7 @@
 //
 // The decision and the patch are one resourceVersion-guarded
 // drain.Uncordon, so a change made in between is never overwritten, and
-// they run under the drain lock (/run/gnsh/drain.lock), so the agent never
+// they run under the drain lock (/run/gnsh/drain.flock), so the agent never
 // undoes a cordon that a drain running at that moment relies on (it waits
 // for the drain to end). Nor while systemd-logind prepares for a shutdown,
 // or has one due within drainTimeout (Shutdown): a reboot run right after

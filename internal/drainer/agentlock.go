@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,7 +17,7 @@ import (
 // wrapper probes it (AgentRunning) to tell whether anything will drain
 // ahead of a shutdown scheduled beyond the drain timeout; no D-Bus is
 // needed, and the lock goes with the agent's process however it ends.
-const AgentLockName = "agent.lock"
+const AgentLockName = "agent.flock"
 
 // AgentLock is the node agent's lock, held until Release or the process's
 // end.
@@ -35,29 +34,6 @@ func (e *AgentRunningError) Error() string {
 	return "another gnsh agent is running"
 }
 
-// openInLockDir creates dir (0755) if needed, checks that it is a
-// directory and not a symlink, and opens dir/name with flags, never
-// following a symlink, creating it 0644 if O_CREAT is given. The drain
-// lock and the agent's lock are made alike.
-func openInLockDir(dir, name string, flags int) (*os.File, error) {
-	if flags&unix.O_CREAT != 0 {
-		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return nil, err
-		}
-	}
-	if fi, err := os.Lstat(dir); err != nil {
-		return nil, err
-	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("%s is not a directory", dir)
-	}
-	path := filepath.Join(dir, name)
-	fd, err := unix.Open(path, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	return os.NewFile(uintptr(fd), path), nil
-}
-
 // HoldAgentLock takes the agent's lock in dir (DefaultLockDir if "")
 // (trying for half a second: a probe holds a shared lock for a moment)
 // and writes this process's ID into it. Another agent
@@ -66,28 +42,29 @@ func HoldAgentLock(dir string) (*AgentLock, error) {
 	if dir == "" {
 		dir = DefaultLockDir
 	}
-	f, err := openInLockDir(dir, AgentLockName, unix.O_RDWR|unix.O_CREAT)
-	if err != nil {
-		return nil, err
-	}
 	// A probe (AgentRunning, gnsh status) holds a shared lock for a few
 	// microseconds: try again for a moment before taking the lock for
 	// another agent's.
+	var f *os.File
+	var err error
 	for i := 0; i < 20; i++ {
-		if err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+		if f, err = lockFile(dir, AgentLockName, unix.LOCK_EX); !errors.Is(err, syscall.EWOULDBLOCK) {
 			break
 		}
-		time.Sleep(25 * time.Millisecond)
+		if i < 19 {
+			f.Close()
+			time.Sleep(25 * time.Millisecond)
+		}
 	}
 	if err != nil {
-		defer f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
+			defer f.Close()
 			b := make([]byte, 32)
 			n, _ := f.ReadAt(b, 0)
 			pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
 			return nil, &AgentRunningError{PID: pid}
 		}
-		return nil, &os.PathError{Op: "flock", Path: f.Name(), Err: err}
+		return nil, err
 	}
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
@@ -109,15 +86,16 @@ func (l *AgentLock) Release() {
 // (DefaultLockDir if ""): a non-blocking shared flock on the file fails
 // exactly while the agent's exclusive one is held; a shared lock it gets
 // is dropped at once (closing the file). It opens the file read-only,
-// without creating it or following a symlink, so any user may ask.
-// exists is false when there is no such file (no agent has run since
-// boot: /run is a tmpfs). An error (say, /run/gnsh unreadable) comes with
-// false, false.
+// without creating it or following a symlink. Only root may ask: the
+// directory is root's alone (lockdir.go), and another user gets an error
+// wrapping fs.ErrPermission (systemd's ActiveState of gnsh.service tells
+// them instead). exists is false when there is no such file (no agent has
+// run since boot: /run is a tmpfs). An error comes with false, false.
 func ProbeAgentLock(dir string) (held, exists bool, err error) {
 	if dir == "" {
 		dir = DefaultLockDir
 	}
-	f, err := openInLockDir(dir, AgentLockName, unix.O_RDONLY)
+	f, err := openRunFile(dir, AgentLockName)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, false, nil
 	}

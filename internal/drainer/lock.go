@@ -15,6 +15,9 @@ import (
 // DefaultLockDir holds the lock that allows one drain per node at a time.
 const DefaultLockDir = "/run/gnsh"
 
+// DrainLockName is the drain lock's file in the lock directory.
+const DrainLockName = "drain.flock"
+
 // Holder is who holds the drain lock; it is written into the lock file so
 // that a second invocation can say who is draining.
 type Holder struct {
@@ -64,25 +67,20 @@ type lockError struct{ err error }
 func (e *lockError) Error() string { return "cannot take the drain lock: " + e.err.Error() }
 func (e *lockError) Unwrap() error { return e.err }
 
-// Lock is a held drain lock: an flock(2) on DIR/drain.lock, released when
+// Lock is a held drain lock: an flock(2) on DIR/drain.flock, released when
 // the process exits, however it exits.
 type Lock struct{ f *os.File }
 
-// Acquire takes the lock without waiting. The directory is created 0755
-// and must not be a symlink; the file is opened without following
-// symlinks and created 0644.
+// Acquire takes the lock without waiting. The directory is root's alone
+// (0700) and the file 0600, neither reached through a symlink (lockdir.go).
 func Acquire(dir string, h Holder) (*Lock, error) {
-	f, err := openInLockDir(dir, "drain.lock", unix.O_RDWR|unix.O_CREAT)
+	f, err := lockFile(dir, DrainLockName, unix.LOCK_EX)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		defer f.Close()
+		return nil, &HeldError{Holder: readHolder(f)}
+	}
 	if err != nil {
 		return nil, &lockError{err}
-	}
-	path := f.Name()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		defer f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, &HeldError{Holder: readHolder(f)}
-		}
-		return nil, &lockError{&os.PathError{Op: "flock", Path: path, Err: err}}
 	}
 	b, _ := json.Marshal(h)
 	if err := f.Truncate(0); err == nil {

@@ -26,8 +26,11 @@ func TestAgentLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	fi, err := os.Lstat(filepath.Join(dir, AgentLockName))
-	if err != nil || fi.Mode() != 0o644 {
+	if err != nil || fi.Mode() != 0o600 {
 		t.Fatalf("lock file: %v, %v", fi, err)
+	}
+	if di, err := os.Lstat(dir); err != nil || di.Mode() != os.ModeDir|0o700 {
+		t.Fatalf("lock directory: %v, %v", di, err)
 	}
 	if running, err := AgentRunning(dir); !running || err != nil {
 		t.Fatalf("lock held: running %v, %v", running, err)
@@ -52,7 +55,7 @@ func TestAgentLock(t *testing.T) {
 // still gets the lock (it used to exit as if another agent ran).
 func TestAgentLockWhileProbed(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, AgentLockName), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, AgentLockName), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	probe, err := os.Open(filepath.Join(dir, AgentLockName))
@@ -84,8 +87,8 @@ func TestAgentLockNotFollowedThroughSymlink(t *testing.T) {
 	if err := os.Symlink(target, filepath.Join(dir, AgentLockName)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := HoldAgentLock(dir); err == nil {
-		t.Fatal("lock taken through a symlink")
+	if _, err := HoldAgentLock(dir); err == nil || !strings.Contains(err.Error(), "is a symlink: remove it") {
+		t.Fatalf("lock taken through a symlink: %v", err)
 	}
 	if _, err := os.Lstat(target); !os.IsNotExist(err) {
 		t.Errorf("the symlink's target was created: %v", err)
@@ -323,7 +326,7 @@ func TestDryRunNote(t *testing.T) {
 		if !d.DryRunAt(at) || d.DryRunAt(at.Add(time.Second)) {
 			t.Fatal("DryRunAt does not name the dry run")
 		}
-		if fi, err := os.Lstat(filepath.Join(d.LockDir, DryRunName)); err != nil || fi.Mode() != 0o644 {
+		if fi, err := os.Lstat(filepath.Join(d.LockDir, DryRunName)); err != nil || fi.Mode() != 0o600 {
 			t.Errorf("note: %v, %v", fi, err)
 		}
 		d2 := newDrainer(t, f, "")

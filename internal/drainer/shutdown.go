@@ -43,16 +43,16 @@ func (d *Drainer) writeMarker(action string, deadline *time.Time) error {
 	return d.writeRunFile(MarkerName, data)
 }
 
-// writeRunFile writes name in the lock directory: a temporary file made
-// with O_EXCL|O_NOFOLLOW, 0644, renamed over name.
+// writeRunFile writes name in the lock directory (root's alone, 0700): a
+// temporary file made 0600 with O_EXCL|O_NOFOLLOW, renamed over name.
 func (d *Drainer) writeRunFile(name string, data []byte) error {
 	dir := d.lockDir()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := ensureLockDir(dir); err != nil {
 		return err
 	}
 	tmp := filepath.Join(dir, fmt.Sprintf(".%s.%d", name, os.Getpid()))
 	_ = os.Remove(tmp)
-	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, lockFileMode)
 	if err != nil {
 		return &os.PathError{Op: "open", Path: tmp, Err: err}
 	}
@@ -60,9 +60,6 @@ func (d *Drainer) writeRunFile(name string, data []byte) error {
 	_, err = f.Write(append(data, '\n'))
 	if cerr := f.Close(); err == nil {
 		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644) // whatever the umask
 	}
 	if err == nil {
 		err = os.Rename(tmp, filepath.Join(dir, name))
@@ -76,12 +73,10 @@ func (d *Drainer) writeRunFile(name string, data []byte) error {
 // readRunFile decodes the JSON in name in the lock directory, never
 // following a symlink.
 func (d *Drainer) readRunFile(name string, v any) error {
-	path := filepath.Join(d.lockDir(), name)
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	f, err := openRunFile(d.lockDir(), name)
 	if err != nil {
-		return &os.PathError{Op: "open", Path: path, Err: err}
+		return err
 	}
-	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	return json.NewDecoder(f).Decode(v)
 }

@@ -19,8 +19,8 @@ func TestDrainedShutdownWritesMarker(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no marker: %v", err)
 	}
-	if fi.Mode() != 0o644 {
-		t.Errorf("marker mode %v, want -rw-r--r--", fi.Mode())
+	if fi.Mode() != 0o600 {
+		t.Errorf("marker mode %v, want -rw-------", fi.Mode())
 	}
 	m, err := d.ReadMarker()
 	if err != nil || m.BootID != "boot-1" || m.Action != "reboot" || time.Since(m.Time) > time.Minute {

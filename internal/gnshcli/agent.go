@@ -58,7 +58,7 @@ func agentCommand(code *int, env *dispatch.Env) *cli.Command {
 			"already; dry runs (shutdown -k, noted by the wrapper in /run/gnsh/dry-run) and\n" +
 			"soft-reboot are not drained for. If the schedule is cancelled, or moved beyond\n" +
 			"drainTimeout, it undoes gnsh's cordon for it (never an admin's). While it runs\n" +
-			"it holds an flock on /run/gnsh/agent.lock: the wrapper says whether the agent\n" +
+			"it holds an flock on /run/gnsh/agent.flock: the wrapper says whether the agent\n" +
 			"will drain a far schedule; a second agent exits with status 1.\n" +
 			"\n" +
 			"It tells systemd READY=1 at once (it never delays boot) and its\n" +

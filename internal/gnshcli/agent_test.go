@@ -161,7 +161,7 @@ func TestAgentHelpAndArgs(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb)
 	}
 	for _, want := range []string{"gnsh.service", "Ready for this boot", "'gnsh drain' maintenance cordon", "SIGTERM", "--kubeconfig",
-		"drains ahead of a shutdown scheduled beyond drainTimeout", "/run/gnsh/agent.lock"} {
+		"drains ahead of a shutdown scheduled beyond drainTimeout", "/run/gnsh/agent.flock"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, out)
 		}

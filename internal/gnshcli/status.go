@@ -56,7 +56,7 @@ func statusCommand(env *dispatch.Env) *cli.Command {
 			"--config, else /var/lib/kubelet/config.yaml), what reboot/shutdown/poweroff/halt run for\n" +
 			"root's PATH and sudo's secure_path, the kubeconfig, the Node (schedulable? gnsh's\n" +
 			"cordon?) and the node agent (gnsh.service, and the lock it holds while it runs:\n" +
-			"/run/gnsh/agent.lock). A fact that cannot be read shows its error in\n" +
+			"/run/gnsh/agent.flock). A fact that cannot be read shows its error in\n" +
 			"place; the exit status is 0 all the same.\n\n" +
 			"--output json prints one object with these stable fields (an \"error\" field, or\n" +
 			"\"…Error\", says why a fact is missing):\n" +

@@ -45,7 +45,7 @@ func TestWriteStatusLayout(t *testing.T) {
 			Cordon:      &drain.Ownership{Action: "reboot", User: "alice", TTY: "pts/0", Time: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)},
 			SameMachine: boolp(true), SameWhy: "Node node1 has this machine's machine ID m1"},
 		Agent: nodefacts.AgentFacts{Unit: "gnsh.service", ActiveState: "unknown", Error: "systemd not reachable: timed out\nreally",
-			LockPath: "/run/gnsh/agent.lock", Lock: "held", Running: true},
+			LockPath: "/run/gnsh/agent.flock", Lock: "held", Running: true},
 	}
 	var b bytes.Buffer
 	WriteStatus(&b, r)
@@ -67,7 +67,7 @@ node                node1 (from certificate), unschedulable
 cordon              by gnsh for reboot, by alice on pts/0 at 2026-11-22T10:00:00Z
 this machine        yes: Node node1 has this machine's machine ID m1
 agent               gnsh.service: unknown (error: systemd not reachable: timed out really)
-agent runs          yes (/run/gnsh/agent.lock held), delay lock on shutdown no
+agent runs          yes (/run/gnsh/agent.flock held), delay lock on shutdown no
 `
 	if b.String() != want {
 		t.Fatalf("layout:\n%s\nwant:\n%s", b.String(), want)
@@ -149,7 +149,7 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 		"halt                root: /usr/sbin/halt → /usr/bin/systemctl (systemctl)\n",
 		"node                unknown (error: no kubeconfig)\n",
 		"agent               gnsh.service: unknown (error: ",
-		"agent runs          no (/run/gnsh/agent.lock absent)\n",
+		"agent runs          no (/run/gnsh/agent.flock absent)\n",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("status lacks %q:\n%s", want, text)
@@ -189,7 +189,7 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 		"warn  node                  not checked: no kubeconfig",
 		"warn  API access            not checked: no kubeconfig",
 		"fail  agent                 gnsh.service: state unknown (Unknown method GetUnit or interface org.freedesktop.systemd1.Manager.), " +
-			"no agent holds /run/gnsh/agent.lock: nothing uncordons the node after a reboot",
+			"no agent holds /run/gnsh/agent.flock: nothing uncordons the node after a reboot",
 	} {
 		if !strings.HasPrefix(lines[i], want) {
 			t.Errorf("doctor line %d:\n got %s\nwant %s…", i+1, lines[i], want)

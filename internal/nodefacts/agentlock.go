@@ -1,7 +1,9 @@
 package nodefacts
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 
 	"github.com/gnsh/gnsh/internal/drainer"
@@ -16,6 +18,10 @@ const (
 	LockHeld   = "held"   // an agent holds it: the agent runs
 	LockFree   = "free"   // the file exists, nobody holds it
 	LockAbsent = "absent" // no such file: no agent has run since boot (/run is a tmpfs)
+	// LockRootOnly: the lock directory is root's alone (no other user
+	// may open a lock, or could hold it): only systemd's ActiveState
+	// tells another user whether the agent runs.
+	LockRootOnly = "root only"
 )
 
 // ProbeAgentLock says whether the node agent holds its lock at path (a
@@ -27,6 +33,8 @@ func ProbeAgentLock(path string) (string, error) {
 	}
 	held, exists, err := drainer.ProbeAgentLock(filepath.Dir(path))
 	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return LockRootOnly, nil
 	case err != nil:
 		return "", err
 	case held:

@@ -12,7 +12,7 @@ import (
 // another open file (as the agent holds it), free again once released;
 // a shared lock held by someone else is not the agent's.
 func TestProbeAgentLock(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "agent.lock")
+	p := filepath.Join(t.TempDir(), "agent.flock")
 	probe := func(want string) {
 		t.Helper()
 		got, err := ProbeAgentLock(p)
@@ -60,13 +60,13 @@ func TestProbeAgentLockUnreadable(t *testing.T) {
 		if err := os.WriteFile(p, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		got, err := ProbeAgentLock(filepath.Join(p, "agent.lock"))
+		got, err := ProbeAgentLock(filepath.Join(p, "agent.flock"))
 		if got != "" || err == nil || !strings.Contains(err.Error(), "not a directory") {
 			t.Fatalf("%q %v", got, err)
 		}
 		return
 	}
-	p := filepath.Join(t.TempDir(), "agent.lock")
+	p := filepath.Join(t.TempDir(), "agent.flock")
 	if err := os.WriteFile(p, nil, 0); err != nil {
 		t.Fatal(err)
 	}

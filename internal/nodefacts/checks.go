@@ -425,6 +425,8 @@ func CheckAgent(r *Report) Check {
 	switch {
 	case a.Lock == LockHeld:
 		lock = "an agent holds " + path
+	case a.Lock == LockRootOnly:
+		lock = path + " is root's (gnsh doctor as root probes it)"
 	case a.LockError != "":
 		lock = "cannot probe " + path + ": " + a.LockError
 	default:

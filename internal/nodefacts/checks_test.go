@@ -180,21 +180,27 @@ func TestChecks(t *testing.T) {
 		{"agent not installed", func(r *Report) {
 			r.Agent.ActiveState, r.Agent.LoadState, r.Agent.Lock = "inactive", "not-found", LockAbsent
 		}, CheckAgent, Fail,
-			"gnsh.service is inactive (not-found), no agent holds /run/gnsh/agent.lock: nothing uncordons the node after a reboot, and shutdowns that bypass the wrapper",
+			"gnsh.service is inactive (not-found), no agent holds /run/gnsh/agent.flock: nothing uncordons the node after a reboot, and shutdowns that bypass the wrapper",
 			"systemctl enable --now gnsh.service"},
 		{"agent failed, lock free", func(r *Report) { r.Agent.ActiveState, r.Agent.Lock = "failed", LockFree }, CheckAgent, Fail,
-			"gnsh.service is failed, no agent holds /run/gnsh/agent.lock:", "systemctl enable --now gnsh.service"},
+			"gnsh.service is failed, no agent holds /run/gnsh/agent.flock:", "systemctl enable --now gnsh.service"},
 		{"agent unknown, no lock", func(r *Report) {
 			r.Agent = AgentFacts{Unit: AgentUnit, ActiveState: "unknown", Error: "systemd not reachable", LockPath: AgentLockPath, Lock: LockAbsent}
-		}, CheckAgent, Fail, "gnsh.service: state unknown (systemd not reachable), no agent holds /run/gnsh/agent.lock", "systemctl enable --now"},
+		}, CheckAgent, Fail, "gnsh.service: state unknown (systemd not reachable), no agent holds /run/gnsh/agent.flock", "systemctl enable --now"},
 		{"agent unknown, lock held", func(r *Report) {
 			r.Agent = AgentFacts{Unit: AgentUnit, ActiveState: "unknown", Error: "systemd not reachable", LockPath: AgentLockPath, Lock: LockHeld}
 		}, CheckAgent, OK, "the agent runs (gnsh.service: state unknown (systemd not reachable)) and holds its delay lock", ""},
+		{"agent lock root's", func(r *Report) {
+			r.Agent.ActiveState, r.Agent.Lock = "active", LockRootOnly
+		}, CheckAgent, OK, "gnsh.service is active", ""},
+		{"agent lock root's, unit off", func(r *Report) {
+			r.Agent.ActiveState, r.Agent.Lock = "inactive", LockRootOnly
+		}, CheckAgent, Fail, "gnsh.service is inactive, /run/gnsh/agent.flock is root's (gnsh doctor as root probes it)", "systemctl enable"},
 		{"agent lock unprobed", func(r *Report) {
-			r.Agent.ActiveState, r.Agent.Lock, r.Agent.LockError = "inactive", "", "open /run/gnsh/agent.lock: permission denied"
-		}, CheckAgent, Fail, "cannot probe /run/gnsh/agent.lock: open /run/gnsh/agent.lock: permission denied", "systemctl enable"},
+			r.Agent.ActiveState, r.Agent.Lock, r.Agent.LockError = "inactive", "", "open /run/gnsh/agent.flock: permission denied"
+		}, CheckAgent, Fail, "cannot probe /run/gnsh/agent.flock: open /run/gnsh/agent.flock: permission denied", "systemctl enable"},
 		{"agent run by hand", func(r *Report) { r.Agent.ActiveState = "inactive" }, CheckAgent, Warn,
-			"an agent holds /run/gnsh/agent.lock, but gnsh.service is inactive: an agent runs outside the unit", "stop that agent"},
+			"an agent holds /run/gnsh/agent.flock, but gnsh.service is inactive: an agent runs outside the unit", "stop that agent"},
 		{"agent without its delay lock", func(r *Report) { r.Logind.GnshLock = false }, CheckAgent, Warn,
 			"holds no delay lock on shutdown (who gnsh): a shutdown that bypasses the wrapper is not drained. It takes the lock once it has found a kubeconfig",
 			"journalctl -u gnsh.service"},

@@ -190,7 +190,7 @@ func TestDoctorAgent(t *testing.T) {
 	const unknown = "gnsh.service: state unknown (Unknown method GetUnit or interface org.freedesktop.systemd1.Manager.)"
 
 	// No lock file in /run: no agent has run since boot.
-	if got, want := agentLine(), "fail  agent                 "+unknown+", no agent holds /run/gnsh/agent.lock: nothing uncordons"; !strings.HasPrefix(got, want) {
+	if got, want := agentLine(), "fail  agent                 "+unknown+", no agent holds /run/gnsh/agent.flock: nothing uncordons"; !strings.HasPrefix(got, want) {
 		t.Errorf("got  %s\nwant %s…", got, want)
 	}
 	// An agent holds its lock (as the agent will: an exclusive flock for
@@ -198,7 +198,7 @@ func TestDoctorAgent(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(runDir, "gnsh"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Create(filepath.Join(runDir, "gnsh", "agent.lock"))
+	f, err := os.Create(filepath.Join(runDir, "gnsh", "agent.flock"))
 	if err != nil {
 		t.Fatal(err)
 	}

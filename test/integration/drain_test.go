@@ -864,7 +864,7 @@ func testLock(t *testing.T, k *cluster) {
 	}
 	wantHandOff(t, "", b.ld.Calls(), "RebootWithFlags")
 	n.wantCordon("reboot")
-	if b, err := os.ReadFile(filepath.Join(runDir, "gnsh", "drain.lock")); err != nil || len(b) != 0 {
+	if b, err := os.ReadFile(filepath.Join(runDir, "gnsh", "drain.flock")); err != nil || len(b) != 0 {
 		t.Errorf("lock file after the drain: %q, %v; want it empty", b, err)
 	}
 }

@@ -69,7 +69,7 @@ type Spec struct {
 	// Param, if set, is written to /run/systemd/reboot-param first.
 	Param string
 	// RunDir, if set, is bind-mounted at /run instead of a fresh tmpfs, so
-	// that several commands share one /run (e.g. /run/gnsh/drain.lock).
+	// that several commands share one /run (e.g. /run/gnsh/drain.flock).
 	RunDir string
 	// Hide lists directories (without spaces) to cover with an empty tmpfs
 	// where they exist, e.g. /etc/kubernetes, so the command cannot see
