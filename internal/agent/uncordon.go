@@ -134,6 +134,12 @@ type Uncordoner struct {
 	// the API server answered: gnsh agent then starts guarding shutdowns
 	// beside the wait for the Node to be Ready.
 	OnNode func()
+	// Check is asked about the Node before anything is decided, and goes
+	// with the uncordon's patch (drain.Check): gnsh agent's is that the
+	// Node is this machine (kube.HostID.Check), so that a wrong node name
+	// never makes another machine's Node, Ready with a heartbeat after this
+	// boot, lose a cordon its own reboot relies on. nil checks nothing.
+	Check drain.Check
 	// Events: post the GnshUncordoned Event on the Node.
 	Events bool
 	// Out receives the log: one line an event, each starting "gnsh: ".
@@ -286,6 +292,11 @@ func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bo
 	if err != nil {
 		return Result{}, false, fmt.Errorf("read Node: %w", err)
 	}
+	if u.Check != nil {
+		if err := u.Check(n); err != nil {
+			return u.otherMachine(node, err), true, nil
+		}
+	}
 	ok, why := ReadyForBoot(n, boot, bootID, nil)
 	if !ok && readyTrue(n) {
 		// The Node's heartbeat may be minutes old while the kubelet is
@@ -339,8 +350,11 @@ func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bo
 	}
 	uctx, cancel := context.WithTimeout(ctx, 2*timeout)
 	defer cancel()
-	undone, err := drain.Uncordon(uctx, c, node, only)
+	undone, err := drain.Uncordon(uctx, c, node, only, u.Check)
 	unlock() // the Event needs no lock: a drain may start now
+	if errors.As(err, new(*kube.OtherMachineError)) {
+		return u.otherMachine(node, err), true, nil
+	}
 	if err != nil {
 		return Result{}, false, err
 	}
@@ -364,6 +378,14 @@ func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bo
 		o = drain.Owner(n)
 	}
 	return u.left(node, n, o, bootID, boot), true, nil
+}
+
+// otherMachine is the end of the uncordon when Check says the Node is
+// another machine (err): nothing of it is touched, and the line says how
+// to name this node.
+func (u *Uncordoner) otherMachine(node string, err error) Result {
+	return Result{Outcome: Left, Node: node,
+		Why: err.Error() + ": nothing uncordoned; set node in /etc/gnsh/config.yaml (or --node) to this machine's Node name"}
 }
 
 // left explains why nothing was uncordoned.

@@ -33,6 +33,22 @@ const CordonAnnotation = "gnsh.io/cordoned"
 // server would take as manager name anyway.
 const FieldManager = "gnsh"
 
+// Check is asked about a Node as read, before every write gnsh makes to
+// it (Cordon, Adopt, GiveBack, Uncordon, MarkDrained, each after every
+// read): an error refuses the write and is returned as it is. gnsh's check
+// is that the Node is this machine (kube.HostID.Check): a wrong node name
+// (a copied config, the host name under another identity) must never make
+// gnsh cordon, uncordon or annotate another machine's Node. nil checks
+// nothing (tests).
+type Check func(*corev1.Node) error
+
+func (c Check) ok(n *corev1.Node) error {
+	if c == nil {
+		return nil
+	}
+	return c(n)
+}
+
 // conflictRetries is how often Cordon and Uncordon read the Node again
 // after their resourceVersion-guarded patch met a newer Node.
 const conflictRetries = 3
@@ -98,14 +114,17 @@ func managesUnschedulable(entries []metav1.ManagedFieldsEntry, manager string) b
 // checked). It reports whether gnsh made the cordon. The patch carries n's
 // resourceVersion, so a cordon someone else made in between is never
 // overwritten: on a conflict Cordon reads the Node again and starts over
-// (up to 3 times).
-func Cordon(ctx context.Context, c kubernetes.Interface, n *corev1.Node, own Ownership) (made bool, err error) {
+// (up to 3 times). check is asked about every Node read, n included.
+func Cordon(ctx context.Context, c kubernetes.Interface, n *corev1.Node, own Ownership, check Check) (made bool, err error) {
 	val, err := json.Marshal(own)
 	if err != nil {
 		return false, err
 	}
 	node := n.Name
 	for attempt := 0; ; attempt++ {
+		if err := check.ok(n); err != nil {
+			return false, err
+		}
 		if n.Spec.Unschedulable {
 			return false, nil
 		}
@@ -152,8 +171,11 @@ func (o Ownership) Requester() string {
 // its cordon to the agent). Any other cordon, and a record of this boot,
 // is left as it is. The patch carries n's resourceVersion; a conflict
 // (the Node changed meanwhile) is returned, not retried. It reports whether
-// it rewrote the record.
-func Adopt(ctx context.Context, c kubernetes.Interface, n *corev1.Node, own Ownership) (bool, error) {
+// it rewrote the record. check is asked about n first.
+func Adopt(ctx context.Context, c kubernetes.Interface, n *corev1.Node, own Ownership, check Check) (bool, error) {
+	if err := check.ok(n); err != nil {
+		return false, err
+	}
 	o := Owner(n)
 	if o == nil || own.BootID == "" || o.BootID == own.BootID {
 		return false, nil
@@ -178,8 +200,8 @@ func Adopt(ctx context.Context, c kubernetes.Interface, n *corev1.Node, own Owne
 // cordon to the node agent's uncordon after boot, as before it. Like
 // Uncordon, every patch carries the resourceVersion read; on a conflict
 // it reads the Node again (up to 3 times). It reports whether it did.
-func GiveBack(ctx context.Context, c kubernetes.Interface, node string, only Only, prev string) (bool, error) {
-	return patchAsRead(ctx, c, node, "give back the cordon of "+node, func(n *corev1.Node) (map[string]any, bool) {
+func GiveBack(ctx context.Context, c kubernetes.Interface, node string, only Only, prev string, check Check) (bool, error) {
+	return patchAsRead(ctx, c, node, "give back the cordon of "+node, check, func(n *corev1.Node) (map[string]any, bool) {
 		if o := Owner(n); o == nil || !only(o) {
 			return nil, false
 		}
@@ -207,9 +229,10 @@ var Ours Only = func(*Ownership) bool { return true }
 // uncordoned it) only loses the annotation, and Uncordon reports false.
 // Every patch carries the resourceVersion read, so a change made in
 // between is never overwritten: on a conflict Uncordon reads the Node
-// again and starts over (up to 3 times).
-func Uncordon(ctx context.Context, c kubernetes.Interface, node string, only Only) (uncordoned bool, err error) {
-	return patchAsRead(ctx, c, node, "uncordon "+node, func(n *corev1.Node) (map[string]any, bool) {
+// again and starts over (up to 3 times). check is asked about every Node
+// read before its patch.
+func Uncordon(ctx context.Context, c kubernetes.Interface, node string, only Only, check Check) (uncordoned bool, err error) {
+	return patchAsRead(ctx, c, node, "uncordon "+node, check, func(n *corev1.Node) (map[string]any, bool) {
 		_, annotated := n.Annotations[CordonAnnotation]
 		meta := map[string]any{"resourceVersion": n.ResourceVersion}
 		if annotated {
@@ -234,12 +257,16 @@ func Uncordon(ctx context.Context, c kubernetes.Interface, node string, only Onl
 // patch, and patchAsRead reports false), carrying the resourceVersion
 // read, so that a change made in between is never overwritten: on a
 // conflict it reads the Node again and starts over (up to 3 times). It
-// reports what decide reported for the patch sent; errors start with what.
-func patchAsRead(ctx context.Context, c kubernetes.Interface, node, what string, decide func(*corev1.Node) (map[string]any, bool)) (bool, error) {
+// reports what decide reported for the patch sent; errors start with what,
+// but for check's, returned as they are.
+func patchAsRead(ctx context.Context, c kubernetes.Interface, node, what string, check Check, decide func(*corev1.Node) (map[string]any, bool)) (bool, error) {
 	for attempt := 0; ; attempt++ {
 		n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return false, fmt.Errorf("%s: %w", what, err)
+		}
+		if err := check.ok(n); err != nil {
+			return false, err
 		}
 		patch, result := decide(n)
 		if patch == nil {

@@ -3,6 +3,7 @@ package drain
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ func TestCordonOwnership(t *testing.T) {
 	ctx := context.Background()
 	c, n := cordoned(t, node(false, nil))
 	c.ClearActions()
-	if ok, err := Cordon(ctx, c, n, alice); !ok || err != nil {
+	if ok, err := Cordon(ctx, c, n, alice, nil); !ok || err != nil {
 		t.Fatalf("cordon: %v %v", ok, err)
 	}
 	// Cordon reads nothing: the caller's Node is what it goes by.
@@ -51,13 +52,13 @@ func TestCordonOwnership(t *testing.T) {
 		t.Fatalf("node after cordon: %+v %+v %+v", n.Spec, n.Annotations, n.ManagedFields)
 	}
 	// A second gnsh run finds it cordoned: nothing changes.
-	if ok, err := Cordon(ctx, c, n, Ownership{Action: "poweroff"}); ok || err != nil {
+	if ok, err := Cordon(ctx, c, n, Ownership{Action: "poweroff"}, nil); ok || err != nil {
 		t.Fatalf("second cordon: %v %v", ok, err)
 	}
 	if o := Owner(getNode(t, c)); o == nil || o.Action != "reboot" {
 		t.Fatalf("ownership after a second cordon: %+v", o)
 	}
-	if ok, err := Uncordon(ctx, c, "node1", Ours); !ok || err != nil {
+	if ok, err := Uncordon(ctx, c, "node1", Ours, nil); !ok || err != nil {
 		t.Fatalf("uncordon ours: %v %v", ok, err)
 	}
 	n = getNode(t, c)
@@ -68,17 +69,17 @@ func TestCordonOwnership(t *testing.T) {
 
 	// An admin's cordon: gnsh records nothing and never removes it.
 	c, n = cordoned(t, node(true, nil))
-	if ok, err := Cordon(ctx, c, n, alice); ok || err != nil {
+	if ok, err := Cordon(ctx, c, n, alice, nil); ok || err != nil {
 		t.Fatalf("cordon of a cordoned node: %v %v", ok, err)
 	}
 	if Owner(getNode(t, c)) != nil {
 		t.Fatal("annotation added to an admin's cordon")
 	}
-	if ok, _ := Uncordon(ctx, c, "node1", Ours); ok || !getNode(t, c).Spec.Unschedulable {
+	if ok, _ := Uncordon(ctx, c, "node1", Ours, nil); ok || !getNode(t, c).Spec.Unschedulable {
 		t.Fatal("an admin's cordon was removed")
 	}
 	// gnsh uncordon without --only-if-ours behaves like kubectl uncordon.
-	if ok, _ := Uncordon(ctx, c, "node1", nil); !ok || getNode(t, c).Spec.Unschedulable {
+	if ok, _ := Uncordon(ctx, c, "node1", nil, nil); !ok || getNode(t, c).Spec.Unschedulable {
 		t.Fatal("explicit uncordon failed")
 	}
 	wroteAsGnsh(t, c)
@@ -103,7 +104,7 @@ func wroteAsGnsh(t *testing.T, c *draintest.Cluster) {
 func TestAdminRecordonIsNotOurs(t *testing.T) {
 	ctx := context.Background()
 	c, n := cordoned(t, node(false, nil))
-	if ok, err := Cordon(ctx, c, n, alice); !ok || err != nil {
+	if ok, err := Cordon(ctx, c, n, alice, nil); !ok || err != nil {
 		t.Fatalf("cordon: %v %v", ok, err)
 	}
 	// kubectl cordon of a cordoned node changes nothing: still gnsh's.
@@ -125,10 +126,10 @@ func TestAdminRecordonIsNotOurs(t *testing.T) {
 	if o := Owner(n); o != nil {
 		t.Fatalf("Owner claims the admin's cordon: %+v (managedFields %+v)", o, n.ManagedFields)
 	}
-	if ok, err := Uncordon(ctx, c, "node1", Ours); ok || err != nil || !getNode(t, c).Spec.Unschedulable {
+	if ok, err := Uncordon(ctx, c, "node1", Ours, nil); ok || err != nil || !getNode(t, c).Spec.Unschedulable {
 		t.Fatalf("Uncordon(Ours) of the admin's cordon: %v %v", ok, err)
 	}
-	if ok, err := Uncordon(ctx, c, "node1", nil); !ok || err != nil {
+	if ok, err := Uncordon(ctx, c, "node1", nil, nil); !ok || err != nil {
 		t.Fatalf("Uncordon(nil): %v %v", ok, err)
 	}
 	n = getNode(t, c)
@@ -182,17 +183,17 @@ func TestUncordonOnly(t *testing.T) {
 	forSchedules := Only(func(o *Ownership) bool { return o.When != nil })
 
 	c, n := cordoned(t, node(false, nil))
-	if _, err := Cordon(ctx, c, n, alice); err != nil {
+	if _, err := Cordon(ctx, c, n, alice, nil); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := Uncordon(ctx, c, "node1", forSchedules); ok || err != nil || Owner(getNode(t, c)) == nil {
+	if ok, err := Uncordon(ctx, c, "node1", forSchedules, nil); ok || err != nil || Owner(getNode(t, c)) == nil {
 		t.Fatalf("Uncordon(for schedules) of an immediate reboot's cordon: %v %v", ok, err)
 	}
 	c, n = cordoned(t, node(false, nil))
-	if _, err := Cordon(ctx, c, n, scheduled); err != nil {
+	if _, err := Cordon(ctx, c, n, scheduled, nil); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := Uncordon(ctx, c, "node1", forSchedules); !ok || err != nil || getNode(t, c).Spec.Unschedulable {
+	if ok, err := Uncordon(ctx, c, "node1", forSchedules, nil); !ok || err != nil || getNode(t, c).Spec.Unschedulable {
 		t.Fatalf("Uncordon(for schedules) of a schedule's cordon: %v %v", ok, err)
 	}
 }
@@ -202,7 +203,7 @@ func TestUncordonOnly(t *testing.T) {
 func TestUncordonStaleAnnotation(t *testing.T) {
 	for _, only := range []Only{nil, Ours} {
 		c, _ := cordoned(t, node(false, map[string]string{CordonAnnotation: `{"action":"reboot"}`}))
-		if ok, err := Uncordon(context.Background(), c, "node1", only); ok || err != nil {
+		if ok, err := Uncordon(context.Background(), c, "node1", only, nil); ok || err != nil {
 			t.Fatalf("%v %v", ok, err)
 		}
 		n := getNode(t, c)
@@ -232,7 +233,7 @@ func TestCordonConflict(t *testing.T) {
 	}
 	c, n := cordoned(t, node(false, nil))
 	conflictOnce(c, nil)
-	if ok, err := Cordon(ctx, c, n, alice); !ok || err != nil || Owner(getNode(t, c)) == nil {
+	if ok, err := Cordon(ctx, c, n, alice, nil); !ok || err != nil || Owner(getNode(t, c)) == nil {
 		t.Fatalf("cordon after a conflict: %v %v", ok, err)
 	}
 	c, n = cordoned(t, node(false, nil))
@@ -251,7 +252,7 @@ func TestCordonConflict(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	if ok, err := Cordon(ctx, c, n, alice); ok || err != nil || Owner(getNode(t, c)) != nil || !getNode(t, c).Spec.Unschedulable {
+	if ok, err := Cordon(ctx, c, n, alice, nil); ok || err != nil || Owner(getNode(t, c)) != nil || !getNode(t, c).Spec.Unschedulable {
 		t.Fatalf("cordon racing an admin's: %v %v", ok, err)
 	}
 	// Conflicts without end: an error after the retries.
@@ -259,7 +260,7 @@ func TestCordonConflict(t *testing.T) {
 	c.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "node1", nil)
 	})
-	if ok, err := Cordon(ctx, c, n, alice); ok || !apierrors.IsConflict(err) {
+	if ok, err := Cordon(ctx, c, n, alice, nil); ok || !apierrors.IsConflict(err) {
 		t.Fatalf("endless conflicts: %v %v", ok, err)
 	}
 }
@@ -269,10 +270,41 @@ func TestCordonConflict(t *testing.T) {
 func TestFakeRecordsManagedFields(t *testing.T) {
 	c := fake.NewClientset(node(false, nil))
 	n := getNode(t, c)
-	if _, err := Cordon(context.Background(), c, n, alice); err != nil {
+	if _, err := Cordon(context.Background(), c, n, alice, nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := getNode(t, c); !managesUnschedulable(n.ManagedFields, FieldManager) {
 		t.Fatalf("managedFields %+v", n.ManagedFields)
+	}
+}
+
+// A Check that refuses the Node (another machine's) stops every write
+// before its patch, with the check's error as it is.
+func TestCheckRefusesEveryWrite(t *testing.T) {
+	ctx := context.Background()
+	refuse := errors.New("the Node node1 in the cluster is not this machine")
+	no := func(*corev1.Node) error { return refuse }
+	c, n := cordoned(t, node(false, nil))
+	if ok, err := Cordon(ctx, c, n, alice, no); ok || !errors.Is(err, refuse) {
+		t.Errorf("Cordon: %v %v", ok, err)
+	}
+	if _, err := Cordon(ctx, c, n, alice, nil); err != nil {
+		t.Fatal(err)
+	}
+	n = getNode(t, c)
+	if ok, err := Adopt(ctx, c, n, Ownership{Action: "drain", BootID: "b2"}, no); ok || !errors.Is(err, refuse) {
+		t.Errorf("Adopt: %v %v", ok, err)
+	}
+	if ok, err := GiveBack(ctx, c, "node1", Ours, "{}", no); ok || !errors.Is(err, refuse) {
+		t.Errorf("GiveBack: %v %v", ok, err)
+	}
+	if ok, err := Uncordon(ctx, c, "node1", Ours, no); ok || !errors.Is(err, refuse) {
+		t.Errorf("Uncordon: %v %v", ok, err)
+	}
+	if ok, err := Uncordon(ctx, c, "node1", nil, no); ok || !errors.Is(err, refuse) {
+		t.Errorf("Uncordon (any): %v %v", ok, err)
+	}
+	if p := c.Requests("patch", "nodes"); p != 1 {
+		t.Errorf("%d patches, want only the unchecked cordon's", p)
 	}
 }

@@ -109,7 +109,7 @@ func (d *Drainer) UncordonCommand(ctx context.Context, onlyIfOurs bool, stdout i
 	if onlyIfOurs {
 		only = drain.Ours
 	}
-	undone, err := drain.Uncordon(ctx, s.c, s.node, only)
+	undone, err := drain.Uncordon(ctx, s.c, s.node, only, s.check)
 	if err != nil {
 		return &Refusal{Msg: "gnsh: " + errText(err, ""), Err: err}
 	}

@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/gnsh/gnsh/internal/config"
+	"github.com/gnsh/gnsh/internal/drain"
 	"github.com/gnsh/gnsh/internal/handoff"
 	"github.com/gnsh/gnsh/internal/kube"
 	"github.com/gnsh/gnsh/internal/legacy"
@@ -185,3 +186,7 @@ func (d *Drainer) ThisBoot() string { return d.bootID() }
 // user, without waiting (a *HeldError if another gnsh holds it). (For the
 // node agent, which must not undo a cordon while a drain is using it.)
 func (d *Drainer) AcquireLock(action, node string) (*Lock, error) { return d.lock(action, node) }
+
+// MachineCheck is the check every write to this node's Node goes through:
+// that the Node is this machine (kube.HostID.Check). (For the node agent.)
+func (d *Drainer) MachineCheck() drain.Check { return d.hostID().Check }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -951,5 +952,54 @@ func TestDrainAdoptsAnEarlierBootsCordon(t *testing.T) {
 	}
 	if o := drain.Owner(f.node(t)); o == nil || o.Action != "drain" {
 		t.Fatalf("this boot's record rewritten: %+v", o)
+	}
+}
+
+// Every write to the Node goes through the same-machine check: with a node
+// name that names another machine's Node (a copied config), shutdown -c,
+// the agent's undo for a cancelled schedule and gnsh uncordon leave that
+// machine's cordon (for its own schedule, in its own boot) alone.
+func TestNoWriteToAnotherMachinesNode(t *testing.T) {
+	when := time.Now().Add(time.Minute).UTC().Truncate(time.Second)
+	record := `{"action":"reboot","user":"bob","bootID":"boot-1","when":"` + when.Format(time.RFC3339) + `"}`
+	for _, tc := range []struct {
+		name string
+		do   func(d testDrainer) error
+	}{
+		{"shutdown -c", func(d testDrainer) error { return d.handOff(t, cancelReq(), nil) }},
+		{"agent undo", func(d testDrainer) error {
+			_, err := d.UndoScheduleCordon(context.Background(), "cancelled", nil)
+			return err
+		}},
+		{"gnsh uncordon --only-if-ours", func(d testDrainer) error {
+			return d.UncordonCommand(context.Background(), true, io.Discard)
+		}},
+		{"gnsh uncordon", func(d testDrainer) error {
+			return d.UncordonCommand(context.Background(), false, io.Discard)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNode(true, map[string]string{drain.CordonAnnotation: record})
+			n := f.node(t)
+			n.Status.NodeInfo.MachineID = "machine-2"
+			n.ManagedFields = []metav1.ManagedFieldsEntry{draintest.GnshCordonFields()}
+			if _, err := f.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			d := newDrainer(t, f, "")
+			err := tc.do(d)
+			if err != nil && !strings.Contains(err.Error(), "is not this machine") {
+				t.Errorf("error %v", err)
+			}
+			if got := f.node(t); !got.Spec.Unschedulable || got.Annotations[drain.CordonAnnotation] != record {
+				t.Fatalf("another machine's Node changed: unschedulable %v, %q; stderr %q", got.Spec.Unschedulable, got.Annotations, d.stderr)
+			}
+			if n := f.Requests("patch", "nodes"); n != 0 {
+				t.Errorf("%d patches", n)
+			}
+		})
 	}
 }

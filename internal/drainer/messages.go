@@ -72,13 +72,6 @@ func (o outcome) eventText() string {
 // Signal is the signal that interrupted the drain.
 func (e *Interrupted) Signal() syscall.Signal { return e.Sig }
 
-// otherMachineError is a Node that is not this machine.
-type otherMachineError struct{ node, why string }
-
-func (e *otherMachineError) Error() string {
-	return fmt.Sprintf("the Node %s in the cluster is not this machine (%s)", e.node, e.why)
-}
-
 // tell says what the outcome means, as the verdict decided it: the
 // returned text is the refusal (each line "gnsh: …") when the command does
 // not proceed, else a warning to print ("" for none). Undoing is told by
@@ -186,7 +179,7 @@ func errText(err error, kubeconfig string) string {
 	}
 	var se apierrors.APIStatus
 	var ue *drain.UnreachableError
-	var om *otherMachineError
+	var om *kube.OtherMachineError
 	switch {
 	case errors.As(err, &om):
 		return om.Error()

@@ -170,7 +170,7 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 		return r.fail(r.classify(ctx, err), err)
 	}
 	if same, why := kube.SameMachine(n, r.d.hostID()); !same {
-		return r.fail(otherMachine, &otherMachineError{node: s.node, why: why})
+		return r.fail(otherMachine, &kube.OtherMachineError{Node: s.node, Why: why})
 	} else if why != "" {
 		r.debug("%s: %s", s.node, why)
 	}
@@ -179,7 +179,7 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 	}
 	// Until the answer is in, the cordon may or may not have been made.
 	r.cordoned = !n.Spec.Unschedulable
-	made, err := drain.Cordon(ctx, s.c, n, r.own)
+	made, err := drain.Cordon(ctx, s.c, n, r.own, s.check)
 	if err == nil {
 		r.cordoned = made
 		err = ctx.Err()
@@ -205,7 +205,7 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 // node agent does not lift it (drain.Adopt); a failure only costs that, so
 // it is a debug line.
 func (r *run) adopt(ctx context.Context, n *corev1.Node) {
-	adopted, err := drain.Adopt(ctx, r.sess.c, n, r.own)
+	adopted, err := drain.Adopt(ctx, r.sess.c, n, r.own, r.sess.check)
 	switch {
 	case err != nil:
 		r.debug("%v", err)
@@ -271,6 +271,8 @@ func (r *run) classify(ctx context.Context, err error) outcome {
 		return kubeletDown
 	case apierrors.IsNotFound(err):
 		return notRegistered
+	case errors.As(err, new(*kube.OtherMachineError)):
+		return otherMachine
 	}
 	if o := classifyLocal(err); o != apiFailed {
 		return o
@@ -381,7 +383,7 @@ func (r *run) undo(why string) {
 	defer cancel()
 	// Only the cordon whose record is this run's: not an admin's, nor one
 	// an earlier gnsh made (say, for a schedule).
-	undone, err := drain.Uncordon(ctx, r.sess.c, r.sess.node, r.mine)
+	undone, err := drain.Uncordon(ctx, r.sess.c, r.sess.node, r.mine, r.sess.check)
 	switch {
 	case err != nil:
 		r.warn("%s, but uncordoning %s failed (%v); run 'gnsh uncordon --only-if-ours' when the API server answers", why, r.sess.node, err)
@@ -399,7 +401,7 @@ func (r *run) giveBack(why string) {
 	defer r.d.Signal.Hold("giving back gnsh's cordon of " + r.sess.node)()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*r.cfg.APITimeout.D())
 	defer cancel()
-	back, err := drain.GiveBack(ctx, r.sess.c, r.sess.node, r.mine, r.adopted)
+	back, err := drain.GiveBack(ctx, r.sess.c, r.sess.node, r.mine, r.adopted, r.sess.check)
 	switch {
 	case err != nil:
 		r.warn("%s, but giving gnsh's cordon of %s back to the earlier boot's record failed (%v); it stays until 'gnsh uncordon --only-if-ours'", why, r.sess.node, err)
@@ -479,7 +481,7 @@ func (c *cancelRun) Finish(ctx context.Context, err error) {
 	defer lock.Release()
 	ctx, cancel := context.WithTimeout(ctx, 2*r.cfg.APITimeout.D())
 	defer cancel()
-	undone, err := drain.Uncordon(ctx, s.c, s.node, func(o *drain.Ownership) bool { return o.When != nil })
+	undone, err := drain.Uncordon(ctx, s.c, s.node, func(o *drain.Ownership) bool { return o.When != nil }, s.check)
 	switch {
 	case err != nil:
 		r.warn("the scheduled shutdown was cancelled, but uncordoning %s failed (%v); run 'gnsh uncordon --only-if-ours'", s.node, err)

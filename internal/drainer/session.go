@@ -11,12 +11,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gnsh/gnsh/internal/config"
+	"github.com/gnsh/gnsh/internal/drain"
 )
 
-// session is a connection to the cluster with this node's name.
+// session is a connection to the cluster with this node's name. check
+// (this machine's kube.HostID.Check) goes with every write to the Node.
 type session struct {
-	c    kubernetes.Interface
-	node string
+	c     kubernetes.Interface
+	node  string
+	check drain.Check
 }
 
 // connect loads the kubeconfig at path (found by the caller) and resolves
@@ -28,7 +31,7 @@ func (d *Drainer) connect(ctx context.Context, cfg config.Config, path string, w
 		if err != nil {
 			return nil, err
 		}
-		return &session{c: c, node: node}, nil
+		return &session{c: c, node: node, check: d.hostID().Check}, nil
 	}
 	loc := d.locator(cfg)
 	loc.Warn = warn
@@ -52,7 +55,7 @@ func (d *Drainer) connect(ctx context.Context, cfg config.Config, path string, w
 	if err != nil {
 		return nil, err
 	}
-	return &session{c: c, node: node}, nil
+	return &session{c: c, node: node, check: d.hostID().Check}, nil
 }
 
 // readNode reads this node's Node object.

@@ -288,7 +288,7 @@ func (d *Drainer) UndoScheduleCordon(ctx context.Context, why string, pending fu
 	}
 	d.RemoveMarker()
 	boot := d.bootID()
-	undone, err := drain.Uncordon(ctx, s.c, s.node, func(o *drain.Ownership) bool { return o.When != nil && o.BootID == boot })
+	undone, err := drain.Uncordon(ctx, s.c, s.node, func(o *drain.Ownership) bool { return o.When != nil && o.BootID == boot }, s.check)
 	if undone {
 		r.event(ctx, "Normal", ReasonUncordoned, "%s; uncordoned by the node agent", why)
 	}

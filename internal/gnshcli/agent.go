@@ -217,6 +217,7 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		BootID:     bootID,
 		Clock:      d.Clock,
 		APITimeout: cfg.APITimeout.D(),
+		Check:      d.MachineCheck(),
 		Events:     cfg.Events,
 		Out:        env.Stderr,
 		Debug:      cfg.Debug || getenv("GNSH_DEBUG") == "1",

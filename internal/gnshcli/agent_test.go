@@ -18,6 +18,7 @@ import (
 	"github.com/gnsh/gnsh/internal/drain"
 	"github.com/gnsh/gnsh/internal/drain/draintest"
 	"github.com/gnsh/gnsh/internal/drainer"
+	"github.com/gnsh/gnsh/internal/kube"
 	"github.com/gnsh/gnsh/internal/logind"
 	"github.com/gnsh/gnsh/internal/logind/logindtest"
 	"github.com/gnsh/gnsh/internal/signals"
@@ -215,5 +216,60 @@ func TestPendingShutdown(t *testing.T) {
 	old.StartLogind(t, logindtest.Options{Version: 219})
 	if got, err := pendingShutdown(ctx, old.Address(), time.Minute, now); err != nil || got != "" {
 		t.Errorf("v219 (no ScheduledShutdown): %q, %v", got, err)
+	}
+}
+
+// The node name is wrong (a config copied from another node): the Node the
+// agent reads is another machine's, Ready with a heartbeat after this
+// boot, and cordoned by gnsh for that machine's own reboot (its boot ID,
+// not this one's). The agent must not take that cordon for a leftover of
+// an earlier boot here and undo it mid-drain there: every write to a Node
+// goes through the same-machine check.
+func TestAgentLeavesAnotherMachinesNode(t *testing.T) {
+	env, _, _ := testEnv(t)
+	var errb lockedBuffer
+	env.Stderr = &errb
+	env.LookupEnv = func(k string) (string, bool) {
+		if k == "DBUS_SYSTEM_BUS_ADDRESS" {
+			return "unix:path=/nonexistent/system_bus_socket", true
+		}
+		return "", false
+	}
+	own, _ := json.Marshal(drain.Ownership{Action: "reboot", User: "bob", Time: time.Now().Add(-time.Minute).UTC().Truncate(time.Second), BootID: "their-boot"})
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-2", Annotations: map[string]string{drain.CordonAnnotation: string(own)}}}
+	n.Spec.Unschedulable = true
+	n.Status.NodeInfo.MachineID = "their-machine"
+	n.Status.NodeInfo.BootID = "their-boot"
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
+	cs := draintest.New(n)
+	sig := signals.NewDetached(nil)
+	env.NewDrainer = func() *drainer.Drainer {
+		return &drainer.Drainer{Stderr: env.Stderr, Getenv: func(string) string { return "" }, Signal: sig,
+			ConfigPath: filepath.Join(t.TempDir(), "none.yaml"), BootID: "this-boot", LockDir: t.TempDir(),
+			HostID: &kube.HostID{MachineID: "this-machine", BootID: "this-boot"},
+			Connect: func(context.Context) (kubernetes.Interface, string, error) { return cs, "node-2", nil }}
+	}
+	done := make(chan int, 1)
+	go func() { done <- Run(context.Background(), []string{"gnsh", "agent"}, env) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(errb.String(), "nothing uncordoned") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent did not end its uncordon step; stderr:\n%s", errb.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	sig.Deliver(syscall.SIGTERM)
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d", code)
+	}
+	got, _ := cs.CoreV1().Nodes().Get(context.Background(), "node-2", metav1.GetOptions{})
+	if !got.Spec.Unschedulable || got.Annotations[drain.CordonAnnotation] != string(own) {
+		t.Errorf("another machine's Node was changed: unschedulable %v, annotation %q", got.Spec.Unschedulable, got.Annotations[drain.CordonAnnotation])
+	}
+	if n := cs.Requests("patch", "nodes"); n != 0 {
+		t.Errorf("%d patches of another machine's Node", n)
+	}
+	if want := "gnsh: the Node node-2 in the cluster is not this machine (Node node-2 is another machine: machine ID: Node node-2 reports their-machine, this machine has this-machine): nothing uncordoned; set node in /etc/gnsh/config.yaml (or --node) to this machine's Node name"; !strings.Contains(errb.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, errb.String())
 	}
 }

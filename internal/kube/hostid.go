@@ -85,3 +85,20 @@ func SameMachine(n *corev1.Node, h HostID) (same bool, why string) {
 	}
 	return true, fmt.Sprintf("could not confirm that Node %s is this machine: no ID known on both sides", n.Name)
 }
+
+// OtherMachineError is a Node that is not this machine.
+type OtherMachineError struct{ Node, Why string }
+
+func (e *OtherMachineError) Error() string {
+	return fmt.Sprintf("the Node %s in the cluster is not this machine (%s)", e.Node, e.Why)
+}
+
+// Check is SameMachine as an error: *OtherMachineError when n is another
+// machine. It is the check every write gnsh makes to a Node goes through
+// (drain.Check).
+func (h HostID) Check(n *corev1.Node) error {
+	if same, why := SameMachine(n, h); !same {
+		return &OtherMachineError{Node: n.Name, Why: why}
+	}
+	return nil
+}

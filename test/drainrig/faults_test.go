@@ -387,10 +387,10 @@ func testOwnership(t *testing.T, r *rig) {
 	if o := drain.Owner(n); o != nil || !slices.Equal(managers(n), []string{draintest.KubectlFieldManager}) {
 		t.Fatalf("the admin's cordon: Owner %+v, spec.unschedulable managed by %v", o, managers(n))
 	}
-	if ok, err := drain.Uncordon(ctx, c, node, drain.Ours); ok || err != nil || !r.getNode(t, node).Spec.Unschedulable {
+	if ok, err := drain.Uncordon(ctx, c, node, drain.Ours, nil); ok || err != nil || !r.getNode(t, node).Spec.Unschedulable {
 		t.Fatalf("Uncordon(Ours) of the admin's cordon: %v %v", ok, err)
 	}
-	if ok, err := drain.Uncordon(ctx, c, node, nil); !ok || err != nil {
+	if ok, err := drain.Uncordon(ctx, c, node, nil, nil); !ok || err != nil {
 		t.Fatalf("Uncordon(nil): %v %v", ok, err)
 	}
 	n = r.getNode(t, node)
@@ -405,7 +405,7 @@ func testOwnership(t *testing.T, r *rig) {
 	if err := draintest.KubectlCordon(ctx, r.admin, node, false); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := drain.Uncordon(ctx, c, node, drain.Ours); ok || err != nil {
+	if ok, err := drain.Uncordon(ctx, c, node, drain.Ours, nil); ok || err != nil {
 		t.Fatalf("Uncordon(Ours) of a schedulable node: %v %v", ok, err)
 	}
 	n = r.getNode(t, node)

@@ -86,7 +86,7 @@ func testDedicatedIdentity(t *testing.T, r *rig) {
 	if left := r.podNames(t, node); len(left) != 2 {
 		t.Errorf("pods left %v, want the DaemonSet and the mirror pod", left)
 	}
-	if ok, err := drain.Uncordon(ctx, c, node, drain.Ours); !ok || err != nil {
+	if ok, err := drain.Uncordon(ctx, c, node, drain.Ours, nil); !ok || err != nil {
 		t.Fatalf("Uncordon: %v %v", ok, err)
 	}
 	if n := r.getNode(t, node); n.Spec.Unschedulable || drain.Owner(n) != nil {

@@ -75,7 +75,7 @@ func cordon(ctx context.Context, t *testing.T, c kubernetes.Interface, node stri
 	if err != nil {
 		return false, err
 	}
-	return drain.Cordon(ctx, c, n, own)
+	return drain.Cordon(ctx, c, n, own, nil)
 }
 
 func owner(t *testing.T) drain.Ownership {
@@ -134,14 +134,14 @@ func testPlainDrain(t *testing.T, r *rig) {
 		t.Errorf("pods left after the drain: %v", left)
 	}
 
-	if ok, err := drain.Uncordon(ctx, c, node, drain.Ours); !ok || err != nil {
+	if ok, err := drain.Uncordon(ctx, c, node, drain.Ours, nil); !ok || err != nil {
 		t.Fatalf("Uncordon: %v %v", ok, err)
 	}
 	n = r.getNode(t, node)
 	if n.Spec.Unschedulable || drain.Owner(n) != nil {
 		t.Fatalf("after Uncordon: unschedulable=%v annotations=%v", n.Spec.Unschedulable, n.Annotations)
 	}
-	if ok, err := drain.Uncordon(ctx, c, node, drain.Ours); ok || err != nil {
+	if ok, err := drain.Uncordon(ctx, c, node, drain.Ours, nil); ok || err != nil {
 		t.Fatalf("second Uncordon: %v %v", ok, err)
 	}
 
@@ -189,7 +189,7 @@ func testAdminCordonKept(t *testing.T, r *rig) {
 	if _, err := drain.Drain(ctx, c, drain.Options{Node: node, Timeout: time.Minute}); err != nil {
 		t.Fatalf("Drain: %v", err)
 	}
-	if ok, err := drain.Uncordon(ctx, c, node, drain.Ours); ok || err != nil {
+	if ok, err := drain.Uncordon(ctx, c, node, drain.Ours, nil); ok || err != nil {
 		t.Fatalf("Uncordon(onlyIfOurs) of the admin's cordon: %v %v", ok, err)
 	}
 	if n := r.getNode(t, node); !n.Spec.Unschedulable {
