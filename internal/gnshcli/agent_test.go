@@ -246,7 +246,7 @@ func TestAgentLeavesAnotherMachinesNode(t *testing.T) {
 	env.NewDrainer = func() *drainer.Drainer {
 		return &drainer.Drainer{Stderr: env.Stderr, Getenv: func(string) string { return "" }, Signal: sig,
 			ConfigPath: filepath.Join(t.TempDir(), "none.yaml"), BootID: "this-boot", LockDir: t.TempDir(),
-			HostID: &kube.HostID{MachineID: "this-machine", BootID: "this-boot"},
+			HostID:  &kube.HostID{MachineID: "this-machine", BootID: "this-boot"},
 			Connect: func(context.Context) (kubernetes.Interface, string, error) { return cs, "node-2", nil }}
 	}
 	done := make(chan int, 1)
