@@ -62,6 +62,12 @@ type Ownership struct {
 	BootID string    `json:"bootID,omitempty"` // /proc/sys/kernel/random/boot_id
 	// When, for scheduled shutdowns, is the scheduled time.
 	When *time.Time `json:"when,omitempty"`
+	// Drained is when a drain under this cordon finished (the node's
+	// pods gone), written by MarkDrained; nil while none has. A cordon
+	// whose drain was cut short (a signal, an API failure, the budget
+	// running out) has none, so a later drain for the same request runs
+	// again instead of taking the node for drained.
+	Drained *time.Time `json:"drained,omitempty"`
 }
 
 // Owner returns gnsh's record of n's cordon while gnsh's own cordon
@@ -207,6 +213,29 @@ func GiveBack(ctx context.Context, c kubernetes.Interface, node string, only Onl
 		}
 		return map[string]any{
 			"metadata": map[string]any{"resourceVersion": n.ResourceVersion, "annotations": map[string]string{CordonAnnotation: prev}},
+		}, true
+	})
+}
+
+// MarkDrained records in gnsh's standing cordon record that a drain under
+// it finished at at (Ownership.Drained), if the record is one only
+// accepts; the rest of the record stays as it is. Like Uncordon, every
+// patch carries the resourceVersion read (up to 3 retries on a conflict),
+// and check is asked about every Node read. It reports whether it did.
+func MarkDrained(ctx context.Context, c kubernetes.Interface, node string, only Only, at time.Time, check Check) (bool, error) {
+	return patchAsRead(ctx, c, node, "record the drain of "+node, check, func(n *corev1.Node) (map[string]any, bool) {
+		o := Owner(n)
+		if o == nil || !only(o) {
+			return nil, false
+		}
+		at := at.UTC()
+		o.Drained = &at
+		val, err := json.Marshal(o)
+		if err != nil {
+			return nil, false
+		}
+		return map[string]any{
+			"metadata": map[string]any{"resourceVersion": n.ResourceVersion, "annotations": map[string]string{CordonAnnotation: string(val)}},
 		}, true
 	})
 }

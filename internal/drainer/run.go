@@ -175,7 +175,16 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 		r.debug("%s: %s", s.node, why)
 	}
 	if o := drain.Owner(n); r.ahead && o != nil && o.When != nil && o.When.Equal(*r.own.When) && o.BootID == r.own.BootID {
-		return drainedBefore
+		if o.Drained != nil {
+			return drainedBefore
+		}
+		// gnsh's cordon for this schedule stands, but the drain under it
+		// was cut short (a signal, an API failure): the drain resumes
+		// under that cordon, which stays for the schedule whatever this
+		// drain's outcome.
+		r.info("gnsh's cordon of %s for the %s scheduled for %s stands, but its drain did not finish: draining again",
+			s.node, o.Action, o.When.Local().Format("15:04:05"))
+		return r.drain(ctx)
 	}
 	// Until the answer is in, the cordon may or may not have been made.
 	r.cordoned = !n.Spec.Unschedulable
@@ -233,6 +242,7 @@ func (r *run) drain(ctx context.Context) outcome {
 	r.res = res
 	elapsed := r.d.now().Sub(start).Round(100 * time.Millisecond)
 	if err == nil {
+		r.markDrained(ctx)
 		r.info("drained %s in %s: %s", s.node, elapsed, summary(res))
 		r.event(ctx, "Normal", ReasonDrainFinished, "Drained in %s: %s", elapsed, summary(res))
 		return drained
@@ -251,6 +261,19 @@ func (r *run) drain(ctx context.Context) outcome {
 		r.info("drain of %s stopped after %s: %s", s.node, elapsed, progressOf(res))
 	}
 	return r.fail(o, err)
+}
+
+// markDrained records in gnsh's cordon record of this boot that the drain
+// finished (drain.MarkDrained), so that a later drain for the same
+// schedule knows it need not run again. Not worth more than a debug line:
+// without it that drain runs again, and finds nothing left to evict.
+func (r *run) markDrained(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.APITimeout.D())
+	defer cancel()
+	boot := r.own.BootID
+	if _, err := drain.MarkDrained(ctx, r.sess.c, r.sess.node, func(o *drain.Ownership) bool { return o.BootID == boot }, r.d.now(), r.sess.check); err != nil {
+		r.debug("%v", err)
+	}
 }
 
 func (r *run) fail(o outcome, err error) outcome {

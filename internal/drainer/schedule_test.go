@@ -10,6 +10,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/gnsh/gnsh/internal/drain"
@@ -352,4 +357,110 @@ func TestDryRunNote(t *testing.T) {
 	if _, err := os.Lstat(d.LockDir); !os.IsNotExist(err) {
 		t.Errorf("without a kubeconfig: %v", err)
 	}
+}
+
+// A wrapper's drain for shutdown -r +1 that ended on an API failure leaves
+// gnsh's cordon for the schedule standing, but not drained: the agent's
+// drain ahead of that schedule runs (it used to take the cordon for a
+// finished drain, and the reboot went ahead with the pods on the node).
+func TestDrainForScheduleAfterFailedWrapperDrain(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	forbid := true
+	f.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" || !forbid {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewServiceUnavailable("etcd: no leader")
+	})
+	d := newDrainer(t, f, "unreachableAfter: 1s\n")
+	req := reboot()
+	req.Command, req.When = "shutdown", legacy.Usec(time.Now().Add(time.Minute))
+	if err := d.handOff(t, req, nil); err != nil {
+		t.Fatal(err)
+	}
+	at := legacy.FromUsec(req.When)
+	o := drain.Owner(f.node(t))
+	if o == nil || o.When == nil || o.Drained != nil {
+		t.Fatalf("after the failed drain: record %+v, want gnsh's for the schedule, not drained; stderr:\n%s", o, d.stderr)
+	}
+	if d.ScheduleDrained(at) {
+		t.Fatal("a marker after a drain that did not finish")
+	}
+	forbid = false
+	if _, err := d.DrainForSchedule(context.Background(), "reboot", at, 20*time.Second); err != nil {
+		t.Fatalf("agent's drain after the wrapper's failed one: %v\n%s", err, d.stderr)
+	}
+	if f.Evicted("web-1") == 0 || len(f.pods(t)) != 0 {
+		t.Fatalf("web-1 evicted %d times, pods left %v", f.Evicted("web-1"), f.pods(t))
+	}
+	if o := drain.Owner(f.node(t)); o == nil || o.Drained == nil || !o.When.Equal(at.UTC().Truncate(time.Second)) && !o.When.Equal(at.UTC()) {
+		t.Fatalf("record %+v, want the schedule's, drained", o)
+	}
+	if !d.ScheduleDrained(at) {
+		t.Error("no marker after the agent's drain")
+	}
+	if !strings.Contains(d.stderr.String(), "but its drain did not finish: draining again") {
+		t.Errorf("stderr:\n%s", d.stderr)
+	}
+}
+
+// The agent's drain ahead of a schedule cut short by SIGTERM (a package
+// upgrade restarting the agent) leaves the cordon, not drained: the agent
+// started again drains again, and the marker comes only once it finishes.
+func TestDrainForScheduleResumedAfterRestart(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1", "web-2")
+	f.Stick("web-2")
+	d := newDrainer(t, f, "")
+	at := time.Now().Add(2 * time.Minute).UTC()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := d.DrainForSchedule(ctx, "reboot", at, 30*time.Second); done <- err }()
+	deadline := time.Now().Add(10 * time.Second)
+	for f.Evicted("web-2") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the drain did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel() // SIGTERM
+	if err := <-done; err == nil || errors.Is(err, ErrAlreadyDrained) {
+		t.Fatalf("cut-short drain: %v", err)
+	}
+	if o := drain.Owner(f.node(t)); o == nil || o.Drained != nil {
+		t.Fatalf("record %+v, want gnsh's, not drained", o)
+	}
+	if d.ScheduleDrained(at) {
+		t.Fatal("a marker for a drain cut short")
+	}
+	// The pod goes now; the agent, started again, drains again.
+	if err := f.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "app", "web-2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.DrainForSchedule(context.Background(), "reboot", at, 30*time.Second); err != nil {
+		t.Fatalf("drain after the restart: %v\n%s", err, d.stderr)
+	}
+	if o := drain.Owner(f.node(t)); o == nil || o.Drained == nil {
+		t.Fatalf("record %+v, want drained", o)
+	}
+	if !d.ScheduleDrained(at) {
+		t.Error("no marker after the finished drain")
+	}
+	// And now it counts as drained.
+	if _, err := d.DrainForSchedule(context.Background(), "reboot", at, 30*time.Second); !errors.Is(err, ErrAlreadyDrained) {
+		t.Fatalf("third drain: %v", err)
+	}
+}
+
+// pods are the names of the pods left on node1.
+func (f *fakeNode) pods(t *testing.T) []string {
+	t.Helper()
+	l, err := f.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range l.Items {
+		out = append(out, p.Name)
+	}
+	return out
 }
