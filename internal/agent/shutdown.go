@@ -218,6 +218,14 @@ func (g *ShutdownGuard) prepare(ctx context.Context, l *logind.Logind) func(stri
 		switch typ {
 		case "poweroff", "halt", "kexec":
 			action = typ
+		case "soft-reboot":
+			// The same rule as the schedule follower's: a soft reboot
+			// keeps the boot ID, so the uncordon after boot would never
+			// take gnsh's cordon for one of an earlier boot. Not drained
+			// for (the kubelet's own shutdown manager still sees
+			// PrepareForShutdown).
+			g.say("a soft-reboot is under way: not draining for it (it keeps this boot's ID; gnsh(8))")
+			return nil
 		}
 	}
 	maxDelay, err := l.InhibitDelayMax(ctx)

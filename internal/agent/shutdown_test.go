@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -337,4 +338,28 @@ func TestGuardReconnects(t *testing.T) {
 	_ = firstLd.Close()
 	_ = first.Close()
 	f.wait(t, "the lock on the new bus", holds)
+}
+
+// systemctl soft-reboot (systemd ≥ 254: RebootWithFlags with the soft
+// reboot flag) keeps the boot ID: a cordon made for it would never be
+// taken for one of an earlier boot, and the node would stay cordoned for
+// good. The guard does not drain for it, as the schedule follower does not
+// for a scheduled soft-reboot; it lets logind go on at once.
+func TestGuardDoesNotDrainForSoftReboot(t *testing.T) {
+	f := newGuardFixture(t, 254, 30*time.Second)
+	f.start(t)
+	c := f.bus.Connect(t)
+	if err := c.Object(logindtest.LogindName, logindtest.LogindPath).Call(logindtest.LogindInterface+".RebootWithFlags", 0, logindtest.FlagSoftReboot).Err; err != nil {
+		t.Fatalf("RebootWithFlags(soft-reboot): %v", err)
+	}
+	s := f.started(t)
+	if s.Action != "soft-reboot" {
+		t.Fatalf("logind's action %q, want soft-reboot", s.Action)
+	}
+	if n := f.node(t); n.Spec.Unschedulable || f.cs.Evictions() != 0 {
+		t.Fatalf("cordoned %v, %d evictions for a soft-reboot; log:\n%s", n.Spec.Unschedulable, f.cs.Evictions(), f.out)
+	}
+	if !strings.Contains(f.out.String(), "a soft-reboot is under way: not draining for it") {
+		t.Errorf("log:\n%s", f.out)
+	}
 }

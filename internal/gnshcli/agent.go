@@ -45,7 +45,8 @@ func agentCommand(code *int, env *dispatch.Env) *cli.Command {
 			"button): it holds a systemd-logind delay lock on shutdown and, on\n" +
 			"PrepareForShutdown, cordons and drains within InhibitDelayMaxSec less 10% or 2 s,\n" +
 			"then releases the lock whatever the outcome (unless the wrapper drained for this\n" +
-			"shutdown: /run/gnsh/drained). A cancelled shutdown gets its lock back and the\n" +
+			"shutdown: /run/gnsh/drained; never for a soft-reboot, which keeps the boot ID so\n" +
+			"that nothing would lift its cordon). A cancelled shutdown gets its lock back and the\n" +
 			"cordon its drain made undone. It reconnects to the bus with backoff.\n" +
 			"\n" +
 			"It also drains ahead of a shutdown scheduled beyond drainTimeout (shutdown -r +60,\n" +
