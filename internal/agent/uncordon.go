@@ -61,6 +61,10 @@ const (
 	DefaultReadyPoll      = 5 * time.Second
 	DefaultLogEvery       = 30 * time.Second
 	DefaultAPITimeout     = kube.DefaultConnectTimeout
+	// DefaultKubeconfigPoll is how often the agent looks for a kubeconfig
+	// on a machine that has none yet (the package or the role installed
+	// gnsh before kubeadm join).
+	DefaultKubeconfigPoll = 5 * time.Second
 )
 
 // ErrLockHeld is what Uncordoner.Lock wraps when another gnsh holds the
@@ -77,15 +81,13 @@ type Outcome int
 const (
 	// Stopped: the context ended first (SIGTERM).
 	Stopped Outcome = iota
-	// NotANode: no kubeconfig was found; nothing to do.
-	NotANode
 	// Uncordoned: gnsh's cordon from an earlier boot was undone.
 	Uncordoned
 	// Left: nothing to undo; Result.Why says why.
 	Left
 )
 
-var outcomeNames = [...]string{"stopped", "not a node", "uncordoned", "left"}
+var outcomeNames = [...]string{"stopped", "uncordoned", "left"}
 
 func (o Outcome) String() string { return outcomeNames[o] }
 
@@ -101,8 +103,10 @@ type Result struct {
 // field has a default.
 type Uncordoner struct {
 	// Connect returns a client and this node's name. An error wrapping
-	// kube.ErrNoKubeconfig means this machine is not a Kubernetes node;
-	// any other error is retried.
+	// kube.ErrNoKubeconfig means this machine is not a Kubernetes node
+	// (yet: gnsh may be installed before kubeadm join): it is asked again
+	// every KubeconfigPoll until a kubeconfig appears. Any other error is
+	// retried with backoff.
 	Connect func(ctx context.Context) (kubernetes.Interface, string, error)
 	// BootID is this boot's /proc/sys/kernel/random/boot_id
 	// (drainer.BootID() if empty).
@@ -134,6 +138,9 @@ type Uncordoner struct {
 	// the API server answered: gnsh agent then starts guarding shutdowns
 	// beside the wait for the Node to be Ready.
 	OnNode func()
+	// NotNode, if set, is called once when the first Connect finds no
+	// kubeconfig: gnsh agent says so to systemd and to the wrapper.
+	NotNode func()
 	// Check is asked about the Node before anything is decided, and goes
 	// with the uncordon's patch (drain.Check): gnsh agent's is that the
 	// Node is this machine (kube.HostID.Check), so that a wrong node name
@@ -150,7 +157,7 @@ type Uncordoner struct {
 	Debug  bool // also log each check's details
 
 	// Timing; the Default… constants if zero.
-	InitialBackoff, MaxBackoff, ReadyPoll, LogEvery time.Duration
+	InitialBackoff, MaxBackoff, ReadyPoll, LogEvery, KubeconfigPoll time.Duration
 
 	toldShutdownErr bool
 	lastLog         time.Time
@@ -219,8 +226,9 @@ func (u *Uncordoner) Run(ctx context.Context) (Result, error) {
 	}
 	backoff := orDefault(u.InitialBackoff, DefaultInitialBackoff)
 	var (
-		c    kubernetes.Interface
-		node string
+		c            kubernetes.Interface
+		node         string
+		noKubeconfig bool // the last Connect found none, and said so
 	)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -232,9 +240,21 @@ func (u *Uncordoner) Run(ctx context.Context) (Result, error) {
 			var err error
 			c, node, err = u.Connect(ctx)
 			if errors.Is(err, kube.ErrNoKubeconfig) {
-				r := Result{Outcome: NotANode, Why: "no kubeconfig found: not a Kubernetes node, nothing to uncordon after boot"}
-				u.printf("%s", r.Why)
-				return r, nil
+				c = nil
+				poll := orDefault(u.KubeconfigPoll, DefaultKubeconfigPoll)
+				if !noKubeconfig {
+					noKubeconfig = true
+					u.printf("no kubeconfig found: not a Kubernetes node (yet); looking for one every %s", poll)
+					if u.NotNode != nil {
+						u.NotNode()
+					}
+				}
+				u.sleep(ctx, poll)
+				continue
+			}
+			if noKubeconfig {
+				u.printf("found a kubeconfig: this machine is a Kubernetes node now")
+				noKubeconfig = false
 			}
 			if u.OnNode != nil {
 				u.OnNode()
@@ -267,12 +287,19 @@ func (u *Uncordoner) Run(ctx context.Context) (Result, error) {
 		if grow {
 			backoff = min(2*backoff, orDefault(u.MaxBackoff, DefaultMaxBackoff))
 		}
-		t := u.clock().NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-		case <-t.C():
-		}
+		u.sleep(ctx, wait)
+	}
+}
+
+// sleep waits for d on the clock; false if ctx ended first.
+func (u *Uncordoner) sleep(ctx context.Context, d time.Duration) bool {
+	t := u.clock().NewTimer(d)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	case <-t.C():
+		return true
 	}
 }
 

@@ -543,20 +543,42 @@ func TestRetriesConnect(t *testing.T) {
 	}
 }
 
-func TestNoKubeconfig(t *testing.T) {
-	f := newFixture()
-	calls := 0
+// Installed before kubeadm join: no kubeconfig at first. The agent says
+// so once (NotNode, one line), looks again every KubeconfigPoll, and once
+// one appears takes the node up (OnNode) and goes on as at start; it used
+// to idle for good.
+func TestNoKubeconfigYet(t *testing.T) {
+	own := cordonedBy("reboot", lastBoot)
+	f := newFixture(newNode(&own, t0))
+	calls, notNode, onNode := 0, 0, 0
 	f.u.Connect = func(context.Context) (kubernetes.Interface, string, error) {
 		calls++
-		return nil, "", kube.ErrNoKubeconfig
+		if calls <= 3 {
+			return nil, "", kube.ErrNoKubeconfig
+		}
+		return f.cs, nodeName, nil
 	}
-	f.u.OnNode = func() { t.Error("OnNode on a machine without a kubeconfig") }
+	f.u.KubeconfigPoll = 5 * time.Second
+	f.u.NotNode = func() { notNode++ }
+	f.u.OnNode = func() {
+		onNode++
+		if calls != 4 {
+			t.Errorf("OnNode at connect %d, want the first with a kubeconfig (4)", calls)
+		}
+	}
+	start := f.fc.Now()
 	r := f.run(t, context.Background(), nil)
-	if r.Outcome != NotANode || calls != 1 {
-		t.Fatalf("result %+v after %d calls", r, calls)
+	if r.Outcome != Uncordoned || notNode != 1 || onNode != 1 {
+		t.Fatalf("result %+v, NotNode %d, OnNode %d; log:\n%s", r, notNode, onNode, f.out)
 	}
-	if log := f.out.String(); log != "gnsh: no kubeconfig found: not a Kubernetes node, nothing to uncordon after boot\n" {
-		t.Errorf("log %q", log)
+	if took := f.fc.Now().Sub(start); took < 15*time.Second || took > 20*time.Second {
+		t.Errorf("took %v of the clock for 3 looks 5 s apart", took)
+	}
+	want := "gnsh: no kubeconfig found: not a Kubernetes node (yet); looking for one every 5s\n" +
+		"gnsh: found a kubeconfig: this machine is a Kubernetes node now\n" +
+		"gnsh: " + nodeName + " uncordoned after boot"
+	if log := f.out.String(); !strings.HasPrefix(log, want) {
+		t.Errorf("log %q, want it to start %q", log, want)
 	}
 }
 

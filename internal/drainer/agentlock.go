@@ -59,17 +59,53 @@ func HoldAgentLock(dir string) (*AgentLock, error) {
 	if err != nil {
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			defer f.Close()
-			b := make([]byte, 32)
-			n, _ := f.ReadAt(b, 0)
-			pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
+			pid, _ := readAgentLock(f)
 			return nil, &AgentRunningError{PID: pid}
 		}
 		return nil, err
 	}
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	l := &AgentLock{f: f}
+	l.SetState(AgentStarting)
+	return l, nil
+}
+
+// The agent's states, as its lock file tells the wrapper (AgentState).
+const (
+	// AgentStarting: it has not yet looked for a kubeconfig.
+	AgentStarting = "starting"
+	// AgentNoKubeconfig: no kubeconfig yet (gnsh installed before
+	// kubeadm join): it guards nothing, and looks again every few seconds.
+	AgentNoKubeconfig = "no-kubeconfig"
+	// AgentGuarding: a Kubernetes node: it guards shutdowns and follows
+	// scheduled ones.
+	AgentGuarding = "guarding"
+)
+
+// SetState writes this process's ID and the agent's state into its lock
+// file ("PID STATE"): the wrapper promises a drain ahead of a far schedule
+// only while the agent is guarding.
+func (l *AgentLock) SetState(state string) {
+	if l == nil || l.f == nil {
+		return
 	}
-	return &AgentLock{f: f}, nil
+	if err := l.f.Truncate(0); err == nil {
+		_, _ = l.f.WriteAt([]byte(strconv.Itoa(os.Getpid())+" "+state+"\n"), 0)
+	}
+}
+
+// readAgentLock parses the lock file's "PID STATE" (an older agent wrote
+// only "PID").
+func readAgentLock(f *os.File) (pid int, state string) {
+	b := make([]byte, 64)
+	n, _ := f.ReadAt(b, 0)
+	fields := strings.Fields(string(b[:n]))
+	if len(fields) > 0 {
+		pid, _ = strconv.Atoi(fields[0])
+	}
+	if len(fields) > 1 {
+		state = fields[1]
+	}
+	return pid, state
 }
 
 // Release drops the lock (the file stays, empty).
@@ -92,15 +128,27 @@ func (l *AgentLock) Release() {
 // them instead). exists is false when there is no such file (no agent has
 // run since boot: /run is a tmpfs). An error comes with false, false.
 func ProbeAgentLock(dir string) (held, exists bool, err error) {
+	held, exists, _, err = probeAgentLock(dir)
+	return held, exists, err
+}
+
+// AgentState is ProbeAgentLock with the state the agent wrote into its
+// lock (AgentGuarding, …; "" from an older agent, which wrote none).
+func AgentState(dir string) (held bool, state string, err error) {
+	held, _, state, err = probeAgentLock(dir)
+	return held, state, err
+}
+
+func probeAgentLock(dir string) (held, exists bool, state string, err error) {
 	if dir == "" {
 		dir = DefaultLockDir
 	}
 	f, err := openRunFile(dir, AgentLockName)
 	if errors.Is(err, os.ErrNotExist) {
-		return false, false, nil
+		return false, false, "", nil
 	}
 	if err != nil {
-		return false, false, err
+		return false, false, "", err
 	}
 	defer f.Close()
 	for {
@@ -111,11 +159,12 @@ func ProbeAgentLock(dir string) (held, exists bool, err error) {
 	}
 	switch {
 	case errors.Is(err, syscall.EWOULDBLOCK):
-		return true, true, nil
+		_, state = readAgentLock(f)
+		return true, true, state, nil
 	case err != nil:
-		return false, false, &os.PathError{Op: "flock", Path: f.Name(), Err: err}
+		return false, false, "", &os.PathError{Op: "flock", Path: f.Name(), Err: err}
 	}
-	return false, true, nil
+	return false, true, "", nil
 }
 
 // AgentRunning reports whether a node agent holds its lock in dir
@@ -125,13 +174,11 @@ func AgentRunning(dir string) (bool, error) {
 	return held, err
 }
 
-// AgentRunning reports whether the node agent holds its lock in this
-// drainer's lock directory.
-func (d *Drainer) AgentRunning() bool {
-	ok, _ := AgentRunning(d.lockDir())
-	return ok
-}
-
-// HoldAgentLock takes the agent's lock in this drainer's lock directory
+// agentGuarding reports whether a node agent runs (held) and whether it
+// guards this node (an older agent, which wrote no state, is taken to).
+func (d *Drainer) agentGuarding() (running, guarding bool) {
+	held, state, _ := AgentState(d.lockDir())
+	return held, held && (state == AgentGuarding || state == "")
+} // HoldAgentLock takes the agent's lock in this drainer's lock directory
 // (for gnsh agent).
 func (d *Drainer) HoldAgentLock() (*AgentLock, error) { return HoldAgentLock(d.lockDir()) }

@@ -237,8 +237,14 @@ func (r *run) sayAlreadyCordoned(n *corev1.Node) {
 // else nothing.
 func (r *run) tellFar(at time.Time, due time.Duration) {
 	head := fmt.Sprintf("not draining now: the %s is due in %s, beyond the drain timeout (%s)", r.verb, roundDue(due), r.cfg.DrainTimeout.D())
-	if !r.d.AgentRunning() {
+	switch running, guarding := r.d.agentGuarding(); {
+	case !running:
 		r.info("%s, and the node agent (gnsh.service) is not running: nothing will drain the node before it; run 'gnsh drain' before it, or start the agent (systemctl enable --now gnsh)", head)
+		return
+	case !guarding:
+		// It runs, but has not found this node's kubeconfig yet (it looks
+		// every few seconds) and guards nothing so far.
+		r.info("%s, and the node agent (gnsh.service) has not taken this node up yet (no kubeconfig when it last looked): nothing promises a drain before it; check 'systemctl status gnsh' in a minute, or run 'gnsh drain' before it", head)
 		return
 	}
 	start := at.Add(-r.agentTimeout)

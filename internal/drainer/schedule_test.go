@@ -112,30 +112,41 @@ func TestAgentLockNotFollowedThroughSymlink(t *testing.T) {
 }
 
 func TestFarScheduleMessage(t *testing.T) {
-	for _, agentUp := range []bool{false, true} {
+	for _, agent := range []string{"", AgentGuarding, AgentNoKubeconfig, "older agent"} {
 		f := newFakeNode(false, nil, "web-1")
 		d := newDrainer(t, f, "drainTimeout: 5m\n")
 		now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.Local)
 		d.Clock = clocktesting.NewFakeClock(now)
-		if agentUp {
+		if agent != "" {
 			l, err := HoldAgentLock(d.LockDir)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer l.Release()
+			if agent == "older agent" { // it wrote its PID alone
+				if err := os.WriteFile(filepath.Join(d.LockDir, AgentLockName), []byte("4242\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				l.SetState(agent)
+			}
 		}
 		req := reboot()
 		req.Command, req.When = "shutdown", legacy.Usec(now.Add(2*time.Hour))
 		if err := d.handOff(t, req, nil); err != nil || len(f.Actions()) != 0 {
-			t.Fatalf("agent %v: %v, %d actions", agentUp, err, len(f.Actions()))
+			t.Fatalf("agent %q: %v, %d actions", agent, err, len(f.Actions()))
 		}
-		want := "gnsh: not draining now: the reboot is due in 2h0m0s, beyond the drain timeout (5m0s), and the node agent (gnsh.service) is not running: nothing will drain the node before it; run 'gnsh drain' before it, or start the agent (systemctl enable --now gnsh)\n"
-		if agentUp {
-			want = "gnsh: not draining now: the reboot is due in 2h0m0s, beyond the drain timeout (5m0s); the node agent (gnsh.service) will drain the node at " +
+		head := "gnsh: not draining now: the reboot is due in 2h0m0s, beyond the drain timeout (5m0s)"
+		want := head + ", and the node agent (gnsh.service) is not running: nothing will drain the node before it; run 'gnsh drain' before it, or start the agent (systemctl enable --now gnsh)\n"
+		switch agent {
+		case AgentGuarding, "older agent":
+			want = head + "; the node agent (gnsh.service) will drain the node at " +
 				now.Add(115*time.Minute).Format("2006-01-02 15:04:05 MST") + " (5m0s before it)\n"
+		case AgentNoKubeconfig:
+			want = head + ", and the node agent (gnsh.service) has not taken this node up yet (no kubeconfig when it last looked): nothing promises a drain before it; check 'systemctl status gnsh' in a minute, or run 'gnsh drain' before it\n"
 		}
 		if got := d.stderr.String(); got != want {
-			t.Errorf("agent %v:\n got %q\nwant %q", agentUp, got, want)
+			t.Errorf("agent %q:\n got %q\nwant %q", agent, got, want)
 		}
 	}
 }
@@ -150,6 +161,7 @@ func TestFarScheduleMessageAgentDrainsNow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Release()
+	l.SetState(AgentGuarding)
 	req := reboot()
 	req.Command, req.When, req.Drain.Timeout = "shutdown", legacy.Usec(time.Now().Add(3*time.Minute)), time.Minute
 	if err := d.handOff(t, req, nil); err != nil || len(f.Actions()) != 0 {

@@ -39,7 +39,9 @@ func agentCommand(code *int, env *dispatch.Env) *cli.Command {
 			"systemd-logind prepares for a shutdown or has one scheduled within drainTimeout.\n" +
 			"The API server may come up minutes after the node: every failure is retried with\n" +
 			"backoff (1 s doubling to 30 s) for as long as the agent runs, and logged at most\n" +
-			"every 30 s. Without a kubeconfig (not a Kubernetes node) it says so once.\n" +
+			"every 30 s. Without a kubeconfig (not a Kubernetes node yet: installed before\n" +
+			"kubeadm join) it says so once and looks for one every 5 s; once one appears it\n" +
+			"takes the node up as at start.\n" +
 			"\n" +
 			"Then it drains shutdowns that bypass the wrapper (systemctl reboot, the power\n" +
 			"button): it holds a systemd-logind delay lock on shutdown and, on\n" +
@@ -260,6 +262,12 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 	}
 	isNode := make(chan struct{})
 	u.OnNode = func() { close(isNode) }
+	u.NotNode = func() {
+		// Installed before kubeadm join: nothing to guard until a
+		// kubeconfig appears, and the wrapper must not promise a drain.
+		alock.SetState(drainer.AgentNoKubeconfig)
+		_ = notify.Status("not a Kubernetes node yet (no kubeconfig); looking for one every " + agent.DefaultKubeconfigPoll.String())
+	}
 	say("agent %s started (boot %s)", version.Version, bootID)
 	if err := notify.Notify("READY=1\nSTATUS=waiting for the Node to be Ready for this boot, to undo gnsh's cordon from before it"); err != nil {
 		say("sd_notify: %v", err)
@@ -274,11 +282,7 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		done = true
 	}
 	if done && r.Outcome != agent.Uncordoned && r.Outcome != agent.Left {
-		// Not a node (no kubeconfig), or stopped before it was known.
-		if r.Outcome == agent.NotANode {
-			_ = notify.Status("not a Kubernetes node (no kubeconfig); idle")
-			<-ctx.Done()
-		}
+		// Stopped before a kubeconfig was found.
 	} else {
 		// A Kubernetes node: shutdowns are guarded from now on, beside
 		// the wait for the Node to be Ready for this boot (which may last
@@ -331,6 +335,7 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		wg.Add(2)
 		go func() { defer wg.Done(); _ = f.Run(ctx) }()
 		go func() { defer wg.Done(); _ = g.Run(ctx) }()
+		alock.SetState(drainer.AgentGuarding)
 		if !done {
 			r = <-uncordoned
 		}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -271,5 +272,73 @@ func TestAgentLeavesAnotherMachinesNode(t *testing.T) {
 	}
 	if want := "gnsh: the Node node-2 in the cluster is not this machine (Node node-2 is another machine: machine ID: Node node-2 reports their-machine, this machine has this-machine): nothing uncordoned; set node in /etc/gnsh/config.yaml (or --node) to this machine's Node name"; !strings.Contains(errb.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+	}
+}
+
+// gnsh installed before kubeadm join: the agent starts with no kubeconfig,
+// says so (to the wrapper too, through its lock: no drain is promised), and
+// takes the node up once a kubeconfig appears: it guards from then on.
+func TestAgentTakesUpANodeJoinedLater(t *testing.T) {
+	env, _, _ := testEnv(t)
+	var errb lockedBuffer
+	env.Stderr = &errb
+	env.LookupEnv = func(k string) (string, bool) {
+		if k == "DBUS_SYSTEM_BUS_ADDRESS" {
+			return "unix:path=/nonexistent/system_bus_socket", true
+		}
+		return "", false
+	}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
+	cs := draintest.New(n)
+	var joined atomic.Bool
+	sig := signals.NewDetached(nil)
+	lockDir := t.TempDir()
+	env.NewDrainer = func() *drainer.Drainer {
+		return &drainer.Drainer{Stderr: env.Stderr, Getenv: func(string) string { return "" }, Signal: sig,
+			ConfigPath: filepath.Join(t.TempDir(), "none.yaml"), BootID: "this-boot", LockDir: lockDir, KubeRoot: t.TempDir(),
+			Connect: func(context.Context) (kubernetes.Interface, string, error) {
+				if !joined.Load() {
+					return nil, "", kube.ErrNoKubeconfig
+				}
+				return cs, "node-1", nil
+			}}
+	}
+	done := make(chan int, 1)
+	go func() { done <- Run(context.Background(), []string{"gnsh", "agent"}, env) }()
+	waitState := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			held, state, err := drainer.AgentState(lockDir)
+			if held && state == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("agent state %v %q %v, want %q; stderr:\n%s", held, state, err, want, errb.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitState(drainer.AgentNoKubeconfig)
+	joined.Store(true) // kubeadm join
+	waitState(drainer.AgentGuarding)
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(errb.String(), "nothing to uncordon after boot") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no uncordon step after the join; stderr:\n%s", errb.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sig.Deliver(syscall.SIGTERM)
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d", code)
+	}
+	out := errb.String()
+	for _, want := range []string{"gnsh: no kubeconfig found: not a Kubernetes node (yet); looking for one every 5s\n",
+		"gnsh: found a kubeconfig: this machine is a Kubernetes node now\n"} {
+		if strings.Count(out, want) != 1 {
+			t.Errorf("stderr has %q %d times, want once:\n%s", want, strings.Count(out, want), out)
+		}
 	}
 }
