@@ -99,7 +99,7 @@ func (d *Drainer) UncordonCommand(ctx context.Context, onlyIfOurs bool, stdout i
 		return r.refuse(classifyLocal(err), err)
 	}
 	r.sess = s
-	if r.lock, err = d.lock("uncordon", s.node); err != nil {
+	if r.lock, err = d.lock("uncordon", s.node, false, time.Time{}); err != nil {
 		return r.refuse(classifyLocal(err), err)
 	}
 	defer r.end()

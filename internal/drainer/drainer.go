@@ -60,6 +60,10 @@ type Drainer struct {
 	Signal *signals.Handler // the process's signal handler; nil handles none
 	// Connect, if set, replaces kubeconfig discovery (unit tests).
 	Connect func(ctx context.Context) (kubernetes.Interface, string, error)
+	// Agent: this is the node agent's drainer. Its drain locks say so
+	// (HolderAgent, HolderAgentDrain), so that a wrapper waits for them
+	// rather than refuse the shutdown; and it never waits for a lock.
+	Agent bool
 
 	// idMu guards the lazy filling of Who, BootID and HostID: the node
 	// agent's uncordon, shutdown guard and schedule follower share one
@@ -183,9 +187,12 @@ func (d *Drainer) Locator(cfg config.Config) kube.Locator { return d.locator(cfg
 func (d *Drainer) ThisBoot() string { return d.bootID() }
 
 // AcquireLock takes the drain lock for action on node, as this process and
-// user, without waiting (a *HeldError if another gnsh holds it). (For the
-// node agent, which must not undo a cordon while a drain is using it.)
-func (d *Drainer) AcquireLock(action, node string) (*Lock, error) { return d.lock(action, node) }
+// user, without waiting (a *HeldError if another gnsh holds it), for
+// bookkeeping bounded by until. (For the node agent, which must not undo a
+// cordon while a drain is using it.)
+func (d *Drainer) AcquireLock(action, node string, until time.Time) (*Lock, error) {
+	return d.lock(action, node, false, until)
+}
 
 // MachineCheck is the check every write to this node's Node goes through:
 // that the Node is this machine (kube.HostID.Check). (For the node agent.)

@@ -208,7 +208,7 @@ func TestDrainThenHandOff(t *testing.T) {
 	if d.Signal.Mode() != signals.Hold {
 		t.Fatalf("signal mode %v during the hand-off", d.Signal.Mode())
 	}
-	if _, err := d.lock("test", "node1"); !errors.As(err, new(*HeldError)) {
+	if _, err := d.lock("test", "node1", false, time.Time{}); !errors.As(err, new(*HeldError)) {
 		t.Fatalf("lock not held during the hand-off: %v", err)
 	}
 	// The hand-off went through: the cordon stays for the node agent.
@@ -219,7 +219,7 @@ func TestDrainThenHandOff(t *testing.T) {
 	if d.Signal.Mode() != signals.Default {
 		t.Fatalf("signal mode %v after Finish", d.Signal.Mode())
 	}
-	l, err := d.lock("test", "node1")
+	l, err := d.lock("test", "node1", false, time.Time{})
 	if err != nil {
 		t.Fatalf("lock not released by Finish: %v", err)
 	}

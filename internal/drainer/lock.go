@@ -18,6 +18,25 @@ const DefaultLockDir = "/run/gnsh"
 // DrainLockName is the drain lock's file in the lock directory.
 const DrainLockName = "drain.flock"
 
+// Kinds of holder (Holder.Kind): what a wrapper that finds the lock held
+// does. A shutdown typed at any moment is never refused because the node
+// agent is busy: it waits for the agent (HolderAgent, HolderAgentDrain), at
+// most until the holder's own bound (Until); only another wrapper's or
+// gnsh drain's hold refuses it (HolderDrain).
+const (
+	// HolderDrain: a wrapper's or gnsh drain's drain, gnsh uncordon,
+	// shutdown -c.
+	HolderDrain = ""
+	// HolderAgent: the node agent's bookkeeping, a read and a patch or
+	// two (the uncordon after boot, the undo of a cordon that serves no
+	// shutdown).
+	HolderAgent = "agent"
+	// HolderAgentDrain: the node agent's drain, for a shutdown under way
+	// or ahead of a scheduled one: a wrapper waits for it and uses its
+	// outcome (the record's drained) instead of draining a second time.
+	HolderAgentDrain = "agent-drain"
+)
+
 // Holder is who holds the drain lock; it is written into the lock file so
 // that a second invocation can say who is draining.
 type Holder struct {
@@ -27,10 +46,23 @@ type Holder struct {
 	TTY    string    `json:"tty,omitempty"`
 	Node   string    `json:"node"`
 	Since  time.Time `json:"since"`
+	Kind   string    `json:"kind,omitempty"` // HolderDrain, HolderAgent, HolderAgentDrain
+	// Until is when the holder's own bound ends (its budget or request
+	// timeouts): it releases the lock by then, whatever happens.
+	Until time.Time `json:"until,omitzero"`
+}
+
+// agent reports whether the node agent holds the lock.
+func (h *Holder) agent() bool {
+	return h != nil && (h.Kind == HolderAgent || h.Kind == HolderAgentDrain)
 }
 
 func (h Holder) String() string {
-	s := fmt.Sprintf("pid %d, %s by %s", h.PID, h.Action, h.User)
+	who := "pid"
+	if h.agent() {
+		who = "the node agent, pid"
+	}
+	s := fmt.Sprintf("%s %d, %s by %s", who, h.PID, h.Action, h.User)
 	if h.TTY != "" {
 		s += " on " + h.TTY
 	}
@@ -73,11 +105,25 @@ type Lock struct{ f *os.File }
 
 // Acquire takes the lock without waiting. The directory is root's alone
 // (0700) and the file 0600, neither reached through a symlink (lockdir.go).
+//
+// The holder writes who it is right after taking the lock and empties the
+// file right before releasing it: a lock found held with no readable
+// holder is tried again for a moment (up to 100 ms), so that a holder
+// caught in either instant is neither taken for unknown nor for held.
 func Acquire(dir string, h Holder) (*Lock, error) {
-	f, err := lockFile(dir, DrainLockName, unix.LOCK_EX)
-	if errors.Is(err, syscall.EWOULDBLOCK) {
-		defer f.Close()
-		return nil, &HeldError{Holder: readHolder(f)}
+	var f *os.File
+	var err error
+	for try := 0; ; try++ {
+		f, err = lockFile(dir, DrainLockName, unix.LOCK_EX)
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			break
+		}
+		held := readHolder(f)
+		f.Close()
+		if held != nil || try == 10 {
+			return nil, &HeldError{Holder: held}
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if err != nil {
 		return nil, &lockError{err}

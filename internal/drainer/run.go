@@ -159,8 +159,16 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 	r.sess = s
 	r.out.node = s.node
 	r.own = r.ownership(when)
-	if r.lock, err = r.d.lock(r.verb, s.node); err != nil {
-		return r.fail(classifyLocal(err), err)
+	if r.lock, err = r.d.lock(r.verb, s.node, true, deadline(ctx)); err != nil {
+		var held *HeldError
+		if !errors.As(err, &held) || !held.Holder.agent() || r.d.Agent || r.purpose == forForce {
+			return r.fail(classifyLocal(err), err)
+		}
+		// The node agent is busy (bookkeeping, or a drain of its own):
+		// wait for it, within its own bound, rather than refuse.
+		if r.lock, err = r.waitForAgent(ctx, held.Holder); err != nil {
+			return r.fail(r.classify(ctx, err), err)
+		}
 	}
 	n, err := s.readNode(ctx, r.cfg.APITimeout.D())
 	if err == nil {
@@ -186,6 +194,12 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 			s.node, o.Action, o.When.Local().Format("15:04:05"))
 		return r.drain(ctx)
 	}
+	if r.purpose != forMaintenance && !n.Spec.Unschedulable {
+		// Before the cordon: if this process is killed from here on, the
+		// node agent finds out whose cordon it was. (A cordon that stands
+		// already keeps its own note.)
+		r.noteCordon(s.node)
+	}
 	// Until the answer is in, the cordon may or may not have been made.
 	r.cordoned = !n.Spec.Unschedulable
 	made, err := drain.Cordon(ctx, s.c, n, r.own, s.check)
@@ -205,9 +219,68 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 		return drained
 	case !made:
 		r.sayAlreadyCordoned(n)
+		if o := drain.Owner(n); r.purpose == forShutdown && o != nil && o.BootID == r.own.BootID && o.Drained != nil {
+			// A drain of this boot under gnsh's standing cordon finished
+			// (the node agent's, ahead of a schedule or for a shutdown
+			// under way, which this command may have waited for): the
+			// node has had no pods since but DaemonSet and static ones.
+			r.info("%s was drained by gnsh at %s (for the %s requested by %s); not draining again",
+				s.node, o.Drained.Local().Format("15:04:05"), o.Request(), o.Requester())
+			return drained
+		}
 		r.adopt(ctx, n)
 	}
 	return r.drain(ctx)
+}
+
+// agentWaitPoll is how often a wrapper waiting for the node agent tries
+// the drain lock again.
+const agentWaitPoll = 100 * time.Millisecond
+
+// agentWaitSlack is how long past the agent's own bound (Holder.Until) a
+// wrapper still waits for it.
+const agentWaitSlack = 10 * time.Second
+
+// waitForAgent waits until the node agent (held) releases the drain lock,
+// and takes it: the agent's hold is bounded (Holder.Until: its budget, or
+// its requests' timeouts), so a shutdown typed while the agent undoes a
+// cordon, uncordons after boot or drains is never refused for it. It says
+// whom it waits for; it gives up (the *HeldError) if the lock is still held
+// agentWaitSlack past the holder's bound, or at once when the holder is
+// another wrapper; SIGINT ends the wait (ctx).
+func (r *run) waitForAgent(ctx context.Context, held *Holder) (*Lock, error) {
+	limit := r.d.now().Add(r.cfg.DrainTimeout.D() + time.Minute)
+	if !held.Until.IsZero() && held.Until.Add(agentWaitSlack).Before(limit) {
+		limit = held.Until.Add(agentWaitSlack)
+	}
+	what := "to finish: " + held.Action
+	if held.Kind == HolderAgentDrain {
+		what = "to finish its drain of " + r.sess.node + " (" + held.Action + "); its outcome counts for this " + r.verb
+	}
+	r.info("waiting for the node agent (gnsh.service, pid %d) %s; at most until %s", held.PID, what, limit.Local().Format("15:04:05"))
+	start := r.d.now()
+	t := r.d.clock().NewTicker(agentWaitPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C():
+		}
+		l, err := r.d.lock(r.verb, r.sess.node, true, deadline(ctx))
+		var again *HeldError
+		switch {
+		case err == nil:
+			r.info("the node agent is done (%s); going on", r.d.now().Sub(start).Round(100*time.Millisecond))
+			return l, nil
+		case !errors.As(err, &again):
+			return nil, err
+		case !again.Holder.agent():
+			return nil, err // another wrapper took it meanwhile
+		case !r.d.now().Before(limit):
+			return nil, err
+		}
+	}
 }
 
 // adopt takes over gnsh's cordon left from an earlier boot, so that the
@@ -412,6 +485,7 @@ func (r *run) undo(why string) {
 		r.warn("%s, but uncordoning %s failed (%v); run 'gnsh uncordon --only-if-ours' when the API server answers", why, r.sess.node, err)
 	case undone:
 		r.cordoned = false
+		r.d.forgetCordon(r.mine)
 		r.info("%s; %s uncordoned", why, r.sess.node)
 	}
 }
@@ -494,7 +568,7 @@ func (c *cancelRun) Finish(ctx context.Context, err error) {
 	}
 	// A drain for the schedule may still be running: it would schedule its
 	// shutdown when done, after this cancel.
-	lock, err := c.d.lock("cancel", s.node)
+	lock, err := c.d.lock("cancel", s.node, false, time.Time{})
 	var held *HeldError
 	if errors.As(err, &held) {
 		r.warn("%v. It will still schedule its shutdown when its drain ends: interrupt %s (SIGINT), which also undoes its cordon",

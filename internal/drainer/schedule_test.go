@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -189,7 +188,7 @@ func TestDrainForSchedule(t *testing.T) {
 	if !d.ScheduleDrained(at) || d.ScheduleDrained(at.Add(time.Second)) {
 		t.Error("ScheduleDrained does not name the schedule")
 	}
-	l, err := d.AcquireLock("check", "node1")
+	l, err := d.AcquireLock("check", "node1", time.Time{})
 	if err != nil {
 		t.Fatalf("drain lock still held: %v", err)
 	}
@@ -320,15 +319,30 @@ func TestUndoScheduleCordonPending(t *testing.T) {
 }
 
 func TestUndoScheduleCordonWaitsForTheLock(t *testing.T) {
-	f := newFakeNode(false, nil, "web-1")
+	f := newFakeNode(true, map[string]string{drain.CordonAnnotation: `{"action":"reboot","user":"root","bootID":"boot-1","when":"2026-11-22T02:00:00Z"}`}, "web-1")
 	d := newDrainer(t, f, "")
-	l, err := d.AcquireLock("reboot", "node1")
+	l, err := d.AcquireLock("reboot", "node1", time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Release()
 	if _, err := d.UndoScheduleCordon(context.Background(), "cancelled", nil); !IsLockHeld(err) {
 		t.Fatalf("with the lock held: %v", err)
+	}
+}
+
+// With no cordon of gnsh's for a schedule, the look takes no lock: a
+// shutdown typed meanwhile never waits for it.
+func TestUndoScheduleCordonWithoutCordonTakesNoLock(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	l, err := d.AcquireLock("reboot", "node1", time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if undone, err := d.UndoScheduleCordon(context.Background(), "cancelled", nil); undone || err != nil {
+		t.Fatalf("no cordon, lock held by another: %v %v", undone, err)
 	}
 }
 
@@ -421,7 +435,7 @@ func TestDrainForScheduleAfterFailedWrapperDrain(t *testing.T) {
 // started again drains again, and the marker comes only once it finishes.
 func TestDrainForScheduleResumedAfterRestart(t *testing.T) {
 	f := newFakeNode(false, nil, "web-1", "web-2")
-	f.Stick("web-2")
+	f.Stick("web-1", "web-2")
 	d := newDrainer(t, f, "")
 	at := time.Now().Add(2 * time.Minute).UTC()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -444,10 +458,9 @@ func TestDrainForScheduleResumedAfterRestart(t *testing.T) {
 	if d.ScheduleDrained(at) {
 		t.Fatal("a marker for a drain cut short")
 	}
-	// The pod goes now; the agent, started again, drains again.
-	if err := f.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "app", "web-2"); err != nil {
-		t.Fatal(err)
-	}
+	// The pods go now; the agent, started again, drains again.
+	f.gone(t, "web-1")
+	f.gone(t, "web-2")
 	if _, err := d.DrainForSchedule(context.Background(), "reboot", at, 30*time.Second); err != nil {
 		t.Fatalf("drain after the restart: %v\n%s", err, d.stderr)
 	}

@@ -78,8 +78,24 @@ func (s *session) event(ctx context.Context, timeout time.Duration, typ, reason,
 	return PostEvent(ectx, s.c, s.node, typ, reason, fmt.Sprintf(format, args...), timeout)
 }
 
-// lock takes the drain lock for action on node, as this process and user.
-func (d *Drainer) lock(action, node string) (*Lock, error) {
+// lock takes the drain lock for action on node, as this process and user,
+// without waiting. The node agent's drainer (Agent) says so in the lock:
+// a drain (isDrain) as HolderAgentDrain, anything else as HolderAgent;
+// until is its bound (zero: none said).
+func (d *Drainer) lock(action, node string, isDrain bool, until time.Time) (*Lock, error) {
 	w := d.who()
-	return Acquire(d.lockDir(), Holder{PID: os.Getpid(), Action: action, User: w.User, TTY: w.TTY, Node: node, Since: d.now()})
+	h := Holder{PID: os.Getpid(), Action: action, User: w.User, TTY: w.TTY, Node: node, Since: d.now(), Until: until}
+	switch {
+	case d.Agent && isDrain:
+		h.Kind = HolderAgentDrain
+	case d.Agent:
+		h.Kind = HolderAgent
+	}
+	return Acquire(d.lockDir(), h)
+}
+
+// deadline is ctx's deadline, zero if it has none.
+func deadline(ctx context.Context) time.Time {
+	dl, _ := ctx.Deadline()
+	return dl
 }

@@ -278,7 +278,21 @@ func (d *Drainer) UndoScheduleCordon(ctx context.Context, why string, pending fu
 		return false, err
 	}
 	r.sess = s
-	lock, err := d.lock("undo the cordon for a cancelled schedule", s.node)
+	boot := d.bootID()
+	only := func(o *drain.Ownership) bool { return o.When != nil && o.BootID == boot }
+	// Most looks find no such cordon: they need not take the lock, which
+	// a shutdown typed meanwhile would wait for.
+	n, err := s.readNode(ctx, r.cfg.APITimeout.D())
+	if err != nil {
+		return false, err
+	}
+	if o := drain.Owner(n); o == nil || !only(o) {
+		if pending == nil || !pending(ctx) {
+			d.RemoveMarker()
+		}
+		return false, nil
+	}
+	lock, err := d.lock("undo the cordon for a cancelled schedule", s.node, false, deadline(ctx))
 	if err != nil {
 		return false, err
 	}
@@ -287,8 +301,7 @@ func (d *Drainer) UndoScheduleCordon(ctx context.Context, why string, pending fu
 		return false, nil
 	}
 	d.RemoveMarker()
-	boot := d.bootID()
-	undone, err := drain.Uncordon(ctx, s.c, s.node, func(o *drain.Ownership) bool { return o.When != nil && o.BootID == boot }, s.check)
+	undone, err := drain.Uncordon(ctx, s.c, s.node, only, s.check)
 	if undone {
 		r.event(ctx, "Normal", ReasonUncordoned, "%s; uncordoned by the node agent", why)
 	}

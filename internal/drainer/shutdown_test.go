@@ -89,7 +89,7 @@ func TestDrainForShutdownReleasesLock(t *testing.T) {
 	if !sd.Cordoned() || !f.node(t).Spec.Unschedulable {
 		t.Fatal("not cordoned")
 	}
-	l, err := d.AcquireLock("check", "node1")
+	l, err := d.AcquireLock("check", "node1", time.Time{})
 	if err != nil {
 		t.Fatalf("drain lock still held: %v", err)
 	}

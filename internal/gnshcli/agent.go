@@ -82,16 +82,23 @@ func agentCommand(code *int, env *dispatch.Env) *cli.Command {
 
 // pendingShutdown asks logind whether a shutdown is under way
 // (PreparingForShutdown, or an immediate action in ScheduledShutdown) or
-// scheduled within drainTimeout of now: the wrapper drains now for such a
-// schedule, under gnsh's cordon, and the agent must leave that cordon.
-// A schedule further out was not drained for. v219's missing
-// ScheduledShutdown counts as none.
+// scheduled within drainTimeout of now, and systemd whether it is stopping
+// the system (a shutdown started without logind: the wrapper's fallback):
+// the wrapper drains now for such a schedule, under gnsh's cordon, and the
+// agent must leave that cordon. A schedule further out was not drained
+// for. v219's missing ScheduledShutdown counts as none.
 func pendingShutdown(ctx context.Context, address string, drainTimeout time.Duration, now time.Time) (string, error) {
 	conn, err := logind.Dial(ctx, address, false)
 	if err != nil {
 		return "", fmt.Errorf("system bus %s: %w", address, err)
 	}
 	defer conn.Close()
+	switch st, err := conn.Systemd().SystemState(ctx); {
+	case err != nil:
+		return "", fmt.Errorf("systemd's SystemState: %w", err)
+	case st == "stopping":
+		return "systemd is stopping the system", nil
+	}
 	l := conn.Logind()
 	preparing, err := l.PreparingForShutdown(ctx)
 	if err != nil {
@@ -196,6 +203,8 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		say("agent: %v", err)
 		return 1
 	}
+	// Its drain locks say they are the agent's: a wrapper waits for them.
+	d.Agent = true
 	// The agent's lock, held for its whole life, tells the wrapper (and
 	// gnsh status) that a schedule beyond drainTimeout will be drained.
 	alock, err := d.HoldAgentLock()
@@ -229,7 +238,8 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		u.Connect = d.Connect
 	}
 	u.Lock = func(node string) (func(), error) {
-		l, err := d.AcquireLock("uncordon after boot", node)
+		// Under the lock: logind's answer and the uncordon, each bounded.
+		l, err := d.AcquireLock("uncordon after boot", node, time.Now().Add(3*cfg.APITimeout.D()+time.Second))
 		if held := (*drainer.HeldError)(nil); errors.As(err, &held) {
 			if held.Holder != nil && held.Holder.PID != 0 {
 				return nil, fmt.Errorf("%w (%s)", agent.ErrLockHeld, held.Holder)
@@ -331,10 +341,24 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 			Status: st.guard,
 			Clock:  d.Clock,
 		}
+		o := &agent.OrphanWatcher{
+			Note: d.ReadCordonNote,
+			Gone: d.HolderGone,
+			Undo: func(ctx context.Context, n drainer.CordonNote) (bool, error) {
+				defer afterHold()
+				return d.UndoOrphanCordon(ctx, n, func(ctx context.Context) (string, error) {
+					return pendingShutdown(ctx, logind.SystemBusAddress(getenv), cfg.DrainTimeout.D(), time.Now())
+				})
+			},
+			Out:    env.Stderr,
+			Status: st.guard,
+			Clock:  d.Clock,
+		}
 		var wg sync.WaitGroup
-		wg.Add(2)
+		wg.Add(3)
 		go func() { defer wg.Done(); _ = f.Run(ctx) }()
 		go func() { defer wg.Done(); _ = g.Run(ctx) }()
+		go func() { defer wg.Done(); _ = o.Run(ctx) }()
 		alock.SetState(drainer.AgentGuarding)
 		if !done {
 			r = <-uncordoned

@@ -3,7 +3,10 @@ package gnshcli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -177,6 +180,7 @@ func TestAgentHelpAndArgs(t *testing.T) {
 func TestPendingShutdown(t *testing.T) {
 	bus := logindtest.StartBus(t)
 	ld := bus.StartLogind(t, logindtest.Options{})
+	bus.StartSystemd(t, logindtest.SystemdOptions{})
 	ctx := context.Background()
 	now := time.Now()
 	check := func(what, want string) {
@@ -209,12 +213,19 @@ func TestPendingShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("cancelled", "")
+	// A shutdown started on PID 1 without logind (the wrapper's fallback
+	// when logind cannot be reached): systemd is stopping.
+	if err := conn.Systemd().StartUnit(ctx, "reboot.target", "replace-irreversibly"); err != nil {
+		t.Fatal(err)
+	}
+	check("systemd stopping", "systemd is stopping the system")
 
 	if _, err := pendingShutdown(ctx, "unix:path=/nonexistent/bus", time.Minute, now); err == nil {
 		t.Error("no error without a bus")
 	}
 	old := logindtest.StartBus(t)
 	old.StartLogind(t, logindtest.Options{Version: 219})
+	old.StartSystemd(t, logindtest.SystemdOptions{Version: 219})
 	if got, err := pendingShutdown(ctx, old.Address(), time.Minute, now); err != nil || got != "" {
 		t.Errorf("v219 (no ScheduledShutdown): %q, %v", got, err)
 	}
@@ -340,5 +351,74 @@ func TestAgentTakesUpANodeJoinedLater(t *testing.T) {
 		if strings.Count(out, want) != 1 {
 			t.Errorf("stderr has %q %d times, want once:\n%s", want, strings.Count(out, want), out)
 		}
+	}
+}
+
+// A reboot through the wrapper killed mid-drain (kill -9: no undo runs)
+// leaves gnsh's cordon of this boot. The agent notices (the wrapper's
+// cordon note, its process gone, the drain lock free, logind and systemd
+// idle) and undoes it within a few seconds, saying why; it used to stay
+// until some later reboot.
+func TestAgentUndoesCordonOfKilledWrapper(t *testing.T) {
+	bus := logindtest.StartBus(t)
+	bus.StartLogind(t, logindtest.Options{})
+	bus.StartSystemd(t, logindtest.SystemdOptions{})
+	env, _, _ := testEnv(t)
+	var errb lockedBuffer
+	env.Stderr = &errb
+	env.LookupEnv = func(k string) (string, bool) {
+		if k == "DBUS_SYSTEM_BUS_ADDRESS" {
+			return bus.Address(), true
+		}
+		return "", false
+	}
+	own := drain.Ownership{Action: "reboot", User: "alice", TTY: "pts/0", Time: time.Now().Add(-time.Minute).UTC().Truncate(time.Second), BootID: "this-boot"}
+	ann, _ := json.Marshal(own)
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Annotations: map[string]string{drain.CordonAnnotation: string(ann)}}}
+	n.Spec.Unschedulable = true
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
+	cs := draintest.New(n)
+	lockDir := filepath.Join(t.TempDir(), "gnsh")
+	if err := os.Mkdir(lockDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	note, _ := json.Marshal(drainer.CordonNote{PID: dead.Process.Pid, Start: 1, Node: "node-1", Own: own})
+	if err := os.WriteFile(filepath.Join(lockDir, drainer.CordonNoteName), note, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sig := signals.NewDetached(nil)
+	env.NewDrainer = func() *drainer.Drainer {
+		return &drainer.Drainer{Stderr: env.Stderr, Getenv: func(string) string { return "" }, Signal: sig,
+			ConfigPath: filepath.Join(t.TempDir(), "none.yaml"), BootID: "this-boot", LockDir: lockDir, KubeRoot: t.TempDir(),
+			Connect: func(context.Context) (kubernetes.Interface, string, error) { return cs, "node-1", nil }}
+	}
+	done := make(chan int, 1)
+	go func() { done <- Run(context.Background(), []string{"gnsh", "agent"}, env) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, _ := cs.CoreV1().Nodes().Get(context.Background(), "node-1", metav1.GetOptions{})
+		if !got.Spec.Unschedulable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still cordoned after 30 s; stderr:\n%s", errb.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	sig.Deliver(syscall.SIGTERM)
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d", code)
+	}
+	want := fmt.Sprintf("gnsh: agent: gnsh's cordon of node-1 for the reboot requested by alice on pts/0 at %s undone: no drain runs, no shutdown is pending or under way, and the gnsh that made it is gone (pid %d)\n",
+		own.Time.Format(time.RFC3339), dead.Process.Pid)
+	if out := errb.String(); !strings.Contains(out, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, out)
+	}
+	if _, err := os.Lstat(filepath.Join(lockDir, drainer.CordonNoteName)); !os.IsNotExist(err) {
+		t.Errorf("note left: %v", err)
 	}
 }

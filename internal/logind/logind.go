@@ -326,6 +326,21 @@ func (s *Systemd) StartUnit(ctx context.Context, name, mode string) error {
 	return convert(s.obj.CallWithContext(ctx, SystemdManager+".StartUnit", 0, name, mode).Store(&job))
 }
 
+// SystemState reads the manager's SystemState: "running", "degraded",
+// "starting", "stopping" (shutdown.target is active or queued: the system
+// is going down, whoever asked), …
+func (s *Systemd) SystemState(ctx context.Context) (string, error) {
+	var v dbus.Variant
+	if err := s.obj.CallWithContext(ctx, "org.freedesktop.DBus.Properties.Get", 0, SystemdManager, "SystemState").Store(&v); err != nil {
+		return "", convert(err)
+	}
+	st, ok := v.Value().(string)
+	if !ok {
+		return "", fmt.Errorf("SystemState has signature %s, want s", v.Signature())
+	}
+	return st, nil
+}
+
 // unreachableNames are error replies meaning "nobody is there to ask".
 var unreachableNames = map[string]bool{
 	"org.freedesktop.DBus.Error.ServiceUnknown": true,

@@ -31,11 +31,20 @@ type SystemdOptions struct {
 }
 
 // Systemd is a fake org.freedesktop.systemd1 manager with
-// StartUnit(s name, s mode) → o job and the Version property.
+// StartUnit(s name, s mode) → o job and the Version and SystemState
+// properties. SystemState is "running" until a StartUnit of a target that
+// shuts the system down (reboot.target, poweroff.target, halt.target,
+// kexec.target, shutdown.target …), then "stopping", as systemd's is
+// while shutdown.target is active or queued.
 type Systemd struct {
-	svc  *service
-	jobs int // guarded by svc.mu
+	svc      *service
+	jobs     int  // guarded by svc.mu
+	stopping bool // guarded by svc.mu
 }
+
+// shutdownTargets are the targets whose start job queues shutdown.target.
+var shutdownTargets = map[string]bool{"reboot.target": true, "poweroff.target": true, "halt.target": true,
+	"kexec.target": true, "soft-reboot.target": true, "shutdown.target": true}
 
 // NewSystemd connects to the bus at address and serves a fake systemd1
 // manager at /org/freedesktop/systemd1. Call Close to stop it.
@@ -51,14 +60,25 @@ func NewSystemd(address string, o SystemdOptions) (*Systemd, error) {
 			name: "StartUnit",
 			in:   []introspect.Arg{in("name", "s"), in("mode", "s")},
 			out:  []introspect.Arg{out("job", "o")},
-			fn: func([]any) ([]any, *dbus.Error) {
+			fn: func(a []any) ([]any, *dbus.Error) {
 				s.jobs++
+				if name, _ := a[0].(string); shutdownTargets[name] {
+					s.stopping = true
+				}
 				return []any{dbus.ObjectPath(fmt.Sprintf("%s/job/%d", SystemdPath, s.jobs))}, nil
 			},
 		}},
 		props: []*propDef{{
 			name: "Version", sig: "s",
 			get: func() any { return strconv.Itoa(version) },
+		}, {
+			name: "SystemState", sig: "s",
+			get: func() any {
+				if s.stopping {
+					return "stopping"
+				}
+				return "running"
+			},
 		}},
 	}}
 	if err := s.svc.start(address); err != nil {

@@ -1,0 +1,165 @@
+package drainer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gnsh/gnsh/internal/drain"
+)
+
+// CordonNoteName is the file, in the lock directory, where a drain for a
+// shutdown notes the cordon record it is about to make, and which process
+// makes it, before the cordon: if that process is killed (SIGKILL, the OOM
+// killer) nothing of it undoes the cordon, and the node agent's orphan
+// watcher then does, once it is sure that nothing relies on the cordon
+// (UndoOrphanCordon). /run is a tmpfs: the note is of this boot.
+const CordonNoteName = "cordon"
+
+// CordonNote is the content of CordonNoteName.
+type CordonNote struct {
+	PID int `json:"pid"`
+	// Start is the process's start time (field 22 of /proc/PID/stat),
+	// so that a PID used again is not taken for it.
+	Start uint64          `json:"start"`
+	Node  string          `json:"node"`
+	Own   drain.Ownership `json:"record"`
+}
+
+// procStart is pid's start time in clock ticks since boot, from
+// /proc/PID/stat.
+func procStart(pid int) (uint64, error) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, err
+	}
+	// The command name may hold spaces and parentheses: the fields that
+	// follow start after the last ") ".
+	i := strings.LastIndex(string(b), ") ")
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+2:]))
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// noteCordon writes the note for the cordon record own on node, made by
+// this process. A failure costs only the agent's undo after a crash: a
+// debug line.
+func (r *run) noteCordon(node string) {
+	start, err := procStart(os.Getpid())
+	if err == nil {
+		var data []byte
+		data, err = json.Marshal(CordonNote{PID: os.Getpid(), Start: start, Node: node, Own: r.own})
+		if err == nil {
+			err = r.d.writeRunFile(CordonNoteName, data)
+		}
+	}
+	if err != nil {
+		r.debug("cordon note %s not written: %v", CordonNoteName, err)
+	}
+}
+
+// forgetCordon removes the note if it is for the record own: that cordon
+// has been undone.
+func (d *Drainer) forgetCordon(own func(*drain.Ownership) bool) {
+	var n CordonNote
+	if d.readRunFile(CordonNoteName, &n) == nil && own(&n.Own) {
+		_ = os.Remove(filepath.Join(d.lockDir(), CordonNoteName))
+	}
+}
+
+// ReadCordonNote reads the note; an error wrapping os.ErrNotExist when
+// there is none.
+func (d *Drainer) ReadCordonNote() (CordonNote, error) {
+	var n CordonNote
+	err := d.readRunFile(CordonNoteName, &n)
+	return n, err
+}
+
+// HolderGone reports whether the process that wrote the note has ended (or
+// is this one: the agent answers for its own cordons, and a cordon of its
+// own that serves no shutdown is as orphaned as a dead wrapper's).
+func (d *Drainer) HolderGone(n CordonNote) bool {
+	if n.PID == os.Getpid() {
+		return true
+	}
+	start, err := procStart(n.PID)
+	return err != nil || start != n.Start
+}
+
+// sameRecord reports whether o is the very record a (a note's): the same
+// request, by the same user, made at the same time in the same boot.
+func sameRecord(a, o *drain.Ownership) bool {
+	sameWhen := a.When == nil && o.When == nil || a.When != nil && o.When != nil && a.When.Equal(*o.When)
+	return o.Action == a.Action && o.User == a.User && o.TTY == a.TTY && o.Time.Equal(a.Time) && o.BootID == a.BootID && sameWhen
+}
+
+// OrphanWhy is the journal's and the Event's reason for an orphan undo.
+const OrphanWhy = "no drain runs, no shutdown is pending or under way, and the gnsh that made it is gone"
+
+// ErrOrphanPending is what UndoOrphanCordon returns when pending says a
+// shutdown the cordon may serve is pending or under way: nothing changed.
+var ErrOrphanPending = errors.New("a shutdown is pending or under way")
+
+// UndoOrphanCordon is the node agent's undo of gnsh's cordon for a
+// shutdown that nothing relies on any more: its gnsh was killed (SIGKILL:
+// no undo ran) or its shutdown was cancelled behind gnsh's back. The note
+// n names the record; it is undone only if, under the drain lock (so no
+// drain runs), pending (logind and systemd) says that no shutdown is
+// pending or under way, and the record standing on the Node is the note's,
+// of this boot. It posts GnshUncordoned and drops the note (also when the
+// record no longer stands). A *HeldError: a drain runs, try again later;
+// ErrOrphanPending: the cordon may serve a shutdown, leave it. Bounded by
+// 4×apiTimeout.
+func (d *Drainer) UndoOrphanCordon(ctx context.Context, n CordonNote, pending func(context.Context) (string, error)) (bool, error) {
+	r := newRun(d, forShutdown, "orphan")
+	if err := r.loadConfig(nil); err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 4*r.cfg.APITimeout.D())
+	defer cancel()
+	if n.Own.BootID != d.bootID() {
+		_ = os.Remove(filepath.Join(d.lockDir(), CordonNoteName))
+		return false, nil // not of this boot (after a soft-reboot, /run stays): the uncordon after boot's
+	}
+	s, err := d.connect(ctx, r.cfg, "", r.out.sayf)
+	if err != nil {
+		return false, err
+	}
+	r.sess = s
+	if s.node != n.Node {
+		return false, fmt.Errorf("the note names Node %s, this node is %s", n.Node, s.node)
+	}
+	lock, err := d.lock("undo a cordon its gnsh left", n.Node, false, deadline(ctx))
+	if err != nil {
+		return false, err
+	}
+	defer lock.Release()
+	switch what, err := pending(ctx); {
+	case err != nil:
+		return false, fmt.Errorf("cannot tell whether a shutdown is pending: %w", err)
+	case what != "":
+		return false, fmt.Errorf("%w: %s", ErrOrphanPending, what)
+	}
+	only := func(o *drain.Ownership) bool { return sameRecord(&n.Own, o) }
+	undone, err := drain.Uncordon(ctx, s.c, s.node, only, s.check)
+	if err != nil {
+		return false, err
+	}
+	_ = os.Remove(filepath.Join(d.lockDir(), CordonNoteName))
+	if undone {
+		r.event(ctx, "Normal", ReasonUncordoned, "gnsh's cordon for the %s requested by %s at %s undone by the node agent: %s",
+			n.Own.Request(), n.Own.Requester(), n.Own.Time.UTC().Format(time.RFC3339), OrphanWhy)
+	}
+	return undone, nil
+}
