@@ -346,6 +346,11 @@ func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bo
 		return Result{Node: node, Why: "waiting for " + node + " to be Ready for this boot: " + why}, false, nil
 	}
 	u.debugf("%s is Ready for this boot: %s", node, why)
+	if o := drain.Owner(n); o == nil || !u.fromEarlierBoot(o, bootID, boot) {
+		// Nothing of gnsh's to undo: no need for the drain lock, which a
+		// shutdown typed meanwhile would wait for.
+		return u.left(node, n, o, bootID, boot), true, nil
+	}
 
 	unlock := func() {}
 	if u.Lock != nil {
