@@ -64,6 +64,14 @@ func agentCommand(code *int, env *dispatch.Env) *cli.Command {
 			"it holds an flock on /run/gnsh/agent.flock: the wrapper says whether the agent\n" +
 			"will drain a far schedule; a second agent exits with status 1.\n" +
 			"\n" +
+			"It also undoes gnsh's cordon for a shutdown nothing relies on any more (a wrapper\n" +
+			"killed mid-drain, a shutdown cancelled behind gnsh's back): each drain notes its\n" +
+			"record and process in /run/gnsh/cordon before it cordons; every 5 s the agent looks,\n" +
+			"and once that process is gone, no drain holds the lock, logind has no shutdown\n" +
+			"preparing or due within drainTimeout and systemd is not stopping, it undoes that\n" +
+			"record's cordon and posts GnshUncordoned. A wrapper that finds the drain lock held\n" +
+			"by the agent waits for it (within the agent's bound) instead of refusing.\n" +
+			"\n" +
 			"It tells systemd READY=1 at once (it never delays boot) and its\n" +
 			"state in STATUS=. SIGTERM or SIGINT ends it with exit status 0. Logs go to stderr\n" +
 			"(the journal), one line an event. Kubeconfig and node name are found as for a\n" +
