@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/gnsh/gnsh/internal/version.Version=$(VERSION)
 FUZZTIME ?= 10s
 
-.PHONY: build man package deps k8s test test-unit test-integration test-e2e lint fuzz bench demo install clean
+.PHONY: build man package deps k8s test test-unit test-integration test-e2e chaos lint fuzz bench demo install clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/gnsh ./cmd/gnsh
@@ -42,6 +42,13 @@ test-integration:
 
 test-e2e: build k8s
 	GNSH_BIN=$(CURDIR)/bin/gnsh $(GO) test -tags e2e -count=1 -timeout 30m -v ./test/e2e/
+
+# The node agent's chaos loop alone, many cycles (make test runs 3): reboots
+# through random ways with random faults on both suites; the seed it prints
+# replays a run (GNSH_E2E_CHAOS_SEED=N make chaos).
+CHAOS_CYCLES ?= 30
+chaos: deps build k8s
+	GNSH_E2E_CHAOS_CYCLES=$(CHAOS_CYCLES) GNSH_BIN=$(CURDIR)/bin/gnsh $(GO) test -tags e2e -count=1 -timeout 180m -v -run 'TestAgentE2E/.*/chaos$$' ./test/e2e/
 
 lint:
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }

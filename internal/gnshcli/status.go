@@ -247,7 +247,10 @@ func WriteStatus(w io.Writer, r *nodefacts.Report) {
 		path = nodefacts.AgentLockPath
 	}
 	lock := path + " " + a.Lock
-	if a.LockError != "" {
+	switch {
+	case a.Lock == nodefacts.LockRootOnly:
+		lock = "from systemd; " + path + " is root's"
+	case a.LockError != "":
 		lock = path + ": error: " + a.LockError
 	}
 	runs := "no (" + lock + ")"

@@ -230,3 +230,16 @@ func TestStatusNoBusAndBadOutput(t *testing.T) {
 		t.Fatalf("exit %d, %q", code, e.errb)
 	}
 }
+
+// Another user than root cannot probe the agent's lock (root's alone):
+// gnsh status says whether the agent runs from systemd's ActiveState.
+func TestStatusAgentForAnotherUser(t *testing.T) {
+	r := &nodefacts.Report{Logind: nodefacts.LogindFacts{Reachable: true, GnshLock: true},
+		Agent: nodefacts.AgentFacts{Unit: "gnsh.service", ActiveState: "active", LockPath: "/run/gnsh/agent.flock",
+			Lock: nodefacts.LockRootOnly, Running: true}}
+	var b bytes.Buffer
+	WriteStatus(&b, r)
+	if want := "agent runs          yes (from systemd; /run/gnsh/agent.flock is root's), delay lock on shutdown yes\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("status lacks %q:\n%s", want, b.String())
+	}
+}

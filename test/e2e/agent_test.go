@@ -78,6 +78,12 @@ func agentCases() []agentCase {
 			why: "shutdown -r +2 with drainTimeout 90s: the agent drains at about the deadline - 90 s; shutdown -c uncordons"},
 		{name: "cancelled_while_stopped", wrapper: true, slow: true, run: cancelledWhileStopped,
 			why: "the agent drained ahead of shutdown -r +2, was stopped, and the schedule was cancelled over the bus (not through the wrapper): started again, the agent undoes gnsh's cordon for it"},
+		{name: "wrapper_killed", wrapper: true, run: wrapperKilled,
+			why: "no other user can take gnsh's locks; reboot killed with SIGKILL mid-drain: the agent undoes its cordon within seconds (no reboot), then reboot drains and hands off and the agent uncordons after the boot"},
+		{name: "reboot_during_agent_drain", wrapper: true, slow: true, run: rebootDuringAgentDrain,
+			why: "reboot typed while the agent drains ahead of shutdown -r +2 (held up by a PDB): it waits for the agent instead of being refused, uses its drain and hands off"},
+		{name: "chaos", wrapper: true, gate: true, slow: true, run: chaos,
+			why: "reboots through random ways (reboot, shutdown -r now, systemctl reboot) with random faults (API cut mid-drain, an admin's cordon, the agent restarted, the wrapper killed): never refused, never left cordoned by gnsh (GNSH_E2E_CHAOS_CYCLES, GNSH_E2E_CHAOS_SEED)"},
 		{name: "doctor", kubelet: true, run: doctor,
 			why: "gnsh doctor reports the gap on stock bullseye (exit 1) and passes once gnsh is installed over the four commands and the agent runs"},
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/gnsh/gnsh/test/internal/faultproxy"
 )
 
-var faultNodes = []string{"fail503", "mid503", "cutoff", "forcebudget"}
+var faultNodes = []string{"fail503", "mid503", "cutoff", "forcebudget", "shed429"}
 
 func TestDrainFaults(t *testing.T) {
 	t.Parallel()
@@ -27,6 +27,7 @@ func TestDrainFaults(t *testing.T) {
 		{"503 mid-drain for unreachableAfter", test503MidDrain},
 		{"eviction answers cut off: retried", testEvictionCutOff},
 		{"-f: cordon and Event within one budget", testForceBudget},
+		{"429 shedding every eviction for unreachableAfter", testEvictionsShed},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
@@ -167,4 +168,34 @@ func testForceBudget(t *testing.T, k *cluster, px *faultproxy.Proxy) {
 		t.Errorf("reboot -f took %s, want about forceCordonTimeout (3s)", took.Round(100*time.Millisecond))
 	}
 	wantLines(t, r.Stderr, "gnsh: warning: … reboot -f goes on without a cordon", "Rebooting.")
+}
+
+// testEvictionsShed: the API server sheds load (API Priority and Fairness)
+// and answers every eviction 429 without the DisruptionBudget cause: that
+// is a failing server, not a PodDisruptionBudget's refusal. After
+// unreachableAfter (3 s) gnsh gives the drain up with a warning and hands
+// off; it used to take the 429s for a budget, drain for the whole
+// drainTimeout and refuse the reboot.
+func testEvictionsShed(t *testing.T, k *cluster, px *faultproxy.Proxy) {
+	n := k.newNode(t, "shed429")
+	n.replicaSet("web", 2, podOpts{})
+	n.waitRunning(2)
+	rule := px.Fail(http.MethodPost, "^/api/v1/namespaces/[^/]+/pods/[^/]+/eviction$", http.StatusTooManyRequests)
+	defer rule.Remove()
+	b := newLogind(t)
+	start := time.Now()
+	r := gnshRun(t, b.bus, n.proxied(px, config("drainTimeout: 2m")), "reboot")
+	took := time.Since(start)
+	if r.Code != 0 {
+		t.Fatalf("exit %d, want 0; stderr:\n%s", r.Code, r.Stderr)
+	}
+	wantHandOff(t, "", b.ld.Calls(), "RebootWithFlags")
+	wantLines(t, r.Stderr, "gnsh: warning: API server failing for …429 Too Many Requests…; rebooting without finishing the drain of shed429")
+	if took > time.Minute {
+		t.Errorf("took %s, want well under drainTimeout (2m)", took.Round(time.Second))
+	}
+	if rule.Hits() < 2 {
+		t.Errorf("%d evictions answered 429, want them retried", rule.Hits())
+	}
+	n.wantCordon("reboot")
 }
