@@ -252,11 +252,30 @@ func runAnsibleSuite(t *testing.T, suite, gnsh string) {
 	})
 	n.step("ansible_reboot_module", func(t *testing.T) { n.ansibleReboot(dedicated) })
 
-	n.step("state_absent", func(t *testing.T) {
-		absent := map[string]any{"gnsh_state": "absent"}
-		for k, v := range dedicated {
-			absent[k] = v
+	// gnsh_agent: false: the agent disabled and stopped, and kept so: a
+	// second run (and a check-mode run) changes nothing, which needs gnsh
+	// install not to enable it again.
+	n.step("agent_disabled_kept", func(t *testing.T) {
+		off := withVars(dedicated, map[string]any{"gnsh_agent": false})
+		if r := n.play("agent-off", "site.yml", off, false); r.changed == 0 {
+			t.Errorf("gnsh_agent=false changed nothing")
 		}
+		n.expectAgent("disabled", "inactive")
+		n.expectUnchanged(n.play("agent-off-again", "site.yml", off, false))
+		n.expectAgent("disabled", "inactive")
+		n.expectUnchanged(n.play("agent-off-check", "site.yml", off, true))
+	})
+	// An admin's mask stays, with the default gnsh_agent: true. Where the
+	// role's unit is (/etc/systemd/system) systemctl mask refuses ("already
+	// exists"), so the mask is what it would make there: a link to /dev/null.
+	n.step("agent_masked_kept", func(t *testing.T) {
+		n.c.must("sh", "-ec", "ln -sf /dev/null /etc/systemd/system/gnsh.service; systemctl daemon-reload")
+		n.expectAgent("masked", "inactive")
+		n.expectMaskKept(n.play("agent-masked", "site.yml", dedicated, false))
+	})
+
+	n.step("state_absent", func(t *testing.T) {
+		absent := withVars(dedicated, map[string]any{"gnsh_state": "absent"})
 		r := n.play("absent", "site.yml", absent, false)
 		if r.changed == 0 {
 			t.Errorf("state=absent changed nothing")
@@ -286,6 +305,9 @@ func runAnsibleSuite(t *testing.T, suite, gnsh string) {
 			t.Errorf("package mode: dpkg status, no /usr/local/sbin/gnsh, unit enabled, agent active and its binary: %q, want %q", st, want)
 		}
 		n.expectUnchanged(n.play("package-again", "site.yml", pkg, false))
+		// The package's unit is in /lib/systemd/system: systemctl masks it.
+		n.c.must("systemctl", "mask", "--now", "gnsh.service")
+		n.expectMaskKept(n.play("package-masked", "site.yml", pkg, false))
 		pkg["gnsh_state"] = "absent"
 		if r := n.play("package-absent", "site.yml", pkg, false); r.changed == 0 {
 			t.Errorf("state=absent in package mode changed nothing")
@@ -537,6 +559,18 @@ func (n *ansibleNode) playCmd(ctx context.Context, name, playbook string, vars m
 	return cmd, logf
 }
 
+// withVars returns a copy of vars with extra set.
+func withVars(vars, extra map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range vars {
+		out[k] = v
+	}
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
+}
+
 func withDefaultVars(vars map[string]any, n *ansibleNode) map[string]any {
 	out := map[string]any{"gnsh_binary_src": n.gnsh, "gnsh_hosts": "kubernetes_nodes"}
 	for k, v := range vars {
@@ -670,6 +704,25 @@ func (n *ansibleNode) expectDedicatedKubeconfig() {
 	if r.rc != 0 {
 		t.Errorf("gnsh drain --dry-run with the dedicated identity: %s", r)
 	}
+}
+
+// expectAgent checks gnsh.service's unit file state (systemctl
+// is-enabled) and whether it runs (is-active).
+func (n *ansibleNode) expectAgent(enabled, active string) {
+	got := n.c.must("sh", "-c", "systemctl is-enabled gnsh.service; systemctl is-active gnsh.service; true").stdout
+	if want := enabled + "\n" + active + "\n"; got != want {
+		n.t.Errorf("gnsh.service is-enabled, is-active: %q, want %q", got, want)
+	}
+}
+
+// expectMaskKept checks a run over an admin's mask of the agent: nothing
+// changed, the role said why, and the unit is still masked and stopped.
+func (n *ansibleNode) expectMaskKept(r recap) {
+	n.expectUnchanged(r)
+	if !strings.Contains(r.out, "gnsh.service is masked") {
+		n.t.Errorf("the play does not say that it left the masked gnsh.service alone")
+	}
+	n.expectAgent("masked", "inactive")
 }
 
 // expectNoSecrets fails if out, a play's output, holds the admin's client
