@@ -274,11 +274,20 @@ func runAnsibleSuite(t *testing.T, suite, gnsh string) {
 		n.expectMaskKept(n.play("agent-masked", "site.yml", dedicated, false))
 	})
 
+	// gnsh_switch: false, unlike the runs before: absent undoes gnsh
+	// install's switch whenever its record is on the node.
 	n.step("state_absent", func(t *testing.T) {
-		absent := withVars(dedicated, map[string]any{"gnsh_state": "absent"})
+		absent := withVars(dedicated, map[string]any{"gnsh_state": "absent", "gnsh_switch": false})
 		r := n.play("absent", "site.yml", absent, false)
 		if r.changed == 0 {
 			t.Errorf("state=absent changed nothing")
+		}
+		r2 := n.c.in(10*time.Second, "sh", "-ec", `for c in shutdown poweroff reboot halt; do
+			p=$(readlink -f /sbin/$c); [ -f "$p" ] || { echo "/sbin/$c -> $p: no such file"; exit 1; }
+			case $p in *gnsh*) echo "/sbin/$c -> $p"; exit 1;; esac; done
+			[ ! -e /var/lib/gnsh/install.json ] || { echo "/var/lib/gnsh/install.json is left"; exit 1; }`)
+		if r2.rc != 0 {
+			t.Errorf("after state=absent with gnsh_switch=false the commands are not systemd's: %s", r2.stdout)
 		}
 		if diff := lineDiff(before, n.listing()); diff != "" {
 			t.Errorf("the node after state=absent differs from before the role:\n%s", diff)
