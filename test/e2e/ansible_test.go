@@ -16,6 +16,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -29,6 +31,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -227,7 +230,18 @@ func runAnsibleSuite(t *testing.T, suite, gnsh string) {
 		"gnsh_config": map[string]any{"node": d.node, "drainTimeout": "2m"},
 	}
 	n.step("dedicated_identity", func(t *testing.T) {
-		r := n.play("dedicated", "site.yml", dedicated, false)
+		// The first run writes /etc/gnsh/kubeconfig: watched from the host
+		// (the container's root is the overlay mounted at root) for its mode
+		// at every change, and run with -vvv, whose output must hold
+		// neither the admin's key nor the token.
+		kc := filepath.Join(root, "etc", "gnsh", "kubeconfig")
+		if _, err := os.Lstat(kc); err == nil {
+			t.Fatalf("/etc/gnsh/kubeconfig exists before the first run with gnsh_credentials=dedicated")
+		}
+		w := watchModes(t, filepath.Dir(kc), "kubeconfig")
+		r := n.playWith("dedicated", "site.yml", dedicated, false, "-vvv")
+		w.expectPrivate(t, "kubeconfig")
+		n.expectNoSecrets(r.out)
 		if r.changed == 0 {
 			t.Errorf("switching to the dedicated identity changed nothing")
 		}
@@ -238,14 +252,42 @@ func runAnsibleSuite(t *testing.T, suite, gnsh string) {
 	})
 	n.step("ansible_reboot_module", func(t *testing.T) { n.ansibleReboot(dedicated) })
 
-	n.step("state_absent", func(t *testing.T) {
-		absent := map[string]any{"gnsh_state": "absent"}
-		for k, v := range dedicated {
-			absent[k] = v
+	// gnsh_agent: false: the agent disabled and stopped, and kept so: a
+	// second run (and a check-mode run) changes nothing, which needs gnsh
+	// install not to enable it again.
+	n.step("agent_disabled_kept", func(t *testing.T) {
+		off := withVars(dedicated, map[string]any{"gnsh_agent": false})
+		if r := n.play("agent-off", "site.yml", off, false); r.changed == 0 {
+			t.Errorf("gnsh_agent=false changed nothing")
 		}
+		n.expectAgent("disabled", "inactive")
+		n.expectUnchanged(n.play("agent-off-again", "site.yml", off, false))
+		n.expectAgent("disabled", "inactive")
+		n.expectUnchanged(n.play("agent-off-check", "site.yml", off, true))
+	})
+	// An admin's mask stays, with the default gnsh_agent: true. Where the
+	// role's unit is (/etc/systemd/system) systemctl mask refuses ("already
+	// exists"), so the mask is what it would make there: a link to /dev/null.
+	n.step("agent_masked_kept", func(t *testing.T) {
+		n.c.must("sh", "-ec", "ln -sf /dev/null /etc/systemd/system/gnsh.service; systemctl daemon-reload")
+		n.expectAgent("masked", "inactive")
+		n.expectMaskKept(n.play("agent-masked", "site.yml", dedicated, false))
+	})
+
+	// gnsh_switch: false, unlike the runs before: absent undoes gnsh
+	// install's switch whenever its record is on the node.
+	n.step("state_absent", func(t *testing.T) {
+		absent := withVars(dedicated, map[string]any{"gnsh_state": "absent", "gnsh_switch": false})
 		r := n.play("absent", "site.yml", absent, false)
 		if r.changed == 0 {
 			t.Errorf("state=absent changed nothing")
+		}
+		r2 := n.c.in(10*time.Second, "sh", "-ec", `for c in shutdown poweroff reboot halt; do
+			p=$(readlink -f /sbin/$c); [ -f "$p" ] || { echo "/sbin/$c -> $p: no such file"; exit 1; }
+			case $p in *gnsh*) echo "/sbin/$c -> $p"; exit 1;; esac; done
+			[ ! -e /var/lib/gnsh/install.json ] || { echo "/var/lib/gnsh/install.json is left"; exit 1; }`)
+		if r2.rc != 0 {
+			t.Errorf("after state=absent with gnsh_switch=false the commands are not systemd's: %s", r2.stdout)
 		}
 		if diff := lineDiff(before, n.listing()); diff != "" {
 			t.Errorf("the node after state=absent differs from before the role:\n%s", diff)
@@ -272,6 +314,9 @@ func runAnsibleSuite(t *testing.T, suite, gnsh string) {
 			t.Errorf("package mode: dpkg status, no /usr/local/sbin/gnsh, unit enabled, agent active and its binary: %q, want %q", st, want)
 		}
 		n.expectUnchanged(n.play("package-again", "site.yml", pkg, false))
+		// The package's unit is in /lib/systemd/system: systemctl masks it.
+		n.c.must("systemctl", "mask", "--now", "gnsh.service")
+		n.expectMaskKept(n.play("package-masked", "site.yml", pkg, false))
 		pkg["gnsh_state"] = "absent"
 		if r := n.play("package-absent", "site.yml", pkg, false); r.changed == 0 {
 			t.Errorf("state=absent in package mode changed nothing")
@@ -489,9 +534,9 @@ type recap struct {
 var recapRE = regexp.MustCompile(`(?m)^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)`)
 
 // playCmd returns ansible-playbook for playbook with vars (and --check),
-// its output going to adir/NN-name.log. It checks first that the
-// inventory's port is the container's sshd.
-func (n *ansibleNode) playCmd(ctx context.Context, name, playbook string, vars map[string]any, check bool) (*exec.Cmd, *os.File) {
+// its output (verbosity: -v, -vvv) going to adir/NN-name.log. It checks
+// first that the inventory's port is the container's sshd.
+func (n *ansibleNode) playCmd(ctx context.Context, name, playbook string, vars map[string]any, check bool, verbosity string) (*exec.Cmd, *os.File) {
 	t := n.t
 	n.assertContainerSSH()
 	n.runs++
@@ -503,7 +548,7 @@ func (n *ansibleNode) playCmd(ctx context.Context, name, playbook string, vars m
 	if !filepath.IsAbs(pb) {
 		pb, _ = filepath.Abs(filepath.Join("..", "..", "install", "ansible", playbook))
 	}
-	args := []string{"-i", filepath.Join(n.adir, "inventory.ini"), "-e", "@" + varsFile, "-v", pb}
+	args := []string{"-i", filepath.Join(n.adir, "inventory.ini"), "-e", "@" + varsFile, verbosity, pb}
 	if check {
 		args = append(args, "--check", "--diff")
 	}
@@ -523,6 +568,18 @@ func (n *ansibleNode) playCmd(ctx context.Context, name, playbook string, vars m
 	return cmd, logf
 }
 
+// withVars returns a copy of vars with extra set.
+func withVars(vars, extra map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range vars {
+		out[k] = v
+	}
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
+}
+
 func withDefaultVars(vars map[string]any, n *ansibleNode) map[string]any {
 	out := map[string]any{"gnsh_binary_src": n.gnsh, "gnsh_hosts": "kubernetes_nodes"}
 	for k, v := range vars {
@@ -531,13 +588,18 @@ func withDefaultVars(vars map[string]any, n *ansibleNode) map[string]any {
 	return out
 }
 
-// play runs a playbook to its end and returns its recap; a failed play
-// fails the test.
+// play runs a playbook to its end (with -v) and returns its recap; a
+// failed play fails the test.
 func (n *ansibleNode) play(name, playbook string, vars map[string]any, check bool) recap {
+	return n.playWith(name, playbook, vars, check, "-v")
+}
+
+// playWith is play with another verbosity (-vvv).
+func (n *ansibleNode) playWith(name, playbook string, vars map[string]any, check bool, verbosity string) recap {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	cmd, logf := n.playCmd(ctx, name, playbook, vars, check)
+	cmd, logf := n.playCmd(ctx, name, playbook, vars, check, verbosity)
 	err := cmd.Run()
 	logf.Close()
 	return n.recap(name, logf.Name(), err, start)
@@ -653,6 +715,132 @@ func (n *ansibleNode) expectDedicatedKubeconfig() {
 	}
 }
 
+// expectAgent checks gnsh.service's unit file state (systemctl
+// is-enabled) and whether it runs (is-active).
+func (n *ansibleNode) expectAgent(enabled, active string) {
+	got := n.c.must("sh", "-c", "systemctl is-enabled gnsh.service; systemctl is-active gnsh.service; true").stdout
+	if want := enabled + "\n" + active + "\n"; got != want {
+		n.t.Errorf("gnsh.service is-enabled, is-active: %q, want %q", got, want)
+	}
+}
+
+// expectMaskKept checks a run over an admin's mask of the agent: nothing
+// changed, the role said why, and the unit is still masked and stopped.
+func (n *ansibleNode) expectMaskKept(r recap) {
+	n.expectUnchanged(r)
+	if !strings.Contains(r.out, "gnsh.service is masked") {
+		n.t.Errorf("the play does not say that it left the masked gnsh.service alone")
+	}
+	n.expectAgent("masked", "inactive")
+}
+
+// expectNoSecrets fails if out, a play's output, holds the admin's client
+// key (of the kubeconfig the role's kubectl tasks use) or the token in the
+// node's /etc/gnsh/kubeconfig.
+func (n *ansibleNode) expectNoSecrets(out string) {
+	t := n.t
+	secrets := map[string]string{}
+	admin, err := os.ReadFile(n.d.cp.AdminKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(admin), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "client-key-data: "); ok {
+			secrets["the admin's client-key-data"] = v
+			if pem, err := base64.StdEncoding.DecodeString(v); err == nil {
+				if lines := strings.Split(string(pem), "\n"); len(lines) > 1 {
+					secrets["a line of the admin's client key (PEM)"] = lines[1]
+				}
+			}
+		}
+	}
+	m := regexp.MustCompile(`(?m)^\s*token: "?([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.([A-Za-z0-9_-]+))"?$`).FindStringSubmatch(n.c.must("cat", "/etc/gnsh/kubeconfig").stdout)
+	if m != nil {
+		secrets["the node's token"], secrets["the token's signature"] = m[1], m[2]
+	}
+	if len(secrets) != 4 {
+		t.Fatalf("found %d of the 4 secrets to look for (the admin's client key in %s, the token in /etc/gnsh/kubeconfig)", len(secrets), n.d.cp.AdminKubeconfig)
+	}
+	for what, s := range secrets {
+		if strings.Contains(out, s) {
+			t.Errorf("the play's output (-vvv) shows %s", what)
+		}
+	}
+}
+
+// modeWatch follows, with inotify, the files of one directory whose name
+// holds a string, and records the mode of each at every event on it
+// (created, linked, moved in, written, attributes changed).
+type modeWatch struct {
+	f    *os.File
+	dir  string
+	done chan struct{}
+	seen []string // "NAME MODE" at each event
+	wide []string // those with a mode wider than 0600
+}
+
+// watchModes watches dir (on the host) for files whose name holds substr.
+func watchModes(t *testing.T, dir, substr string) *modeWatch {
+	t.Helper()
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_ATTRIB|unix.IN_MODIFY|unix.IN_CLOSE_WRITE); err != nil {
+		unix.Close(fd)
+		t.Fatalf("inotify on %s: %v", dir, err)
+	}
+	w := &modeWatch{f: os.NewFile(uintptr(fd), "inotify"), dir: dir, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := w.f.Read(buf)
+			if err != nil {
+				return
+			}
+			for off := 0; off+unix.SizeofInotifyEvent <= n; {
+				l := int(binary.NativeEndian.Uint32(buf[off+12:]))
+				name := strings.TrimRight(string(buf[off+unix.SizeofInotifyEvent:off+unix.SizeofInotifyEvent+l]), "\x00")
+				off += unix.SizeofInotifyEvent + l
+				if strings.Contains(name, substr) {
+					w.check(name)
+				}
+			}
+		}
+	}()
+	return w
+}
+
+func (w *modeWatch) check(name string) {
+	fi, err := os.Lstat(filepath.Join(w.dir, name))
+	if err != nil {
+		return
+	}
+	w.seen = append(w.seen, fmt.Sprintf("%s %v", name, fi.Mode()))
+	if fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
+		w.wide = append(w.wide, fmt.Sprintf("%s %v", name, fi.Mode()))
+	}
+}
+
+// expectPrivate stops the watch and fails if a file was seen with a mode
+// wider than 0600, or if none named name was seen at all.
+func (w *modeWatch) expectPrivate(t *testing.T, name string) {
+	t.Helper()
+	w.f.Close()
+	<-w.done
+	t.Logf("modes seen in %s: %s", w.dir, strings.Join(w.seen, ", "))
+	if len(w.wide) > 0 {
+		t.Errorf("readable by others for a moment: %s", strings.Join(w.wide, ", "))
+	}
+	for _, s := range w.seen {
+		if strings.HasPrefix(s, name+" ") {
+			return
+		}
+	}
+	t.Errorf("no event on %s/%s: the watch saw nothing of it", w.dir, name)
+}
+
 // expectSwitched checks that shutdown/poweroff/reboot/halt are gnsh for
 // root's PATH and for sudo's secure_path.
 func (n *ansibleNode) expectSwitched() {
@@ -712,7 +900,7 @@ func (n *ansibleNode) ansibleReboot(vars map[string]any) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	start := time.Now()
-	cmd, logf := n.playCmd(ctx, "reboot-module", pb, vars, false)
+	cmd, logf := n.playCmd(ctx, "reboot-module", pb, vars, false, "-v")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
