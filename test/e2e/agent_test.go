@@ -80,6 +80,8 @@ func agentCases() []agentCase {
 			why: "the agent drained ahead of shutdown -r +2, was stopped, and the schedule was cancelled over the bus (not through the wrapper): started again, the agent undoes gnsh's cordon for it"},
 		{name: "wrapper_killed", wrapper: true, run: wrapperKilled,
 			why: "no other user can take gnsh's locks; reboot killed with SIGKILL mid-drain: the agent undoes its cordon within seconds (no reboot), then reboot drains and hands off and the agent uncordons after the boot"},
+		{name: "reboot_during_agent_undo", wrapper: true, gate: true, run: rebootDuringAgentUndo,
+			why: "reboot typed while the agent holds the drain lock for an undo that the hung API server drags out (4×apiTimeout): it waits for the agent, then goes on without a drain (the API server fails) and hands off"},
 		{name: "reboot_during_agent_drain", wrapper: true, slow: true, run: rebootDuringAgentDrain,
 			why: "reboot typed while the agent drains ahead of shutdown -r +2 (held up by a PDB): it waits for the agent instead of being refused, uses its drain and hands off"},
 		{name: "chaos", wrapper: true, gate: true, slow: true, run: chaos,
@@ -1001,6 +1003,7 @@ type gate struct {
 	upstream string
 	mu       sync.Mutex
 	down     bool
+	hang     bool
 	conns    map[net.Conn]bool
 	attempts []time.Time
 }
@@ -1048,9 +1051,31 @@ func (g *gate) serve() {
 			continue
 		}
 		g.conns[c] = true
+		hang := g.hang
 		g.mu.Unlock()
+		if hang {
+			continue // accepted, never relayed: the client's request times out
+		}
 		go g.relay(c)
 	}
+}
+
+// setHang makes the gate accept connections and relay nothing (true: an
+// API server that does not answer; the connections relayed so far are
+// reset, so that clients reconnect into the hang) or relay again (false:
+// the held connections are closed).
+func (g *gate) setHang(hang bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.hang = hang
+	for c := range g.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		c.Close()
+		delete(g.conns, c)
+	}
+	g.t.Logf("gate hanging: %v", hang)
 }
 
 func (g *gate) relay(c net.Conn) {
