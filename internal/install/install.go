@@ -53,7 +53,12 @@ type Options struct {
 	// for the root "/" with /run/systemd/system present.
 	Live *bool
 
-	fail func(desc string) error // tests: make the step with this description fail
+	// Tests: fail makes the step with this description fail; failWrite
+	// makes the nth write of the state file fail (n from 1); changed is
+	// called after each change to the tree.
+	fail      func(desc string) error
+	failWrite func(n int) error
+	changed   func(what string)
 }
 
 // Error is a failure: what went wrong and how to fix it, printed as one line.
@@ -70,7 +75,11 @@ type step struct {
 	desc string
 	do   func() error
 	undo func() error
-	rec  func(s *State)
+	// rec updates the record once do has made the change.
+	rec func(s *State)
+	// stateDir: the step makes StatePath's directory, so undoing it
+	// takes the state file first.
+	stateDir bool
 }
 
 type run struct {
@@ -86,7 +95,11 @@ type run struct {
 	verb   string // install, uninstall
 	// dropState: the state file is removed, not written again.
 	dropState bool
-	lock      *os.File
+	// kept: the state file as the run found it is linked to StatePrev
+	// (at the run's first write), to be put back if the run fails.
+	kept   bool
+	writes int
+	lock   *os.File
 }
 
 // close releases the lock explicitly: a child forked meanwhile (a tool
@@ -118,7 +131,7 @@ func newRun(ctx context.Context, o Options, verb string) (*run, error) {
 	if o.Tools == nil {
 		o.Tools = ExecTools{}
 	}
-	r := &run{ctx: ctx, o: o, t: target{root: root}, verb: verb}
+	r := &run{ctx: ctx, o: o, t: target{root: root, changed: o.changed}, verb: verb}
 	// One install or uninstall at a time per root: a lock on the root
 	// directory itself (flock(2) on its descriptor; no file is made).
 	lock, err := os.Open(root)
@@ -161,10 +174,16 @@ func (r *run) say(format string, a ...any) {
 
 func (r *run) add(s ...step) { r.steps = append(r.steps, s...) }
 
-func (r *run) tool(argv ...string) error { return r.o.Tools.Run(r.ctx, argv...) }
+func (r *run) tool(argv ...string) error {
+	err := r.o.Tools.Run(r.ctx, argv...)
+	r.t.done("ran " + strings.Join(argv, " "))
+	return err
+}
 
 // execute runs the steps in order, printing each one done. When one fails
-// the ones done are undone in reverse order and the state file is put back.
+// (or the record of one cannot be written) the ones done, that one among
+// them, are undone in reverse order and the state file is put back as the
+// run found it.
 func (r *run) execute() error {
 	if len(r.steps) == 0 {
 		fmt.Fprintln(r.o.Out, NothingToChange)
@@ -189,21 +208,46 @@ func (r *run) execute() error {
 		if skipped {
 			err = nil
 		}
-		if err == nil && s.rec != nil {
-			s.rec(r.st)
-		}
-		if err == nil {
-			err = r.saveState()
-		}
 		if err != nil {
-			return r.rollback(done, s, err)
+			return r.rollback(done, s.desc, err)
 		}
 		if !skipped {
 			r.say("%s", s.desc)
 			done = append(done, s)
 		}
+		if s.rec != nil {
+			s.rec(r.st)
+		}
+		if err := r.saveState(); err != nil {
+			return r.rollback(done, s.desc, &stateError{err})
+		}
+	}
+	if r.kept {
+		r.kept = false
+		if err := ignoreMissing(r.t.remove(StatePrev)); err != nil {
+			r.say("warning: cannot remove %s: %v", StatePrev, err)
+		}
 	}
 	return nil
+}
+
+// stateError is a failed write of the state file.
+type stateError struct{ err error }
+
+func (e *stateError) Error() string { return e.err.Error() }
+
+// reason is the system's answer without the host path the message names
+// already (ENOSPC, EIO, EROFS).
+func (e *stateError) reason() error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(e.err, &pe):
+		return pe.Err
+	case errors.As(e.err, &le):
+		return le.Err
+	}
+	return e.err
 }
 
 // saveState writes the state as the steps so far left it, once its
@@ -211,6 +255,20 @@ func (r *run) execute() error {
 func (r *run) saveState() error {
 	if r.dropState || !r.t.exists(filepath.Dir(StatePath)) {
 		return nil
+	}
+	if r.old != nil && !r.kept && r.t.exists(StatePath) {
+		// The record as the run found it, kept for a rollback that cannot
+		// write (a full or read-only /var): a rename puts it back.
+		if err := r.t.link(StatePath, StatePrev); err != nil {
+			return err
+		}
+		r.kept = true
+	}
+	r.writes++
+	if r.o.failWrite != nil {
+		if err := r.o.failWrite(r.writes); err != nil {
+			return err
+		}
 	}
 	if r.st.empty() {
 		if r.t.exists(StatePath) {
@@ -225,17 +283,34 @@ func (s *State) empty() bool {
 	return s.Mode == "" && len(s.Commands) == 0 && len(s.Files) == 0 && len(s.Links) == 0 && len(s.Dirs) == 0
 }
 
-func (r *run) rollback(done []step, failed step, cause error) error {
-	// The state file first: its directory may be one of the steps undone.
+// putBackState makes the state file what the run found: the kept link
+// renamed back, else (there was none) removed.
+func (r *run) putBackState() error {
+	if r.kept {
+		r.kept = false
+		return r.t.restore(StatePrev, StatePath)
+	}
+	if r.old == nil && r.t.exists(StatePath) {
+		return r.t.remove(StatePath)
+	}
+	return nil
+}
+
+func (r *run) rollback(done []step, failed string, cause error) error {
 	var stateErr error
-	if r.old != nil {
-		stateErr = writeState(r.t, r.old)
-	} else if r.t.exists(StatePath) {
-		stateErr = r.t.remove(StatePath)
+	stateBack := false
+	putBack := func() {
+		if !stateBack {
+			stateBack = true
+			stateErr = r.putBackState()
+		}
 	}
 	var undoErrs []string
 	for i := len(done) - 1; i >= 0; i-- {
 		s := done[i]
+		if s.stateDir {
+			putBack() // the state file first: its directory goes now
+		}
 		if s.undo == nil {
 			continue
 		}
@@ -246,19 +321,30 @@ func (r *run) rollback(done []step, failed step, cause error) error {
 		}
 		r.say("undone: %s", s.desc)
 	}
-	if r.old == nil && stateErr == nil && r.t.exists(StatePath) {
-		stateErr = r.t.remove(StatePath)
+	putBack()
+	if stateErr != nil {
+		undoErrs = append(undoErrs, fmt.Sprintf("putting %s back: %v", StatePath, stateErr))
 	}
-	if len(undoErrs) > 0 || stateErr != nil {
+	var se *stateError
+	if errors.As(cause, &se) {
+		msg := fmt.Sprintf("%s stopped after %q: cannot write %s (%v)", r.verb, failed, StatePath, se.reason())
+		if len(undoErrs) > 0 {
+			return &Error{Msg: msg + ", and undoing the changes failed too (" + strings.Join(undoErrs, "; ") + ")",
+				Fix: "make " + filepath.Dir(StatePath) + " writable (free space, remount read-write), then run gnsh " + r.verb + " again (each change above is printed)"}
+		}
+		return &Error{Msg: msg + "; every change was undone",
+			Fix: "make " + filepath.Dir(StatePath) + " writable (free space, remount read-write), then run gnsh " + r.verb + " again"}
+	}
+	if len(undoErrs) > 0 {
 		return &Error{Msg: fmt.Sprintf("%s stopped at %q (%v), and undoing the changes before it failed too (%s)",
-			r.verb, failed.desc, cause, strings.Join(append(undoErrs, fmt.Sprint(stateErr)), "; ")),
+			r.verb, failed, cause, strings.Join(undoErrs, "; ")),
 			Fix: "fix the causes, then run gnsh " + r.verb + " again (each change above is printed)"}
 	}
 	var e *Error
 	if errors.As(cause, &e) {
-		return &Error{Msg: fmt.Sprintf("%s stopped at %q: %s; every change before it was undone", r.verb, failed.desc, e.Msg), Fix: e.Fix}
+		return &Error{Msg: fmt.Sprintf("%s stopped at %q: %s; every change before it was undone", r.verb, failed, e.Msg), Fix: e.Fix}
 	}
-	return &Error{Msg: fmt.Sprintf("%s stopped at %q: %v; every change before it was undone", r.verb, failed.desc, cause),
+	return &Error{Msg: fmt.Sprintf("%s stopped at %q: %v; every change before it was undone", r.verb, failed, cause),
 		Fix: "fix that, then run gnsh " + r.verb + " again"}
 }
 
@@ -269,7 +355,7 @@ func (r *run) mkdirs(p string) {
 			continue
 		}
 		d := d
-		r.add(step{desc: "created directory " + d,
+		r.add(step{desc: "created directory " + d, stateDir: d == filepath.Dir(StatePath),
 			do:   func() error { return r.t.mkdir(d) },
 			undo: func() error { return r.t.remove(d) },
 			rec: func(s *State) {
@@ -619,7 +705,16 @@ func Uninstall(ctx context.Context, o Options) error {
 				return nil
 			}
 			r.dropState = true
-			return r.t.remove(StatePath)
+			if err := r.t.remove(StatePath); err != nil {
+				return err
+			}
+			if r.kept { // its directory may go next
+				if err := ignoreMissing(r.t.remove(StatePrev)); err != nil {
+					return err // a rollback renames it back
+				}
+				r.kept = false
+			}
+			return nil
 		},
 		undo: func() error { r.dropState = false; return writeState(r.t, old) },
 		rec: func(s *State) {

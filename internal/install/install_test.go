@@ -868,3 +868,219 @@ func TestOneAtATime(t *testing.T) {
 	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	r.mustInstall(r.opts(ModeDivert))
 }
+
+// runnable says whether each command, as /sbin/NAME, /usr/sbin/NAME and
+// (where there is one) /usr/local/sbin/NAME, leads to an executable file:
+// systemd's or a gnsh.
+func (r *rig) runnable() error {
+	for _, c := range nodefacts.LegacyCommands {
+		for _, d := range []string{"/sbin/", "/usr/sbin/", "/usr/local/sbin/"} {
+			if _, err := os.Lstat(filepath.Join(r.root, d+c)); err != nil && d == "/usr/local/sbin/" {
+				continue
+			}
+			p, err := nodefacts.ResolveIn(r.root, d+c)
+			if err != nil {
+				return fmt.Errorf("%s%s: %v", d, c, err)
+			}
+			fi, err := os.Stat(filepath.Join(r.root, p))
+			if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+				return fmt.Errorf("%s%s leads to %s, not an executable file", d, c, p)
+			}
+		}
+	}
+	return nil
+}
+
+// watch checks after every change the run makes that the commands stay
+// runnable, reporting the first time they are not.
+func (r *rig) watch(o *Options) {
+	bad := false
+	o.changed = func(what string) {
+		if err := r.runnable(); err != nil && !bad {
+			bad = true
+			r.t.Errorf("after %s: %v", what, err)
+		}
+	}
+}
+
+// failureCase is a tree with gnsh installed in the setup modes (none, one
+// or two in turn), on which do runs: "uninstall" or a mode to install.
+type failureCase struct {
+	fam, name string
+	setup     []string
+	do        string
+}
+
+func (tc failureCase) rig(t *testing.T) *rig {
+	t.Helper()
+	root := fakeDebian(t)
+	if tc.fam == "rocky" {
+		root = fakeRocky(t)
+	}
+	r := newRig(t, root)
+	for _, m := range tc.setup {
+		r.mustInstall(r.opts(m))
+	}
+	return r
+}
+
+func (tc failureCase) run(r *rig, o Options) (string, error) {
+	if tc.do == "uninstall" {
+		return r.uninstall(o)
+	}
+	return r.install(o)
+}
+
+// TestStateWriteFailureUndoesAll makes each write of the state file fail
+// in turn, and every later one too (a full or read-only /var stays so):
+// the step made before it is undone with the others, the commands run
+// something at every moment, and the tree is as before, state file
+// included.
+func TestStateWriteFailureUndoesAll(t *testing.T) {
+	needTools(t)
+	for _, tc := range []failureCase{
+		{"debian", "fresh divert", nil, ModeDivert},
+		{"debian", "fresh alternatives", nil, ModeAlternatives},
+		{"rocky", "fresh divert", nil, ModeDivert},
+		{"debian", "divert to alternatives", []string{ModeDivert}, ModeAlternatives},
+		{"rocky", "alternatives to symlink", []string{ModeAlternatives}, ModeSymlink},
+		{"debian", "uninstall divert", []string{ModeDivert}, "uninstall"},
+		{"rocky", "uninstall alternatives", []string{ModeAlternatives}, "uninstall"},
+	} {
+		t.Run(tc.fam+"/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			probe := tc.rig(t)
+			o := probe.opts(tc.do)
+			writes := 0
+			o.failWrite = func(n int) error { writes = n; return nil }
+			if out, err := tc.run(probe, o); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if writes < 3 {
+				t.Fatalf("only %d state writes", writes)
+			}
+			for n := 1; n <= writes; n++ {
+				r := tc.rig(t)
+				before := listing(t, r.root)
+				o := r.opts(tc.do)
+				r.watch(&o)
+				o.failWrite = func(i int) error {
+					if i >= n {
+						return syscall.ENOSPC
+					}
+					return nil
+				}
+				out, err := tc.run(r, o)
+				if err == nil || !strings.Contains(err.Error(), ": cannot write "+StatePath+" (no space left on device); every change was undone; fix: ") ||
+					strings.Contains(err.Error(), "\n") {
+					t.Fatalf("write %d failing: error %v\n%s", n, err, out)
+				}
+				if err := r.runnable(); err != nil {
+					t.Errorf("write %d failing: %v", n, err)
+				}
+				if d := diffListing(before, listing(t, r.root)); d != "" {
+					t.Errorf("write %d failing left:\n%s\noutput:\n%s", n, d, out)
+				}
+			}
+		})
+	}
+}
+
+// fill writes a file into the file system of dir until it is full, then
+// gives back free pages of it.
+func fill(t *testing.T, dir string, free int) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, n := range []int{1 << 16, os.Getpagesize()} {
+		buf := make([]byte, n)
+		for {
+			if _, err := f.Write(buf); err != nil {
+				if !errors.Is(err, syscall.ENOSPC) {
+					t.Fatal(err)
+				}
+				break
+			}
+		}
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A failed write may have left part of a page: cut to whole pages.
+	size := fi.Size() / int64(os.Getpagesize()) * int64(os.Getpagesize())
+	if err := f.Truncate(size - int64(free*os.Getpagesize())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStateWriteOnFullTmpfs: the state file's directory a real tmpfs with
+// no room left, or a page or more (as root, on a scratch --root tree:
+// the host's commands are never touched). Each run that fails leaves the
+// commands runnable at every moment and the tree as before.
+func TestStateWriteOnFullTmpfs(t *testing.T) {
+	needTools(t)
+	if os.Geteuid() != 0 {
+		if os.Getenv("GNSH_REQUIRE_RIGS") == "1" {
+			t.Fatal("mounting a tmpfs needs root")
+		}
+		t.Skip("mounting a tmpfs needs root")
+	}
+	for _, tc := range []failureCase{
+		{"debian", "fresh divert", nil, ModeDivert},
+		{"rocky", "divert to alternatives", []string{ModeDivert}, ModeAlternatives},
+		{"debian", "uninstall alternatives", []string{ModeAlternatives}, "uninstall"},
+	} {
+		t.Run(tc.fam+"/"+tc.name, func(t *testing.T) {
+			stops := map[string]bool{}
+			for free := 0; ; free++ {
+				root := fakeDebian(t)
+				if tc.fam == "rocky" {
+					root = fakeRocky(t)
+				}
+				dir := filepath.Join(root, filepath.Dir(StatePath))
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k,mode=0755", "gnsh-test", dir).CombinedOutput(); err != nil {
+					t.Fatalf("mount: %v: %s", err, out)
+				}
+				t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+				r := newRig(t, root)
+				for _, m := range tc.setup {
+					r.mustInstall(r.opts(m))
+				}
+				fill(t, dir, free)
+				before := listing(t, root)
+				o := r.opts(tc.do)
+				r.watch(&o)
+				out, err := tc.run(r, o)
+				if err == nil {
+					if free == 0 || len(stops) < 2 {
+						t.Fatalf("%d pages free: no failure, failures seen: %v\n%s", free, stops, out)
+					}
+					t.Logf("%d pages free: done; it stopped before at %v", free, stops)
+					return
+				}
+				msg := err.Error()
+				i, j := strings.Index(msg, "stopped after "), strings.Index(msg, ": cannot write "+StatePath+" (no space left on device); every change was undone; fix: ")
+				if i < 0 || j < 0 {
+					t.Fatalf("%d pages free: error %v\n%s", free, err, out)
+				}
+				stops[msg[i+len("stopped after "):j]] = true
+				if err := r.runnable(); err != nil {
+					t.Errorf("%d pages free: %v", free, err)
+				}
+				if d := diffListing(before, listing(t, root)); d != "" {
+					t.Errorf("%d pages free: left\n%s\noutput:\n%s", free, d, out)
+				}
+				if err := exec.Command("umount", dir).Run(); err != nil {
+					t.Fatalf("umount %s: %v", dir, err)
+				}
+			}
+		})
+	}
+}

@@ -11,6 +11,10 @@ import (
 // a later install in another mode.
 const StatePath = "/var/lib/gnsh/install.json"
 
+// StatePrev is the state file as a run found it (another name of the same
+// file) while the run writes StatePath: a failed run renames it back.
+const StatePrev = StatePath + ".gnsh-prev"
+
 // State is the content of StatePath.
 type State struct {
 	Version  int    `json:"version"`
