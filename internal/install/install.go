@@ -3,8 +3,10 @@
 // agent's unit, the example configuration and the man pages, and the four
 // commands by a symlink in /usr/local/sbin, an alternatives group or a
 // diversion. Every change is made beside the old file and renamed into
-// place, printed as one line, recorded in StatePath, and undone when a
-// later change fails: the node always has a working reboot.
+// place, printed as one line, recorded in StatePath before it is made
+// (forgotten after it is undone), and undone when a later change or the
+// record of it fails: the node always has a working reboot, and a run
+// interrupted anywhere is finished or undone by the next one.
 package install
 
 import (
@@ -75,7 +77,9 @@ type step struct {
 	desc string
 	do   func() error
 	undo func() error
-	// rec updates the record once do has made the change.
+	// pre records what do may change, before it runs (install); rec
+	// updates the record once do has made the change (uninstall forgets).
+	pre func(s *State)
 	rec func(s *State)
 	// stateDir: the step makes StatePath's directory, so undoing it
 	// takes the state file first.
@@ -197,6 +201,12 @@ func (r *run) execute() error {
 	}
 	var done []step
 	for _, s := range r.steps {
+		if s.pre != nil {
+			s.pre(r.st)
+			if err := r.saveState(); err != nil {
+				return r.rollback(done, s.desc, &stateError{err: err, before: true})
+			}
+		}
 		var err error
 		if r.o.fail != nil {
 			err = r.o.fail(s.desc)
@@ -217,9 +227,9 @@ func (r *run) execute() error {
 		}
 		if s.rec != nil {
 			s.rec(r.st)
-		}
-		if err := r.saveState(); err != nil {
-			return r.rollback(done, s.desc, &stateError{err})
+			if err := r.saveState(); err != nil {
+				return r.rollback(done, s.desc, &stateError{err: err})
+			}
 		}
 	}
 	if r.kept {
@@ -231,8 +241,12 @@ func (r *run) execute() error {
 	return nil
 }
 
-// stateError is a failed write of the state file.
-type stateError struct{ err error }
+// stateError is a failed write of the state file, before the step (what
+// it may change) or after it (what it undid).
+type stateError struct {
+	err    error
+	before bool
+}
 
 func (e *stateError) Error() string { return e.err.Error() }
 
@@ -327,7 +341,11 @@ func (r *run) rollback(done []step, failed string, cause error) error {
 	}
 	var se *stateError
 	if errors.As(cause, &se) {
-		msg := fmt.Sprintf("%s stopped after %q: cannot write %s (%v)", r.verb, failed, StatePath, se.reason())
+		when := "after"
+		if se.before {
+			when = "before"
+		}
+		msg := fmt.Sprintf("%s stopped %s %q: cannot write %s (%v)", r.verb, when, failed, StatePath, se.reason())
 		if len(undoErrs) > 0 {
 			return &Error{Msg: msg + ", and undoing the changes failed too (" + strings.Join(undoErrs, "; ") + ")",
 				Fix: "make " + filepath.Dir(StatePath) + " writable (free space, remount read-write), then run gnsh " + r.verb + " again (each change above is printed)"}
@@ -358,7 +376,7 @@ func (r *run) mkdirs(p string) {
 		r.add(step{desc: "created directory " + d, stateDir: d == filepath.Dir(StatePath),
 			do:   func() error { return r.t.mkdir(d) },
 			undo: func() error { return r.t.remove(d) },
-			rec: func(s *State) {
+			pre: func(s *State) {
 				if !s.hasDir(d) {
 					s.Dirs = append(s.Dirs, d)
 				}
@@ -416,10 +434,79 @@ func Install(ctx context.Context, o Options) error {
 	if !filepath.IsAbs(bin) {
 		return &Error{Msg: fmt.Sprintf("--bin %s is not an absolute path", bin), Fix: "give it as /usr/local/sbin/gnsh"}
 	}
+	r.planSweep()
 	if err := r.planInstall(mode, bin); err != nil {
 		return err
 	}
+	if len(r.steps) > 0 {
+		// Recorded with the first step: a run interrupted later is
+		// finished in this mode, a command found in another switched over.
+		r.st.Mode, r.st.Bin, r.st.Packaged = mode, bin, o.Packaged
+		if r.leftStateDir() {
+			r.st.Dirs = append(r.st.Dirs, filepath.Dir(StatePath))
+		}
+	}
 	return r.execute()
+}
+
+// planSweep removes what an interrupted run left beside the paths the
+// record names: a file made under its temporary name and not yet renamed
+// into place, the state file as that run found it.
+func (r *run) planSweep() {
+	paths := []string{StatePath, StatePrev}
+	if r.old != nil {
+		for _, c := range r.old.Commands {
+			paths = append(paths, c.Path, c.Saved)
+		}
+		for _, f := range r.old.Files {
+			paths = append(paths, f.Path, f.Saved)
+		}
+		paths = append(paths, r.old.Links...)
+	}
+	seen := map[string]bool{}
+	for _, p := range paths {
+		for _, x := range []string{p, tmpName(p)} {
+			if p == "" || seen[x] || (x == p && p != StatePrev) {
+				continue
+			}
+			seen[x] = true
+			if fi, err := r.t.lstat(x); err != nil || fi.IsDir() {
+				continue
+			}
+			r.add(step{desc: fmt.Sprintf("removed %s (left by an interrupted gnsh run)", x),
+				do: func() error { return ignoreMissing(r.t.remove(x)) }})
+		}
+	}
+}
+
+// leftStateDir says whether StatePath's directory is there, unrecorded,
+// and holds nothing but what planSweep removes: made by a first install
+// interrupted before it could write the record into it (only gnsh makes
+// it; a mount point is not taken).
+func (r *run) leftStateDir() bool {
+	d := filepath.Dir(StatePath)
+	fi, err := r.t.lstat(d)
+	if r.old != nil || err != nil || !fi.IsDir() {
+		return false
+	}
+	up, err := r.t.lstat(filepath.Dir(d))
+	if err != nil || fi.Sys().(*syscall.Stat_t).Dev != up.Sys().(*syscall.Stat_t).Dev {
+		return false
+	}
+	h, err := r.t.host(d)
+	if err != nil {
+		return false
+	}
+	ents, err := os.ReadDir(h)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if p := filepath.Join(d, e.Name()); p != tmpName(StatePath) && p != StatePrev && p != tmpName(StatePrev) {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *run) planInstall(mode, bin string) error {
@@ -486,7 +573,7 @@ func (r *run) planInstall(mode, bin string) error {
 	}
 	if len(r.steps) > 0 {
 		r.add(step{desc: "recorded the installation in " + StatePath, do: func() error { return nil },
-			rec: func(s *State) { s.Mode, s.Bin, s.Packaged = mode, bin, r.o.Packaged }})
+			pre: func(s *State) { s.Mode, s.Bin, s.Packaged = mode, bin, r.o.Packaged }})
 	}
 	return nil
 }
@@ -519,28 +606,41 @@ func unitText(bin string) []byte {
 func (r *run) planFile(p string, data []byte, perm fs.FileMode, keep bool) bool {
 	cur, err := r.t.readFile(p)
 	fi, _ := r.t.lstat(p)
+	prev := r.st.file(p)
 	if err == nil && bytes.Equal(cur, data) && fi.Mode().Perm() == perm {
+		if saved := p + origSuffix; prev == nil && r.t.exists(saved) {
+			// Written by an earlier run that did not record it.
+			r.add(step{desc: fmt.Sprintf("recorded %s, the file found there before kept as %s (made by an earlier gnsh run, not recorded)", p, saved),
+				do:  func() error { return nil },
+				pre: func(s *State) { s.Files = append(s.Files, File{Path: p, Saved: saved, Keep: keep, Sum: sum(data)}) }})
+		}
 		return false
 	}
 	r.mkdirs(p)
-	prev := r.st.file(p)
 	saved := ""
 	if prev != nil {
 		saved = prev.Saved
 	}
 	desc := "installed " + p
-	exists := r.t.exists(p)
 	var prevData []byte
 	var prevMode fs.FileMode
+	newSaved := false
 	switch {
-	case exists && prev == nil:
-		saved = p + ".gnsh-orig"
-		desc = fmt.Sprintf("installed %s (the file found there kept as %s)", p, saved)
-	case exists:
+	case fi == nil:
+	case prev == nil:
+		saved, newSaved = p+origSuffix, true
+	case saved != "" && (r.t.sameFile(saved, p) || !r.t.exists(saved) && !prev.wrote(cur)):
+		// An interrupted install recorded p but did not replace it: the
+		// file there is still the one it found (kept, or not yet).
+		newSaved = true
+	default:
 		desc = "updated " + p
 		prevData, prevMode = cur, fi.Mode().Perm()
 	}
-	newSaved := prev == nil && exists
+	if newSaved {
+		desc = fmt.Sprintf("installed %s (the file found there kept as %s)", p, saved)
+	}
+	sm := sum(data)
 	r.add(step{desc: desc,
 		do: func() error {
 			if newSaved {
@@ -553,16 +653,19 @@ func (r *run) planFile(p string, data []byte, perm fs.FileMode, keep bool) bool 
 		undo: func() error {
 			switch {
 			case newSaved:
-				return r.t.rename(saved, p)
+				return r.t.restore(saved, p)
 			case prevData != nil:
 				return r.t.writeFile(p, prevData, prevMode)
 			}
 			return r.t.remove(p)
 		},
-		rec: func(s *State) {
-			if f := s.file(p); f == nil {
+		pre: func(s *State) {
+			f := s.file(p)
+			if f == nil {
 				s.Files = append(s.Files, File{Path: p, Saved: saved, Keep: keep})
+				f = &s.Files[len(s.Files)-1]
 			}
+			f.Sum = sm
 		}})
 	return true
 }
@@ -624,7 +727,7 @@ func (r *run) planLinks(unitPath string, unit []byte) bool {
 				}
 				return r.t.remove(l)
 			},
-			rec: func(s *State) {
+			pre: func(s *State) {
 				for _, x := range s.Links {
 					if x == l {
 						return
@@ -645,9 +748,13 @@ func Uninstall(ctx context.Context, o Options) error {
 		return err
 	}
 	defer r.close()
+	r.planSweep()
 	if r.old == nil {
-		fmt.Fprintln(r.o.Out, NothingToChange)
-		return nil
+		if d := filepath.Dir(StatePath); r.leftStateDir() {
+			r.add(step{desc: "removed directory " + d + " (left by an interrupted gnsh install)",
+				do: func() error { return r.t.remove(d) }, undo: func() error { return r.t.mkdir(d) }})
+		}
+		return r.execute()
 	}
 	old := r.old
 	if r.live && (len(old.Links) > 0 || len(old.Files) > 0) && r.tool("systemctl", "is-active", "--quiet", UnitName) == nil {
@@ -695,6 +802,29 @@ func Uninstall(ctx context.Context, o Options) error {
 		fmt.Fprintln(r.o.Out, NothingToChange)
 		return nil
 	}
+	rmDir := func(d string) {
+		r.add(step{desc: "removed directory " + d,
+			do: func() error {
+				err := r.t.remove(d)
+				if err != nil && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTEMPTY)) {
+					return errSkip
+				}
+				return err
+			},
+			undo: func() error { return r.t.mkdir(d) },
+			rec:  func(s *State) { s.Dirs = remove(s.Dirs, d) }})
+	}
+	stateDir := false
+	if !keepState {
+		// Innermost first, recorded as they go; the record's own last.
+		for i := len(old.Dirs) - 1; i >= 0; i-- {
+			if d := old.Dirs[i]; d == filepath.Dir(StatePath) {
+				stateDir = true
+			} else {
+				rmDir(d)
+			}
+		}
+	}
 	desc := "removed the record " + StatePath
 	if keepState {
 		desc = "updated the record " + StatePath + " (the files gnsh install copied stay listed)"
@@ -708,7 +838,7 @@ func Uninstall(ctx context.Context, o Options) error {
 			if err := r.t.remove(StatePath); err != nil {
 				return err
 			}
-			if r.kept { // its directory may go next
+			if r.kept { // its directory goes next
 				if err := ignoreMissing(r.t.remove(StatePrev)); err != nil {
 					return err // a rollback renames it back
 				}
@@ -723,20 +853,8 @@ func Uninstall(ctx context.Context, o Options) error {
 				s.Files = nil
 			}
 		}})
-	if !keepState {
-		for i := len(old.Dirs) - 1; i >= 0; i-- {
-			d := old.Dirs[i]
-			r.add(step{desc: "removed directory " + d,
-				do: func() error {
-					err := r.t.remove(d)
-					if err != nil && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTEMPTY)) {
-						return errSkip
-					}
-					return err
-				},
-				undo: func() error { return r.t.mkdir(d) },
-				rec:  func(s *State) { s.Dirs = remove(s.Dirs, d) }})
-		}
+	if stateDir {
+		rmDir(filepath.Dir(StatePath))
 	}
 	return r.execute()
 }
@@ -756,34 +874,57 @@ func remove(list []string, x string) []string {
 }
 
 // planRemoveFile removes a file install wrote, or puts back the one it
-// found there; the configuration stays when edited.
+// found there; the configuration stays when edited. What is there but is
+// not install's (a mask linked in place of the unit, the original an
+// interrupted install did not replace) is left.
 func (r *run) planRemoveFile(f File) bool {
 	cur, err := r.t.readFile(f.Path)
 	fi, _ := r.t.lstat(f.Path)
-	if errors.Is(err, fs.ErrNotExist) && f.Saved == "" {
-		r.add(step{desc: "forgot " + f.Path + " (already gone)", do: func() error { return nil },
+	forget := func(why string) {
+		r.add(step{desc: fmt.Sprintf("forgot %s (%s)", f.Path, why), do: func() error { return nil },
 			rec: func(s *State) { s.Files = removeFile(s.Files, f.Path) }})
-		return true
 	}
-	if f.Keep && err == nil && !bytes.Equal(cur, installfiles.Config()) {
+	saved := f.Saved != "" && r.t.exists(f.Saved)
+	switch {
+	case saved && r.t.sameFile(f.Saved, f.Path):
+		r.add(step{desc: fmt.Sprintf("removed %s (the same file as %s: an interrupted install kept it, and replaced nothing)", f.Saved, f.Path),
+			do:   func() error { return r.t.remove(f.Saved) },
+			undo: func() error { return r.t.link(f.Path, f.Saved) },
+			rec:  func(s *State) { s.Files = removeFile(s.Files, f.Path) }})
+		return true
+	case f.Saved != "" && !saved && fi == nil:
+		forget("already gone, and the file found there before gnsh install too")
+		return true
+	case f.Saved != "" && !saved && !f.wrote(cur):
+		forget("what is there is the file found there before gnsh install")
+		return true
+	case f.Saved != "" && !saved:
+		r.add(step{desc: "restore " + f.Path, do: func() error {
+			return &Error{Msg: fmt.Sprintf("%s, the file found at %s before gnsh install, is missing", f.Saved, f.Path),
+				Fix: "put it back, or remove " + f.Path + " by hand and run gnsh uninstall again"}
+		}})
+		return true
+	case fi == nil && !saved:
+		forget("already gone")
+		return true
+	case f.Keep && err == nil && !bytes.Equal(cur, installfiles.Config()):
 		r.say("kept %s: it was edited (remove it by hand if it is no longer wanted)", f.Path)
 		return false
+	case !saved && !fi.Mode().IsRegular():
+		forget("left as it is: " + describe(r.t, f.Path) + ", not the file gnsh install wrote")
+		return true
 	}
 	var mode fs.FileMode
 	if fi != nil {
 		mode = fi.Mode().Perm()
 	}
-	if f.Saved != "" {
-		if !r.t.exists(f.Saved) {
-			r.add(step{desc: "restore " + f.Path, do: func() error {
-				return &Error{Msg: fmt.Sprintf("%s, the file found at %s before gnsh install, is missing", f.Saved, f.Path),
-					Fix: "put it back, or remove " + f.Path + " by hand and run gnsh uninstall again"}
-			}})
-			return true
-		}
+	if saved {
 		r.add(step{desc: fmt.Sprintf("restored %s from %s", f.Path, f.Saved),
 			do: func() error { return r.t.rename(f.Saved, f.Path) },
 			undo: func() error {
+				if fi == nil {
+					return r.t.rename(f.Path, f.Saved)
+				}
 				if err := r.t.link(f.Path, f.Saved); err != nil {
 					return err
 				}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -179,10 +181,27 @@ func mklink(t *testing.T, root, target, p string) {
 	}
 }
 
+// scratchDir is a new directory for a test tree, removed at the end: on
+// /dev/shm when that is a tmpfs, since gnsh follows each change with an
+// fsync, which a tmpfs answers at once and a disk does not.
+func scratchDir(t *testing.T) string {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs("/dev/shm", &st); err != nil || st.Type != 0x01021994 { // TMPFS_MAGIC
+		return t.TempDir()
+	}
+	d, err := os.MkdirTemp("/dev/shm", "gnsh-install-test-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
 // fakeDebian is a Debian 12-like tree: merged /usr, systemd-sysv's
 // /sbin/{halt,poweroff,reboot,shutdown} -> /bin/systemctl.
 func fakeDebian(t *testing.T) string {
-	root := t.TempDir()
+	root := scratchDir(t)
 	mklink(t, root, "usr/sbin", "/sbin")
 	mklink(t, root, "usr/bin", "/bin")
 	mkfile(t, root, "/usr/bin/systemctl", "#!/bin/sh\n# systemctl\n", 0o755)
@@ -204,7 +223,7 @@ func fakeDebian(t *testing.T) string {
 // fakeRocky is a Rocky 9-like tree: systemd's /usr/sbin/NAME ->
 // ../bin/systemctl, no dpkg.
 func fakeRocky(t *testing.T) string {
-	root := t.TempDir()
+	root := scratchDir(t)
 	mklink(t, root, "usr/sbin", "/sbin")
 	mklink(t, root, "usr/bin", "/bin")
 	mkfile(t, root, "/usr/bin/systemctl", "#!/bin/sh\n# systemctl\n", 0o755)
@@ -931,6 +950,10 @@ func (tc failureCase) run(r *rig, o Options) (string, error) {
 	return r.install(o)
 }
 
+// stopRE is the error of a run whose state write failed on a full disk.
+var stopRE = regexp.MustCompile(`^gnsh: (?:un)?install stopped (?:before|after) (".*"): cannot write ` + regexp.QuoteMeta(StatePath) +
+	` \(no space left on device\); every change was undone; fix: make /var/lib/gnsh writable \(free space, remount read-write\), then run gnsh (?:un)?install again$`)
+
 // TestStateWriteFailureUndoesAll makes each write of the state file fail
 // in turn, and every later one too (a full or read-only /var stays so):
 // the step made before it is undone with the others, the commands run
@@ -971,8 +994,7 @@ func TestStateWriteFailureUndoesAll(t *testing.T) {
 					return nil
 				}
 				out, err := tc.run(r, o)
-				if err == nil || !strings.Contains(err.Error(), ": cannot write "+StatePath+" (no space left on device); every change was undone; fix: ") ||
-					strings.Contains(err.Error(), "\n") {
+				if err == nil || !stopRE.MatchString(err.Error()) || strings.Contains(err.Error(), "\n") {
 					t.Fatalf("write %d failing: error %v\n%s", n, err, out)
 				}
 				if err := r.runnable(); err != nil {
@@ -1065,12 +1087,11 @@ func TestStateWriteOnFullTmpfs(t *testing.T) {
 					t.Logf("%d pages free: done; it stopped before at %v", free, stops)
 					return
 				}
-				msg := err.Error()
-				i, j := strings.Index(msg, "stopped after "), strings.Index(msg, ": cannot write "+StatePath+" (no space left on device); every change was undone; fix: ")
-				if i < 0 || j < 0 {
+				m := stopRE.FindStringSubmatch(err.Error())
+				if m == nil || strings.Contains(err.Error(), "\n") {
 					t.Fatalf("%d pages free: error %v\n%s", free, err, out)
 				}
-				stops[msg[i+len("stopped after "):j]] = true
+				stops[m[1]] = true
 				if err := r.runnable(); err != nil {
 					t.Errorf("%d pages free: %v", free, err)
 				}
@@ -1082,5 +1103,175 @@ func TestStateWriteOnFullTmpfs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// clone copies the rig's tree to a new one (the same paths inside).
+func (r *rig) clone() *rig {
+	r.t.Helper()
+	dst := filepath.Join(scratchDir(r.t), "root")
+	if out, err := exec.Command("cp", "-a", r.root, dst).CombinedOutput(); err != nil {
+		r.t.Fatalf("cp -a: %v: %s", err, out)
+	}
+	c := newRig(r.t, dst)
+	c.self = r.self
+	return c
+}
+
+// crashAt runs run with o, ending it at its kth change to the tree as a
+// kill would (runtime.Goexit: nothing after that change is done, no
+// rollback, no state written); it says whether it got that far. The
+// commands must lead to an executable after every change.
+func (r *rig) crashAt(o Options, k int, run func(Options) (string, error)) (crashed bool) {
+	r.t.Helper()
+	end := make(chan struct{})
+	n := 0
+	go func() {
+		defer close(end)
+		o.changed = func(what string) {
+			n++
+			if err := r.runnable(); err != nil {
+				r.t.Errorf("change %d (%s): %v", n, what, err)
+			}
+			if n == k {
+				crashed = true
+				runtime.Goexit()
+			}
+		}
+		if out, err := run(o); err != nil {
+			r.t.Errorf("run to crash at change %d: %v\n%s", k, err, out)
+		}
+	}()
+	<-end
+	return crashed
+}
+
+// TestCrashAfterEachChange ends installs, mode switches and uninstalls
+// after each change they make to the tree (as kill -9 or a power loss
+// would), then runs the same again: it must end exactly as a run that was
+// not interrupted, and an uninstall then exactly as before gnsh; on a
+// copy of the interrupted tree the opposite run (uninstall, or install)
+// must also end exactly as a clean one.
+func TestCrashAfterEachChange(t *testing.T) {
+	needTools(t)
+	for _, tc := range []failureCase{
+		{"debian", "fresh divert", nil, ModeDivert},
+		{"debian", "fresh alternatives", nil, ModeAlternatives},
+		{"debian", "fresh symlink", nil, ModeSymlink},
+		{"rocky", "fresh divert", nil, ModeDivert},
+		{"rocky", "fresh alternatives", nil, ModeAlternatives},
+		{"debian", "divert to alternatives", []string{ModeDivert}, ModeAlternatives},
+		{"rocky", "alternatives to symlink", []string{ModeAlternatives}, ModeSymlink},
+		{"debian", "symlink to divert", []string{ModeSymlink}, ModeDivert},
+		{"debian", "uninstall divert", []string{ModeDivert}, "uninstall"},
+		{"debian", "uninstall alternatives", []string{ModeAlternatives}, "uninstall"},
+		{"rocky", "uninstall alternatives", []string{ModeAlternatives}, "uninstall"},
+	} {
+		t.Run(tc.fam+"/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			pristine := failureCase{fam: tc.fam}.rig(t)
+			before := listing(t, pristine.root)
+			setup := pristine.clone()
+			for _, m := range tc.setup {
+				setup.mustInstall(setup.opts(m))
+			}
+			installed := listing(t, setup.root)
+			clean := setup.clone()
+			changes := 0
+			o := clean.opts(tc.do)
+			o.changed = func(string) { changes++ }
+			if out, err := tc.run(clean, o); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			want := listing(t, clean.root)
+			opposite := failureCase{do: "uninstall"}
+			if tc.do == "uninstall" {
+				opposite.do = tc.setup[len(tc.setup)-1]
+			}
+			for k := 1; k <= changes; k++ {
+				r := setup.clone()
+				if !r.crashAt(r.opts(tc.do), k, func(o Options) (string, error) { return tc.run(r, o) }) {
+					t.Fatalf("change %d of %d not reached", k, changes)
+				}
+				c := r.clone()
+				out, err := tc.run(r, r.opts(tc.do))
+				if err != nil {
+					t.Errorf("crash at change %d, run again: %v\n%s", k, err, out)
+					continue
+				}
+				if d := diffListing(want, listing(t, r.root)); d != "" {
+					t.Errorf("crash at change %d, run again: the tree differs from a clean run's:\n%s\noutput:\n%s", k, d, out)
+				}
+				if tc.do != "uninstall" {
+					out := r.mustUninstall(r.opts(""))
+					if d := diffListing(before, listing(t, r.root)); d != "" {
+						t.Errorf("crash at change %d, run again, uninstall: the tree differs from before gnsh:\n%s\noutput:\n%s", k, d, out)
+					}
+				}
+				out, err = opposite.run(c, c.opts(opposite.do))
+				if err != nil {
+					t.Errorf("crash at change %d, then %s: %v\n%s", k, opposite.do, err, out)
+					continue
+				}
+				wantOpp := before
+				if opposite.do != "uninstall" {
+					wantOpp = installed
+				}
+				if d := diffListing(wantOpp, listing(t, c.root)); d != "" {
+					t.Errorf("crash at change %d, then %s: the tree differs from a clean one:\n%s\noutput:\n%s", k, opposite.do, d, out)
+				}
+			}
+			t.Logf("%d changes", changes)
+		})
+	}
+}
+
+// TestUnrecordedTakenUp: what gnsh made but did not record (an older
+// gnsh, which recorded after each change, interrupted in between; a lost
+// record): dpkg's diversion, an alternatives group, a link with its kept
+// original, a file with its kept original. The next install records them
+// from the tree, and uninstall then puts everything back.
+func TestUnrecordedTakenUp(t *testing.T) {
+	needTools(t)
+	for _, fam := range []string{"debian", "rocky"} {
+		for _, mode := range []string{ModeDivert, ModeAlternatives, ModeSymlink} {
+			t.Run(fam+"/"+mode, func(t *testing.T) {
+				root := fakeDebian(t)
+				if fam == "rocky" {
+					root = fakeRocky(t)
+				}
+				mkfile(t, root, DefaultBin, "an older gnsh\n", 0o755)
+				if mode == ModeSymlink {
+					mkfile(t, root, "/usr/local/sbin/halt", "a local halt\n", 0o755)
+				}
+				r := newRig(t, root)
+				before := listing(t, root)
+				r.mustInstall(r.opts(mode))
+				installed := listing(t, root)
+				st, err := readState(target{root: root})
+				if err != nil {
+					t.Fatal(err)
+				}
+				st.Commands, st.Files = nil, removeFile(st.Files, DefaultBin)
+				if err := writeState(target{root: root}, st); err != nil {
+					t.Fatal(err)
+				}
+				out := r.mustInstall(r.opts(mode))
+				want := 5 // the 4 commands, the binary
+				if fam == "debian" && mode == ModeAlternatives {
+					want = 9 // the diversions, the alternatives
+				}
+				if n := strings.Count(out, "(made by an earlier gnsh run, not recorded)"); n != want {
+					t.Errorf("%d lines recording what was found, want %d:\n%s", n, want, out)
+				}
+				if d := diffListing(installed, listing(t, root)); d != "" {
+					t.Errorf("not as installed:\n%s\noutput:\n%s", d, out)
+				}
+				out = r.mustUninstall(r.opts(""))
+				if d := diffListing(before, listing(t, root)); d != "" {
+					t.Errorf("uninstall left:\n%s\noutput:\n%s", d, out)
+				}
+			})
+		}
 	}
 }

@@ -165,8 +165,12 @@ func (t target) synced(h string) error {
 
 // link makes newp another name of oldp's inode (a link is linked itself,
 // not followed), replacing newp atomically: the same file, mode, owner or
-// link target.
+// link target. Nothing to do when newp is that name already (a rename
+// between two names of one file would leave both).
 func (t target) link(oldp, newp string) error {
+	if t.sameFile(oldp, newp) {
+		return nil
+	}
 	ho, err := t.host(oldp)
 	if err != nil {
 		return err
