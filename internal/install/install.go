@@ -99,6 +99,11 @@ type run struct {
 	verb   string // install, uninstall
 	// dropState: the state file is removed, not written again.
 	dropState bool
+	// notes are printed before the steps, when there are any.
+	notes []string
+	// begin, when set, is recorded before the first step: what the run
+	// is about (an install's mode, binary and agent decision).
+	begin func(s *State)
 	// kept: the state file as the run found it is linked to StatePrev
 	// (at the run's first write), to be put back if the run fails.
 	kept   bool
@@ -193,11 +198,20 @@ func (r *run) execute() error {
 		fmt.Fprintln(r.o.Out, NothingToChange)
 		return nil
 	}
+	for _, n := range r.notes {
+		r.say("note: %s", n)
+	}
 	if r.o.DryRun {
 		for _, s := range r.steps {
 			r.say("dry run, not done: %s", s.desc)
 		}
 		return nil
+	}
+	if r.begin != nil {
+		r.begin(r.st)
+		if err := r.saveState(); err != nil {
+			return r.rollback(nil, "", &stateError{err: err, before: true})
+		}
 	}
 	var done []step
 	for _, s := range r.steps {
@@ -341,6 +355,10 @@ func (r *run) rollback(done []step, failed string, cause error) error {
 	}
 	var se *stateError
 	if errors.As(cause, &se) {
+		fix := "make " + filepath.Dir(StatePath) + " writable (free space, remount read-write), then run gnsh " + r.verb + " again"
+		if failed == "" {
+			return &Error{Msg: fmt.Sprintf("%s changed nothing: cannot write %s (%v)", r.verb, StatePath, se.reason()), Fix: fix}
+		}
 		when := "after"
 		if se.before {
 			when = "before"
@@ -348,10 +366,9 @@ func (r *run) rollback(done []step, failed string, cause error) error {
 		msg := fmt.Sprintf("%s stopped %s %q: cannot write %s (%v)", r.verb, when, failed, StatePath, se.reason())
 		if len(undoErrs) > 0 {
 			return &Error{Msg: msg + ", and undoing the changes failed too (" + strings.Join(undoErrs, "; ") + ")",
-				Fix: "make " + filepath.Dir(StatePath) + " writable (free space, remount read-write), then run gnsh " + r.verb + " again (each change above is printed)"}
+				Fix: fix + " (each change above is printed)"}
 		}
-		return &Error{Msg: msg + "; every change was undone",
-			Fix: "make " + filepath.Dir(StatePath) + " writable (free space, remount read-write), then run gnsh " + r.verb + " again"}
+		return &Error{Msg: msg + "; every change was undone", Fix: fix}
 	}
 	if len(undoErrs) > 0 {
 		return &Error{Msg: fmt.Sprintf("%s stopped at %q (%v), and undoing the changes before it failed too (%s)",
@@ -438,12 +455,14 @@ func Install(ctx context.Context, o Options) error {
 	if err := r.planInstall(mode, bin); err != nil {
 		return err
 	}
-	if len(r.steps) > 0 {
-		// Recorded with the first step: a run interrupted later is
-		// finished in this mode, a command found in another switched over.
-		r.st.Mode, r.st.Bin, r.st.Packaged = mode, bin, o.Packaged
-		if r.leftStateDir() {
-			r.st.Dirs = append(r.st.Dirs, filepath.Dir(StatePath))
+	// Recorded before the first step: a run interrupted later is finished
+	// in this mode (a command found in another is switched over) and
+	// with this decision about the agent.
+	agent, left := r.agent(), r.leftStateDir()
+	r.begin = func(s *State) {
+		s.Mode, s.Bin, s.Packaged, s.Agent = mode, bin, o.Packaged, agent
+		if left {
+			s.Dirs = append(s.Dirs, filepath.Dir(StatePath))
 		}
 	}
 	return r.execute()
@@ -509,19 +528,54 @@ func (r *run) leftStateDir() bool {
 	return true
 }
 
+// unitDirs are where a gnsh.service is looked for (systemd's order).
+var unitDirs = []string{"/etc/systemd/system/", "/run/systemd/system/", "/usr/lib/systemd/system/", "/lib/systemd/system/"}
+
+// agent decides what this install does to the node agent: AgentEnable
+// (enable it, and start it when systemd runs the target) on a first
+// install only: no record, and no gnsh.service anywhere (the package's,
+// one the Ansible role or an admin put, a mask). Afterwards, AgentKept:
+// whether it is enabled, disabled or masked, and runs, is the admin's.
+func (r *run) agent() string {
+	if r.old != nil {
+		if r.old.Agent == AgentEnable {
+			return AgentEnable // a first install, interrupted
+		}
+		return AgentKept
+	}
+	for _, d := range unitDirs {
+		if r.t.exists(d + UnitName) {
+			return AgentKept
+		}
+	}
+	return AgentEnable
+}
+
+// mask returns the path of a mask of gnsh.service (a link to /dev/null in
+// /etc/systemd/system or /run/systemd/system), "" when there is none.
+func (r *run) mask() string {
+	for _, d := range unitDirs[:2] {
+		if l, _ := r.t.readlink(d + UnitName); l == "/dev/null" {
+			return d + UnitName
+		}
+	}
+	return ""
+}
+
 func (r *run) planInstall(mode, bin string) error {
 	o := r.o
 	r.mkdirs(StatePath)
 	unitPath := UnitPath
 	var unit []byte
 	binChanged, unitChanged := false, false
+	mask := r.mask()
 	if o.Packaged {
 		if fi, err := r.t.lstat(bin); err != nil || fi.IsDir() {
 			return &Error{Msg: fmt.Sprintf("--packaged: %s is %s", bin, describe(r.t, bin)), Fix: "install the gnsh package (it ships " + bin + "), or drop --packaged"}
 		}
 		unitPath = ""
 		for _, p := range []string{UnitPath, "/usr/lib/systemd/system/" + UnitName, "/lib/systemd/system/" + UnitName} {
-			if r.t.exists(p) {
+			if r.t.exists(p) && p != mask {
 				unitPath = p
 				break
 			}
@@ -541,7 +595,12 @@ func (r *run) planInstall(mode, bin string) error {
 		}
 		binChanged = r.planFile(bin, self, 0o755, false)
 		unit = unitText(bin)
-		unitChanged = r.planFile(UnitPath, unit, 0o644, false)
+		if mask == UnitPath {
+			r.notes = append(r.notes, fmt.Sprintf("%s is masked (%s is a link to /dev/null): its unit is not written over the mask, "+
+				"and the node agent is neither enabled nor started", UnitName, mask))
+		} else {
+			unitChanged = r.planFile(UnitPath, unit, 0o644, false)
+		}
 		if !r.t.exists(ConfigPath) {
 			r.planFile(ConfigPath, installfiles.Config(), 0o644, true)
 		}
@@ -552,7 +611,10 @@ func (r *run) planInstall(mode, bin string) error {
 	if err := r.planCommands(mode, bin); err != nil {
 		return err
 	}
-	if r.planLinks(unitPath, unit) {
+	// The agent is enabled and started by a first install only; later
+	// runs restart it when it runs and its binary or unit changed.
+	enable := r.agent() == AgentEnable && mask == ""
+	if enable && r.planLinks(unitPath, unit) {
 		unitChanged = true
 	}
 	if r.live {
@@ -562,18 +624,18 @@ func (r *run) planInstall(mode, bin string) error {
 		}
 		active := r.tool("systemctl", "is-active", "--quiet", UnitName) == nil
 		switch {
-		case !active:
+		case !active && enable:
 			r.add(step{desc: "started " + UnitName,
 				do:   func() error { return r.tool("systemctl", "start", UnitName) },
 				undo: func() error { return r.tool("systemctl", "stop", UnitName) }})
-		case binChanged || unitChanged:
+		case active && (binChanged || unitChanged):
 			r.add(step{desc: "restarted " + UnitName + " (a new gnsh or unit)",
 				do: func() error { return r.tool("systemctl", "restart", UnitName) }})
 		}
 	}
-	if len(r.steps) > 0 {
+	if len(r.steps) > 0 || r.old != nil && r.old.Agent == AgentEnable {
 		r.add(step{desc: "recorded the installation in " + StatePath, do: func() error { return nil },
-			pre: func(s *State) { s.Mode, s.Bin, s.Packaged = mode, bin, r.o.Packaged }})
+			pre: func(s *State) { s.Mode, s.Bin, s.Packaged, s.Agent = mode, bin, r.o.Packaged, AgentKept }})
 	}
 	return nil
 }
@@ -801,6 +863,11 @@ func Uninstall(ctx context.Context, o Options) error {
 	if len(r.steps) == 0 && keepState {
 		fmt.Fprintln(r.o.Out, NothingToChange)
 		return nil
+	}
+	if !o.Packaged {
+		// An install after this uninstall, even an interrupted one, is a
+		// first one (the package's scripts decide for the package).
+		r.begin = func(s *State) { s.Agent = AgentEnable }
 	}
 	rmDir := func(d string) {
 		r.add(step{desc: "removed directory " + d,

@@ -32,6 +32,8 @@ type testTools struct {
 	mu    sync.Mutex
 	calls []string
 	fail  string // an argv prefix that fails
+	// stopped: systemctl is-active says gnsh.service is not running.
+	stopped bool
 }
 
 func (f *testTools) Run(ctx context.Context, argv ...string) error {
@@ -55,6 +57,9 @@ func (f *testTools) Run(ctx context.Context, argv ...string) error {
 		}
 		return fakeAlternatives(target{root: f.root}, argv[3:])
 	case "systemctl":
+		if argv[1] == "is-active" && f.stopped {
+			return errors.New("inactive")
+		}
 		return nil
 	}
 	f.t.Errorf("unexpected tool %q", argv)
@@ -698,7 +703,8 @@ func TestFoundFilesPutBack(t *testing.T) {
 }
 
 // --packaged: the package's /usr/sbin/gnsh and unit; only the commands
-// and the unit's link change.
+// change (the package's scripts enable the agent on a first install), and
+// a mask of the unit is no error.
 func TestPackaged(t *testing.T) {
 	needTools(t)
 	for _, fam := range []string{"debian", "rocky"} {
@@ -715,18 +721,22 @@ func TestPackaged(t *testing.T) {
 			o := r.opts(ModeDivert)
 			o.Packaged = true
 			out := r.mustInstall(o)
-			for _, not := range []string{"installed", "/etc/gnsh"} {
+			for _, not := range []string{"installed", "/etc/gnsh", "enabled"} {
 				if strings.Contains(out, not) {
 					t.Errorf("--packaged output has %q:\n%s", not, out)
 				}
-			}
-			if !strings.Contains(out, "enabled gnsh.service (linked /etc/systemd/system/multi-user.target.wants/gnsh.service to "+unitDir+UnitName+")") {
-				t.Errorf("output:\n%s", out)
 			}
 			r.wantCommands(sysPath, PackagedBin)
 			if out := r.mustInstall(o); out != NothingToChange+"\n" {
 				t.Errorf("again: %q", out)
 			}
+			// Masked (systemctl mask: a link to /dev/null in /etc): the
+			// package's unit is read, the mask stays.
+			mklink(t, root, "/dev/null", UnitPath)
+			if out := r.mustInstall(o); out != NothingToChange+"\n" {
+				t.Errorf("masked: %q", out)
+			}
+			os.Remove(filepath.Join(root, UnitPath))
 			o.Mode = ""
 			out = r.mustUninstall(o)
 			if d := diffListing(before, listing(t, root)); d != "" {
@@ -951,8 +961,8 @@ func (tc failureCase) run(r *rig, o Options) (string, error) {
 }
 
 // stopRE is the error of a run whose state write failed on a full disk.
-var stopRE = regexp.MustCompile(`^gnsh: (?:un)?install stopped (?:before|after) (".*"): cannot write ` + regexp.QuoteMeta(StatePath) +
-	` \(no space left on device\); every change was undone; fix: make /var/lib/gnsh writable \(free space, remount read-write\), then run gnsh (?:un)?install again$`)
+var stopRE = regexp.MustCompile(`^gnsh: (?:un)?install (stopped (?:before|after) ".*"|changed nothing): cannot write ` + regexp.QuoteMeta(StatePath) +
+	` \(no space left on device\)(?:; every change was undone)?; fix: make /var/lib/gnsh writable \(free space, remount read-write\), then run gnsh (?:un)?install again$`)
 
 // TestStateWriteFailureUndoesAll makes each write of the state file fail
 // in turn, and every later one too (a full or read-only /var stays so):
@@ -1274,4 +1284,131 @@ func TestUnrecordedTakenUp(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestAgentEnablement: a first install enables and starts the node agent;
+// afterwards every install (again, in another mode, with a new binary)
+// leaves an admin's disable or mask as it is, and restarts the agent for
+// a new binary only when it runs. A unit found before the first install
+// (the Ansible role's, disabled) or a mask is not enabled either; a
+// mask is neither written over nor kept aside, and stays after uninstall.
+func TestAgentEnablement(t *testing.T) {
+	needTools(t)
+	live := true
+	wants := "/etc/systemd/system/multi-user.target.wants/" + UnitName
+	type rigT = rig
+	setup := func(t *testing.T) (*rigT, Options) {
+		r := newRig(t, fakeDebian(t))
+		r.tools.stopped = true
+		o := r.opts(ModeDivert)
+		o.Live = &live
+		return r, o
+	}
+	enabled := func(r *rigT) bool {
+		_, err := os.Lstat(filepath.Join(r.root, wants))
+		return err == nil
+	}
+	newBinary := func(r *rigT, what string) {
+		mkfile(r.t, "/", r.self, "\x7fELF another gnsh build "+what+"\n", 0o755)
+	}
+	t.Run("first install, then disabled", func(t *testing.T) {
+		r, o := setup(t)
+		out := r.mustInstall(o)
+		if !enabled(r) || !strings.Contains(out, "gnsh: started gnsh.service\n") || r.tools.called("systemctl start gnsh.service") != 1 {
+			t.Fatalf("a first install did not enable and start the agent:\n%s", out)
+		}
+		if st, _ := readState(target{root: r.root}); st.Agent != AgentKept {
+			t.Errorf("recorded agent %q, want %q", st.Agent, AgentKept)
+		}
+		os.Remove(filepath.Join(r.root, wants)) // systemctl disable --now
+		for _, step := range []struct {
+			name string
+			o    func() Options
+		}{
+			{"again", func() Options { return o }},
+			{"another mode", func() Options { o2 := o; o2.Mode = ModeAlternatives; return o2 }},
+			{"a new binary", func() Options { newBinary(r, "2"); return o }},
+			{"no --mode", func() Options { o2 := o; o2.Mode = ""; return o2 }},
+		} {
+			out := r.mustInstall(step.o())
+			if enabled(r) || strings.Contains(out, "gnsh: enabled") || strings.Contains(out, "gnsh: started") || strings.Contains(out, "gnsh: restarted") {
+				t.Errorf("%s: the disabled agent was touched:\n%s", step.name, out)
+			}
+		}
+		if n := r.tools.called("systemctl start") + r.tools.called("systemctl restart"); n != 1 {
+			t.Errorf("systemctl start or restart run %d times, want 1 (the first install): %q", n, r.tools.calls)
+		}
+		// Enabled and running again (by the admin): a new binary restarts it.
+		mklink(t, r.root, UnitPath, wants)
+		r.tools.stopped = false
+		newBinary(r, "3")
+		if out := r.mustInstall(o); !strings.Contains(out, "gnsh: restarted gnsh.service (a new gnsh or unit)\n") {
+			t.Errorf("a new binary, the agent running: no restart:\n%s", out)
+		}
+	})
+	t.Run("older record, disabled", func(t *testing.T) {
+		r, o := setup(t)
+		r.mustInstall(o)
+		st, _ := readState(target{root: r.root})
+		st.Agent = "" // as gnsh wrote it before the agent was recorded
+		writeState(target{root: r.root}, st)
+		os.Remove(filepath.Join(r.root, wants))
+		if out := r.mustInstall(o); out != NothingToChange+"\n" || enabled(r) {
+			t.Errorf("the disabled agent was touched:\n%s", out)
+		}
+	})
+	t.Run("masked before the first install", func(t *testing.T) {
+		r, o := setup(t)
+		mklink(t, r.root, "/dev/null", UnitPath)
+		before := listing(t, r.root)
+		out := r.mustInstall(o)
+		if !strings.Contains(out, "gnsh: note: gnsh.service is masked (/etc/systemd/system/gnsh.service is a link to /dev/null)") ||
+			enabled(r) || strings.Contains(out, "gnsh: started") || r.tools.called("systemctl start") != 0 {
+			t.Errorf("output:\n%s", out)
+		}
+		if l, _ := os.Readlink(filepath.Join(r.root, UnitPath)); l != "/dev/null" {
+			t.Errorf("the mask is now %q", l)
+		}
+		if out := r.mustInstall(o); out != NothingToChange+"\n" {
+			t.Errorf("again: %q", out)
+		}
+		out = r.mustUninstall(o)
+		if d := diffListing(before, listing(t, r.root)); d != "" {
+			t.Errorf("uninstall left:\n%s\n%s", d, out)
+		}
+	})
+	t.Run("masked after install", func(t *testing.T) {
+		r, o := setup(t)
+		before := listing(t, r.root)
+		r.mustInstall(o)
+		os.Remove(filepath.Join(r.root, wants))
+		os.Remove(filepath.Join(r.root, UnitPath))
+		mklink(t, r.root, "/dev/null", UnitPath) // by hand: systemctl mask refuses over a unit file
+		newBinary(r, "2")
+		out := r.mustInstall(o)
+		if l, _ := os.Readlink(filepath.Join(r.root, UnitPath)); l != "/dev/null" || enabled(r) {
+			t.Errorf("the mask is now %q (enabled %v):\n%s", l, enabled(r), out)
+		}
+		if _, err := os.Lstat(filepath.Join(r.root, UnitPath+origSuffix)); err == nil {
+			t.Errorf("the mask was kept aside as %s%s", UnitPath, origSuffix)
+		}
+		out = r.mustUninstall(o)
+		mask := UnitPath + " Lrwxrwxrwx 0:0 -> /dev/null"
+		if d := diffListing(before, listing(t, r.root)); d != "+ "+mask {
+			t.Errorf("uninstall: want the mask only, got:\n%s\n%s", d, out)
+		}
+	})
+	t.Run("unit found before the first install", func(t *testing.T) {
+		// As the Ansible role leaves it with gnsh_agent: false: its unit,
+		// disabled and stopped, then gnsh install.
+		r, o := setup(t)
+		mkfile(t, r.root, UnitPath, string(installfiles.Unit()), 0o644)
+		out := r.mustInstall(o)
+		if enabled(r) || strings.Contains(out, "gnsh: started") {
+			t.Errorf("the role's disabled agent was enabled or started:\n%s", out)
+		}
+		if out := r.mustInstall(o); out != NothingToChange+"\n" {
+			t.Errorf("again: %q", out)
+		}
+	})
 }

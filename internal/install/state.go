@@ -39,7 +39,20 @@ type State struct {
 	// Dirs are the directories install made, outermost first; uninstall
 	// removes those left empty.
 	Dirs []string `json:"dirs,omitempty"`
+	// Agent is what install does to the node agent's enablement:
+	// AgentEnable on a first install (recorded before its first change,
+	// so that an interrupted one is finished) and from the start of an
+	// uninstall (an install after an interrupted one is a first one);
+	// AgentKept afterwards and in older records (""): enabled, disabled
+	// or masked, the agent stays as it is.
+	Agent string `json:"agent,omitempty"`
 }
+
+// Values of State.Agent.
+const (
+	AgentEnable = "enable"
+	AgentKept   = "kept"
+)
 
 // Command is one legacy command switched to gnsh.
 type Command struct {

@@ -433,9 +433,20 @@ func CheckAgent(r *Report) Check {
 	l := r.Logind
 	running := agentRunning(a)
 	notNode := !r.Kubeconfig.Found && r.Kubelet.Error != ""
+	// off: an admin disabled or masked the unit (gnsh install leaves it so).
+	off := a.UnitFileState == "disabled" || strings.HasPrefix(a.UnitFileState, "masked")
+	enable := "systemctl enable --now " + a.Unit
+	if strings.HasPrefix(a.UnitFileState, "masked") {
+		enable = "systemctl unmask " + a.Unit + ", then " + enable
+	}
 	switch {
 	case !running && notNode:
 		c.Verdict, c.Message = Warn, state+", "+lock+" (not a Kubernetes node?)"
+	case !running && off:
+		c.Verdict = Warn
+		c.Message = state + " and " + a.UnitFileState + ": the node agent is off (left so by gnsh install): nothing uncordons the node " +
+			"after a reboot, and shutdowns that bypass the wrapper (systemctl reboot, the power button) are not drained"
+		c.Fix = "if it should run: " + enable
 	case !running:
 		c.Verdict = Fail
 		c.Message = state + ", " + lock + ": nothing uncordons the node after a reboot, and shutdowns that bypass the wrapper " +
@@ -446,6 +457,10 @@ func CheckAgent(r *Report) Check {
 		c.Verdict = Warn
 		c.Message = lock + ", but " + state + ": an agent runs outside the unit, and none will after a reboot"
 		c.Fix = "stop that agent, then systemctl enable --now " + a.Unit
+	case off:
+		c.Verdict = Warn
+		c.Message = "the agent runs (" + state + "), but the unit is " + a.UnitFileState + ": it does not start after a reboot"
+		c.Fix = "if it should: " + strings.Replace(enable, " --now", "", 1)
 	case !l.Reachable || l.InhibitorsError != "":
 		c.Verdict = Warn
 		c.Message = "the agent runs (" + state + "); cannot list logind's inhibitors to see its delay lock: " +
