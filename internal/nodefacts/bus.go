@@ -193,6 +193,9 @@ func gatherSystemd(ctx context.Context, s *Sources, r *Report) {
 	r.Agent.LoadState, r.Agent.ActiveState = load, active
 	if fs, err := sd.UnitFileState(uctx, AgentUnit); err == nil {
 		r.Agent.UnitFileState = fs
+		if fs != "" && load == "not-found" {
+			r.Agent.LoadState = "" // there is a unit file: not loaded, as a disabled, stopped unit often is
+		}
 	}
 }
 

@@ -440,13 +440,13 @@ func CheckAgent(r *Report) Check {
 		enable = "systemctl unmask " + a.Unit + ", then " + enable
 	}
 	switch {
-	case !running && notNode:
-		c.Verdict, c.Message = Warn, state+", "+lock+" (not a Kubernetes node?)"
 	case !running && off:
 		c.Verdict = Warn
-		c.Message = state + " and " + a.UnitFileState + ": the node agent is off (left so by gnsh install): nothing uncordons the node " +
-			"after a reboot, and shutdowns that bypass the wrapper (systemctl reboot, the power button) are not drained"
+		c.Message = a.Unit + " is " + a.UnitFileState + " and " + orUnknown(a.ActiveState) + ": the node agent is off (left so by gnsh install): " +
+			"nothing uncordons the node after a reboot, and shutdowns that bypass the wrapper (systemctl reboot, the power button) are not drained"
 		c.Fix = "if it should run: " + enable
+	case !running && notNode:
+		c.Verdict, c.Message = Warn, state+", "+lock+" (not a Kubernetes node?)"
 	case !running:
 		c.Verdict = Fail
 		c.Message = state + ", " + lock + ": nothing uncordons the node after a reboot, and shutdowns that bypass the wrapper " +

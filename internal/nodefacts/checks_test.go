@@ -203,11 +203,12 @@ func TestChecks(t *testing.T) {
 		{"agent disabled", func(r *Report) {
 			r.Agent.ActiveState, r.Agent.UnitFileState, r.Agent.Lock = "inactive", "disabled", LockAbsent
 		}, CheckAgent, Warn,
-			"gnsh.service is inactive and disabled: the node agent is off (left so by gnsh install): nothing uncordons the node after a reboot",
+			"gnsh.service is disabled and inactive: the node agent is off (left so by gnsh install): nothing uncordons the node after a reboot",
 			"if it should run: systemctl enable --now gnsh.service"},
-		{"agent masked", func(r *Report) {
+		{"agent masked, not a node", func(r *Report) {
+			r.Kubeconfig, r.Kubelet.Error = KubeconfigFacts{}, "no kubelet config"
 			r.Agent.ActiveState, r.Agent.LoadState, r.Agent.UnitFileState, r.Agent.Lock = "inactive", "masked", "masked", LockAbsent
-		}, CheckAgent, Warn, "gnsh.service is inactive (masked) and masked: the node agent is off",
+		}, CheckAgent, Warn, "gnsh.service is masked and inactive: the node agent is off",
 			"if it should run: systemctl unmask gnsh.service, then systemctl enable --now gnsh.service"},
 		{"agent running, disabled", func(r *Report) { r.Agent.UnitFileState = "disabled" }, CheckAgent, Warn,
 			"the agent runs (gnsh.service is active), but the unit is disabled: it does not start after a reboot",
