@@ -849,7 +849,7 @@ func TestLiveUnit(t *testing.T) {
 	}
 }
 
-// The state file is never read or written through a link.
+// The state file is never read or written through a link; it is 0600.
 func TestStateFileNotFollowed(t *testing.T) {
 	needTools(t)
 	root := fakeDebian(t)
@@ -863,7 +863,7 @@ func TestStateFileNotFollowed(t *testing.T) {
 	os.Remove(filepath.Join(root, StatePath))
 	r.mustInstall(r.opts(ModeDivert))
 	fi, err := os.Lstat(filepath.Join(root, StatePath))
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o644 {
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
 		t.Errorf("state file %v %v", fi, err)
 	}
 }

@@ -107,7 +107,8 @@ func readState(t target) (*State, error) {
 
 // writeState writes s with its lists in one order (the commands as
 // nodefacts lists them, the rest by path: directories outermost first),
-// so that the same installation is always the same file.
+// so that the same installation is always the same file; mode 0600 (only
+// gnsh install and uninstall, as root, read it).
 func writeState(t target, s *State) error {
 	c := *s
 	c.Commands = append([]Command(nil), s.Commands...)
@@ -126,7 +127,7 @@ func writeState(t target, s *State) error {
 	if err != nil {
 		return err
 	}
-	return t.writeFile(StatePath, append(data, '\n'), 0o644)
+	return t.writeFile(StatePath, append(data, '\n'), 0o600)
 }
 
 func (s *State) file(p string) *File {
