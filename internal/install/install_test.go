@@ -381,10 +381,7 @@ func TestModesInstallIdempotentSwitchUninstall(t *testing.T) {
 		for _, mode := range []string{ModeDivert, ModeAlternatives, ModeSymlink} {
 			t.Run(fam+"/"+mode, func(t *testing.T) {
 				t.Parallel()
-				root := fakeDebian(t)
-				if fam == "rocky" {
-					root = fakeRocky(t)
-				}
+				root := fakeTree(t, fam)
 				r := newRig(t, root)
 				before := listing(t, root)
 				out := r.mustInstall(r.opts(mode))
@@ -516,48 +513,62 @@ func TestDryRunChangesNothing(t *testing.T) {
 	}
 }
 
+// fakeTree is fakeRocky for "rocky", else fakeDebian.
+func fakeTree(t *testing.T, fam string) string {
+	if fam == "rocky" {
+		return fakeRocky(t)
+	}
+	return fakeDebian(t)
+}
+
+// failureCase is a tree with gnsh installed in the setup modes (none, one
+// or two in turn), on which do runs: "uninstall" or a mode to install.
+type failureCase struct {
+	fam, name string
+	setup     []string
+	do        string
+}
+
+func (tc failureCase) rig(t *testing.T) *rig {
+	t.Helper()
+	r := newRig(t, fakeTree(t, tc.fam))
+	for _, m := range tc.setup {
+		r.mustInstall(r.opts(m))
+	}
+	return r
+}
+
+func (tc failureCase) run(r *rig, o Options) (string, error) {
+	if tc.do == "uninstall" {
+		return r.uninstall(o)
+	}
+	return r.install(o)
+}
+
 // TestFailureLeavesOldState makes each step of an install, a mode switch
 // and an uninstall fail in turn: the tree is always as before.
 func TestFailureLeavesOldState(t *testing.T) {
 	needTools(t)
-	type run struct {
-		name  string
-		setup []string // modes installed first
-		do    string   // mode to install, or "uninstall"
-	}
 	for _, fam := range []string{"debian", "rocky"} {
-		for _, tc := range []run{
-			{"fresh divert", nil, ModeDivert},
-			{"fresh alternatives", nil, ModeAlternatives},
-			{"fresh symlink", nil, ModeSymlink},
-			{"divert to alternatives", []string{ModeDivert}, ModeAlternatives},
-			{"alternatives to symlink", []string{ModeAlternatives}, ModeSymlink},
-			{"symlink to divert", []string{ModeSymlink}, ModeDivert},
-			{"uninstall divert", []string{ModeDivert}, "uninstall"},
-			{"uninstall alternatives", []string{ModeAlternatives}, "uninstall"},
+		for _, tc := range []failureCase{
+			{fam, "fresh divert", nil, ModeDivert},
+			{fam, "fresh alternatives", nil, ModeAlternatives},
+			{fam, "fresh symlink", nil, ModeSymlink},
+			{fam, "divert to alternatives", []string{ModeDivert}, ModeAlternatives},
+			{fam, "alternatives to symlink", []string{ModeAlternatives}, ModeSymlink},
+			{fam, "symlink to divert", []string{ModeSymlink}, ModeDivert},
+			{fam, "uninstall divert", []string{ModeDivert}, "uninstall"},
+			{fam, "uninstall alternatives", []string{ModeAlternatives}, "uninstall"},
 		} {
 			t.Run(fam+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
-				mk := func() *rig {
-					root := fakeDebian(t)
-					if fam == "rocky" {
-						root = fakeRocky(t)
-					}
-					r := newRig(t, root)
-					for _, m := range tc.setup {
-						r.mustInstall(r.opts(m))
-					}
-					return r
-				}
 				// The steps of a dry run are the steps to fail.
-				probe := mk()
+				probe := tc.rig(t)
 				o := probe.opts(tc.do)
 				o.DryRun = true
-				var out string
-				if tc.do == "uninstall" {
-					out = probe.mustUninstall(o)
-				} else {
-					out = probe.mustInstall(o)
+				out, err := tc.run(probe, o)
+				if err != nil {
+					t.Fatalf("dry run: %v\n%s", err, out)
 				}
 				var descs []string
 				for _, l := range strings.Split(out, "\n") {
@@ -569,7 +580,7 @@ func TestFailureLeavesOldState(t *testing.T) {
 					t.Fatalf("only %d steps:\n%s", len(descs), out)
 				}
 				for i, d := range descs {
-					r := mk()
+					r := tc.rig(t)
 					before := listing(t, r.root)
 					o := r.opts(tc.do)
 					o.fail = func(desc string) error {
@@ -578,12 +589,7 @@ func TestFailureLeavesOldState(t *testing.T) {
 						}
 						return nil
 					}
-					var err error
-					if tc.do == "uninstall" {
-						out, err = r.uninstall(o)
-					} else {
-						out, err = r.install(o)
-					}
+					out, err := tc.run(r, o)
 					if err == nil {
 						t.Fatalf("step %d %q: no error\n%s", i, d, out)
 					}
@@ -932,34 +938,6 @@ func (r *rig) watch(o *Options) {
 	}
 }
 
-// failureCase is a tree with gnsh installed in the setup modes (none, one
-// or two in turn), on which do runs: "uninstall" or a mode to install.
-type failureCase struct {
-	fam, name string
-	setup     []string
-	do        string
-}
-
-func (tc failureCase) rig(t *testing.T) *rig {
-	t.Helper()
-	root := fakeDebian(t)
-	if tc.fam == "rocky" {
-		root = fakeRocky(t)
-	}
-	r := newRig(t, root)
-	for _, m := range tc.setup {
-		r.mustInstall(r.opts(m))
-	}
-	return r
-}
-
-func (tc failureCase) run(r *rig, o Options) (string, error) {
-	if tc.do == "uninstall" {
-		return r.uninstall(o)
-	}
-	return r.install(o)
-}
-
 // stopRE is the error of a run whose state write failed on a full disk.
 var stopRE = regexp.MustCompile(`^gnsh: (?:un)?install (stopped (?:before|after) ".*"|changed nothing): cannot write ` + regexp.QuoteMeta(StatePath) +
 	` \(no space left on device\)(?:; every change was undone)?; fix: make /var/lib/gnsh writable \(free space, remount read-write\), then run gnsh (?:un)?install again$`)
@@ -1069,10 +1047,7 @@ func TestStateWriteOnFullTmpfs(t *testing.T) {
 		t.Run(tc.fam+"/"+tc.name, func(t *testing.T) {
 			stops := map[string]bool{}
 			for free := 0; ; free++ {
-				root := fakeDebian(t)
-				if tc.fam == "rocky" {
-					root = fakeRocky(t)
-				}
+				root := fakeTree(t, tc.fam)
 				dir := filepath.Join(root, filepath.Dir(StatePath))
 				if err := os.MkdirAll(dir, 0o755); err != nil {
 					t.Fatal(err)
@@ -1246,10 +1221,7 @@ func TestUnrecordedTakenUp(t *testing.T) {
 	for _, fam := range []string{"debian", "rocky"} {
 		for _, mode := range []string{ModeDivert, ModeAlternatives, ModeSymlink} {
 			t.Run(fam+"/"+mode, func(t *testing.T) {
-				root := fakeDebian(t)
-				if fam == "rocky" {
-					root = fakeRocky(t)
-				}
+				root := fakeTree(t, fam)
 				mkfile(t, root, DefaultBin, "an older gnsh\n", 0o755)
 				if mode == ModeSymlink {
 					mkfile(t, root, "/usr/local/sbin/halt", "a local halt\n", 0o755)
