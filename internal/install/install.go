@@ -84,6 +84,9 @@ type step struct {
 	// stateDir: the step makes StatePath's directory, so undoing it
 	// takes the state file first.
 	stateDir bool
+	// sweep: the step removes what an interrupted run left (planSweep);
+	// these come first, before the run writes anything.
+	sweep bool
 }
 
 type run struct {
@@ -207,14 +210,15 @@ func (r *run) execute() error {
 		}
 		return nil
 	}
-	if r.begin != nil {
-		r.begin(r.st)
-		if err := r.saveState(); err != nil {
-			return r.rollback(nil, "", &stateError{err: err, before: true})
-		}
-	}
 	var done []step
 	for _, s := range r.steps {
+		if r.begin != nil && !s.sweep {
+			r.begin(r.st)
+			r.begin = nil
+			if err := r.saveState(); err != nil {
+				return r.rollback(done, "", &stateError{err: err, before: true})
+			}
+		}
 		if s.pre != nil {
 			s.pre(r.st)
 			if err := r.saveState(); err != nil {
@@ -492,7 +496,7 @@ func (r *run) planSweep() {
 			if fi, err := r.t.lstat(x); err != nil || fi.IsDir() {
 				continue
 			}
-			r.add(step{desc: fmt.Sprintf("removed %s (left by an interrupted gnsh run)", x),
+			r.add(step{desc: fmt.Sprintf("removed %s (left by an interrupted gnsh run)", x), sweep: true,
 				do: func() error { return ignoreMissing(r.t.remove(x)) }})
 		}
 	}

@@ -1384,3 +1384,51 @@ func TestAgentEnablement(t *testing.T) {
 		}
 	})
 }
+
+// TestLeftoversSwept: what an interrupted run left beside the recorded
+// paths (files under their temporary names, the record as it found it)
+// is removed first, and a run that then fails still puts the record back.
+func TestLeftoversSwept(t *testing.T) {
+	needTools(t)
+	r := newRig(t, fakeDebian(t))
+	r.mustInstall(r.opts(ModeDivert))
+	installed := listing(t, r.root)
+	state, err := os.ReadFile(filepath.Join(r.root, StatePath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := []string{StatePrev, tmpName(StatePath), "/usr/sbin/reboot.distrib.gnsh-new", tmpName(UnitPath)}
+	for _, p := range left {
+		mkfile(t, r.root, p, "left\n", 0o600)
+	}
+	out := r.mustInstall(r.opts(ModeDivert))
+	for _, p := range left {
+		if p == "/usr/sbin/reboot.distrib.gnsh-new" {
+			p = "/sbin/reboot.distrib.gnsh-new" // as recorded
+		}
+		if !strings.Contains(out, "gnsh: removed "+p+" (left by an interrupted gnsh run)\n") {
+			t.Errorf("%s not removed:\n%s", p, out)
+		}
+	}
+	if d := diffListing(installed, listing(t, r.root)); d != "" {
+		t.Errorf("not as installed:\n%s", d)
+	}
+	// A stale record as found, then a failure: the record is put back.
+	mkfile(t, r.root, StatePrev, "stale\n", 0o600)
+	o := r.opts(ModeAlternatives)
+	o.fail = func(desc string) error {
+		if strings.HasPrefix(desc, "made /sbin/halt the alternatives link") {
+			return errors.New("injected")
+		}
+		return nil
+	}
+	if out, err := r.install(o); err == nil || !strings.Contains(err.Error(), "every change before it was undone") {
+		t.Fatalf("err %v\n%s", err, out)
+	}
+	if got, _ := os.ReadFile(filepath.Join(r.root, StatePath)); !bytes.Equal(got, state) {
+		t.Errorf("the record is not as before:\n%s", got)
+	}
+	if d := diffListing(installed, listing(t, r.root)); d != "" {
+		t.Errorf("not as installed:\n%s", d)
+	}
+}
