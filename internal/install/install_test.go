@@ -943,7 +943,8 @@ var stopRE = regexp.MustCompile(`^gnsh: (?:un)?install (stopped (?:before|after)
 	` \(no space left on device\)(?:; every change was undone)?; fix: make /var/lib/gnsh writable \(free space, remount read-write\), then run gnsh (?:un)?install again$`)
 
 // TestStateWriteFailureUndoesAll makes each write of the state file fail
-// in turn, and every later one too (a full or read-only /var stays so):
+// in turn, alone and with every later one (a full or read-only /var stays
+// so):
 // the step made before it is undone with the others, the commands run
 // something at every moment, and the tree is as before, state file
 // included.
@@ -971,25 +972,28 @@ func TestStateWriteFailureUndoesAll(t *testing.T) {
 				t.Fatalf("only %d state writes", writes)
 			}
 			for n := 1; n <= writes; n++ {
-				r := tc.rig(t)
-				before := listing(t, r.root)
-				o := r.opts(tc.do)
-				r.watch(&o)
-				o.failWrite = func(i int) error {
-					if i >= n {
-						return syscall.ENOSPC
+				for _, later := range []bool{true, false} {
+					what := fmt.Sprintf("write %d failing (and every later one: %v)", n, later)
+					r := tc.rig(t)
+					before := listing(t, r.root)
+					o := r.opts(tc.do)
+					r.watch(&o)
+					o.failWrite = func(i int) error {
+						if i == n || later && i > n {
+							return syscall.ENOSPC
+						}
+						return nil
 					}
-					return nil
-				}
-				out, err := tc.run(r, o)
-				if err == nil || !stopRE.MatchString(err.Error()) || strings.Contains(err.Error(), "\n") {
-					t.Fatalf("write %d failing: error %v\n%s", n, err, out)
-				}
-				if err := r.runnable(); err != nil {
-					t.Errorf("write %d failing: %v", n, err)
-				}
-				if d := diffListing(before, listing(t, r.root)); d != "" {
-					t.Errorf("write %d failing left:\n%s\noutput:\n%s", n, d, out)
+					out, err := tc.run(r, o)
+					if err == nil || !stopRE.MatchString(err.Error()) || strings.Contains(err.Error(), "\n") {
+						t.Fatalf("%s: error %v\n%s", what, err, out)
+					}
+					if err := r.runnable(); err != nil {
+						t.Errorf("%s: %v", what, err)
+					}
+					if d := diffListing(before, listing(t, r.root)); d != "" {
+						t.Errorf("%s left:\n%s\noutput:\n%s", what, d, out)
+					}
 				}
 			}
 		})
