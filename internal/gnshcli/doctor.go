@@ -27,8 +27,8 @@ func doctorCommand(code *int, env *dispatch.Env) *cli.Command {
 			"machine), API access (a SelfSubjectAccessReview, with that kubeconfig, for each request\n" +
 			"gnsh makes: get and patch of the Node, list and watch of its pods by spec.nodeName, pod\n" +
 			"evictions, Events in default, the node's Lease), and the node agent (gnsh.service active\n" +
-			"or /run/gnsh/agent.flock held, else fail; its delay lock on shutdown listed by logind,\n" +
-			"else warn).\n" +
+			"or /run/gnsh/agent.flock held, else fail, or warn when an admin disabled or masked it;\n" +
+			"its delay lock on shutdown listed by logind, else warn).\n" +
 			"Exit status 1 if any check fails, else 0. --output json prints\n" +
 			"[{name, verdict, message, fix}].",
 		Flags: []cli.Flag{outputFlag, nodeFlag, kubeFlag, kubeletConfigFlag},

@@ -12,17 +12,19 @@ import (
 var (
 	rootFlag = &cli.StringFlag{Name: "root", Value: "/", Usage: "act on the system mounted at `DIR` (an image; tools get --root or run chrooted, the unit is enabled by links only)"}
 	dryFlag  = &cli.BoolFlag{Name: "dry-run", Usage: "print what would change, change nothing"}
-	pkgFlag  = &cli.BoolFlag{Name: "packaged", Usage: "for the .deb/.rpm maintainer scripts: the package ships " + install.PackagedBin + ", the unit, the config and the man pages; only switch the four commands to it and enable (and start) gnsh.service"}
+	pkgFlag  = &cli.BoolFlag{Name: "packaged", Usage: "for the .deb/.rpm maintainer scripts: the package ships " + install.PackagedBin + ", the unit, the config and the man pages; only switch the four commands to it (the package's scripts enable gnsh.service on a first install)"}
 )
 
 func installCommand(code *int, env *dispatch.Env) *cli.Command {
 	return &cli.Command{
 		Name:  "install",
 		Usage: "switch shutdown, poweroff, reboot and halt to gnsh; install the binary, gnsh.service and the config",
-		Description: "Copies this gnsh to " + install.DefaultBin + " (--bin), writes " + install.UnitPath + ",\n" +
-			install.ConfigPath + " if absent (the annotated example) and the man pages, enables\n" +
-			"gnsh.service (and starts it when systemd runs the target), and switches the four\n" +
-			"commands to gnsh in one of three modes:\n\n" +
+		Description: "Copies this gnsh to " + install.DefaultBin + " (--bin), writes " + install.UnitPath + "\n" +
+			"(not over a mask), " + install.ConfigPath + " if absent (the annotated example) and the man\n" +
+			"pages, and switches the four commands to gnsh in one of three modes (below). A first\n" +
+			"install (no record, no gnsh.service found) enables gnsh.service and starts it when\n" +
+			"systemd runs the target; later runs leave it enabled, disabled or masked as it is,\n" +
+			"restarting it only when it runs and its binary or unit changed.\n\n" +
 			"  divert        Debian/Ubuntu: dpkg-divert of /sbin/reboot … to /sbin/reboot.distrib\n" +
 			"                (package gnsh), gnsh linked in their place. dpkg then writes every\n" +
 			"                update or reinstall of systemd-sysv to the diverted names, so the\n" +
@@ -43,9 +45,11 @@ func installCommand(code *int, env *dispatch.Env) *cli.Command {
 			"the one installed first undoes that one.\n\n" +
 			"Every change is made beside the old file and renamed into place (the node always\n" +
 			"has a working reboot), printed as one line \"gnsh: …\", and recorded in\n" +
-			install.StatePath + "; a failing change undoes those before it. Nothing to do\n" +
-			"prints \"" + install.NothingToChange + "\". Exit status 0, or 1 with one line naming the\n" +
-			"problem and the fix.",
+			install.StatePath + " before it is made. When a change fails, or the record cannot\n" +
+			"be written (a full or read-only /var), every change is undone: the files are as\n" +
+			"before. A run interrupted by a kill or a power loss is finished by the next gnsh\n" +
+			"install, or undone by gnsh uninstall. Nothing to do prints \"" + install.NothingToChange + "\".\n" +
+			"Exit status 0, or 1 with one line naming the problem and the fix.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "mode", Usage: "how the commands are switched: `MODE` is divert, alternatives or symlink (default: see the description)"},
 			rootFlag, dryFlag, pkgFlag,

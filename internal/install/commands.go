@@ -153,22 +153,31 @@ func ignoreMissing(err error) error {
 	return err
 }
 
-// planCommands switches the four commands to bin in mode, undoing
-// another mode first.
-func (r *run) planCommands(mode, bin string) error {
-	old := r.old
-	switching := old != nil && old.Mode != "" && old.Mode != mode
-	if switching {
-		if err := r.planUndoCommands(old); err != nil {
-			return err
-		}
+// kind is the mode a recorded command is switched in.
+func kind(c Command) string {
+	switch {
+	case c.Alternatives:
+		return ModeAlternatives
+	case strings.HasPrefix(c.Path, "/usr/local/sbin/"):
+		return ModeSymlink
 	}
-	// fresh: the commands' paths hold (once the old mode is undone) the
-	// originals, whatever is there now.
-	fresh := switching && old.Mode != ModeSymlink && mode != ModeSymlink
+	return ModeDivert
+}
+
+func (r *run) oldCommand(name string) *Command {
+	if r.old == nil {
+		return nil
+	}
+	return r.old.command(name)
+}
+
+// planCommands switches the four commands to bin in mode; a command
+// recorded in another mode (all of them after --mode, some after an
+// interrupted switch) is undone first.
+func (r *run) planCommands(mode, bin string) error {
 	var divs map[string]diversion
 	var paths map[string]string
-	if r.family == Debian && mode != ModeSymlink {
+	if r.family == Debian {
 		var err error
 		if divs, err = r.diversions(); err != nil {
 			return &Error{Msg: "cannot read dpkg's diversions: " + err.Error(), Fix: "check /var/lib/dpkg/diversions"}
@@ -176,6 +185,15 @@ func (r *run) planCommands(mode, bin string) error {
 		paths = r.dpkgPaths()
 	}
 	for _, name := range nodefacts.LegacyCommands {
+		// fresh: the command's path holds (once the old mode is undone)
+		// the original, whatever is there now.
+		fresh := false
+		if c := r.oldCommand(name); c != nil && kind(*c) != mode {
+			if err := r.planUndoCommand(*c, r.old.Bin, divs); err != nil {
+				return err
+			}
+			fresh = kind(*c) != ModeSymlink && mode != ModeSymlink
+		}
 		var err error
 		switch {
 		case mode == ModeSymlink:
@@ -203,9 +221,40 @@ func (r *run) planCommands(mode, bin string) error {
 	return nil
 }
 
+// recordFound records what the tree shows gnsh made for a command and
+// the record lacks (a run of an older gnsh interrupted before it wrote
+// it, a lost record), so that uninstall undoes it: a step of its own,
+// changing nothing else.
+func (r *run) recordFound(name, what string, found Command) {
+	if c := r.oldCommand(name); c != nil && c.Path == found.Path && (found.Saved == "" || c.Saved == found.Saved) &&
+		(c.Diverted || !found.Diverted) && (c.Alternatives || !found.Alternatives) {
+		return
+	}
+	r.add(step{desc: "recorded " + what + " (made by an earlier gnsh run, not recorded)", do: func() error { return nil },
+		pre: func(st *State) {
+			setCommand(st, name, func(c *Command) {
+				c.Path = found.Path
+				if found.Saved != "" {
+					c.Saved = found.Saved
+				}
+				c.Diverted = c.Diverted || found.Diverted
+				c.Alternatives = c.Alternatives || found.Alternatives
+			})
+		}})
+}
+
+// holdsOriginal says whether p is the command itself: not gnsh's link,
+// not an alternatives link.
+func (r *run) holdsOriginal(name, p string) bool {
+	l, err := r.t.readlink(p)
+	return err == nil && !r.t.isGnshLink(p) && l != "/etc/alternatives/"+name
+}
+
 // planDiversion diverts p to p.distrib for package gnsh, keeping the
 // original there: it is linked (the same inode) to p.distrib first, then
 // dpkg-divert --no-rename records the diversion, so p is never missing.
+// What an interrupted run left is taken up: p.distrib kept and no
+// diversion yet, or the diversion with the original back at p only.
 func (r *run) planDiversion(name, p string, fresh bool, divs map[string]diversion) error {
 	s := p + distribSuffix
 	d, has := divs[p]
@@ -220,23 +269,52 @@ func (r *run) planDiversion(name, p string, fresh bool, divs map[string]diversio
 		return &Error{Msg: fmt.Sprintf("%s, the same file as %s on a merged /usr, is diverted to %s by %s", alias(p), p, da.to, pkgName(da.pkg)),
 			Fix: fmt.Sprintf("remove that diversion (dpkg-divert --list %s shows it) or use --mode symlink", alias(p))}
 	}
+	rec := func(st *State) {
+		setCommand(st, name, func(c *Command) { c.Path, c.Diverted, c.Saved = p, true, s })
+	}
 	if has {
+		if fresh {
+			return nil
+		}
+		if r.t.exists(s) {
+			r.recordFound(name, fmt.Sprintf("gnsh's diversion of %s to %s", p, s), Command{Path: p, Diverted: true, Saved: s})
+			return nil
+		}
+		if !r.holdsOriginal(name, p) {
+			if r.t.isGnshLink(p) {
+				return r.missingOriginal(Command{Name: name, Path: p, Saved: s})
+			}
+			return nil
+		}
+		// The original back at p, the diversion still there: an
+		// uninstall stopped between the two.
+		r.add(step{desc: fmt.Sprintf("kept the original %s as %s (diverted there)", p, s),
+			do:   func() error { return r.t.link(p, s) },
+			undo: func() error { return ignoreMissing(r.t.remove(s)) },
+			pre:  rec})
 		return nil
 	}
-	if !fresh && r.t.exists(s) {
+	mine := false
+	if c := r.oldCommand(name); c != nil && c.Diverted && c.Saved == s {
+		mine = true // kept there by an interrupted install, not yet diverted
+	}
+	if !fresh && !mine && r.t.exists(s) {
 		return &Error{Msg: fmt.Sprintf("%s exists (%s) but is no diversion of %s", s, describe(r.t, s), p),
 			Fix: "move it away, then run gnsh install again"}
 	}
-	orig := fresh || r.t.exists(p)
+	// keep: link p to s first (not over the original that an interrupted
+	// install kept there when p is gnsh's); orig: s holds the original.
+	keep := fresh || r.t.exists(p) && !(mine && r.t.isGnshLink(p))
+	orig := keep || mine && r.t.exists(s)
 	r.add(step{desc: fmt.Sprintf("diverted %s to %s", p, s),
 		do: func() error {
-			if orig {
+			if keep {
 				if err := r.t.link(p, s); err != nil {
 					return err
 				}
 			}
 			if err := r.dpkgDivert("--divert", s, "--add", p); err != nil {
-				if orig {
+				if keep {
 					r.t.remove(s)
 				}
 				return err
@@ -249,7 +327,7 @@ func (r *run) planDiversion(name, p string, fresh bool, divs map[string]diversio
 			}
 			return ignoreMissing(r.t.remove(s))
 		},
-		rec: func(st *State) {
+		pre: func(st *State) {
 			setCommand(st, name, func(c *Command) {
 				c.Path, c.Diverted = p, true
 				if orig {
@@ -289,7 +367,7 @@ func (r *run) planLink(name, p, saved, bin string, fresh bool) {
 			}
 			return r.t.remove(p)
 		},
-		rec: func(st *State) { setCommand(st, name, func(c *Command) { c.Path = p }) }})
+		pre: func(st *State) { setCommand(st, name, func(c *Command) { c.Path = p }) }})
 }
 
 // planReplace makes p a link to bin, keeping what was there as
@@ -300,6 +378,12 @@ func (r *run) planReplace(name, p, bin string, fresh bool) {
 	s := p + origSuffix
 	l, _ := r.t.readlink(p)
 	if !fresh && l == bin {
+		found := Command{Path: p}
+		what := "the link " + p + " to " + bin
+		if r.t.exists(s) {
+			found.Saved, what = s, what+", the original kept as "+s
+		}
+		r.recordFound(name, what, found)
 		return
 	}
 	r.mkdirs(p)
@@ -308,7 +392,7 @@ func (r *run) planReplace(name, p, bin string, fresh bool) {
 		r.add(step{desc: fmt.Sprintf("linked %s to %s", p, bin),
 			do:   func() error { return r.t.symlink(bin, p) },
 			undo: func() error { return r.t.symlink(l, p) },
-			rec:  func(st *State) { setCommand(st, name, func(c *Command) { c.Path = p }) }})
+			pre:  func(st *State) { setCommand(st, name, func(c *Command) { c.Path = p }) }})
 	case fresh || r.t.exists(p):
 		hadS := !fresh && r.t.exists(s)
 		r.add(step{desc: fmt.Sprintf("replaced %s by a link to %s (the original kept as %s)", p, bin, s),
@@ -322,14 +406,14 @@ func (r *run) planReplace(name, p, bin string, fresh bool) {
 				if hadS {
 					return r.t.link(s, p)
 				}
-				return r.t.rename(s, p)
+				return r.t.restore(s, p)
 			},
-			rec: func(st *State) { setCommand(st, name, func(c *Command) { c.Path, c.Saved = p, s }) }})
+			pre: func(st *State) { setCommand(st, name, func(c *Command) { c.Path, c.Saved = p, s }) }})
 	default:
 		r.add(step{desc: fmt.Sprintf("linked %s to %s", p, bin),
 			do:   func() error { return r.t.symlink(bin, p) },
 			undo: func() error { return r.t.remove(p) },
-			rec:  func(st *State) { setCommand(st, name, func(c *Command) { c.Path = p }) }})
+			pre:  func(st *State) { setCommand(st, name, func(c *Command) { c.Path = p }) }})
 	}
 }
 
@@ -343,6 +427,7 @@ func (r *run) planAlternatives(name, p, saved, bin string, fresh bool) error {
 	if !fresh {
 		choices = r.altChoices(name)
 		if choices[bin] && choices[saved] && l == altLink {
+			r.recordFound(name, fmt.Sprintf("the alternatives of %s: %s and %s", name, bin, saved), Command{Path: p, Saved: saved, Alternatives: true})
 			return nil
 		}
 	}
@@ -354,7 +439,7 @@ func (r *run) planAlternatives(name, p, saved, bin string, fresh bool) error {
 			r.add(step{desc: fmt.Sprintf("kept the original %s as %s", p, saved),
 				do:   func() error { return r.t.link(p, saved) },
 				undo: func() error { return ignoreMissing(r.t.remove(saved)) },
-				rec:  func(st *State) { setCommand(st, name, func(c *Command) { c.Path, c.Saved = p, saved }) }})
+				pre:  func(st *State) { setCommand(st, name, func(c *Command) { c.Path, c.Saved = p, saved }) }})
 		}
 	} else if !fresh && !r.t.exists(p) && !r.t.exists(saved) {
 		return &Error{Msg: p + " is missing: no original to keep as the lower-priority alternative", Fix: "use --mode divert"}
@@ -373,7 +458,7 @@ func (r *run) planAlternatives(name, p, saved, bin string, fresh bool) error {
 			return err
 		},
 		undo: func() error { return r.dropAlternatives(name, p, saved, bin) },
-		rec: func(st *State) {
+		pre: func(st *State) {
 			setCommand(st, name, func(c *Command) { c.Path, c.Saved, c.Alternatives = p, saved, true })
 		}})
 	return nil
@@ -392,7 +477,7 @@ func (r *run) dropAlternatives(name, p, saved, bin string) error {
 		}
 	}
 	if r.t.exists(saved) {
-		if err := r.t.rename(saved, p); err != nil {
+		if err := r.t.restore(saved, p); err != nil {
 			return err
 		}
 	}
@@ -414,39 +499,46 @@ func (r *run) planUndoCommands(old *State) error {
 		}
 	}
 	for i := len(old.Commands) - 1; i >= 0; i-- {
-		c := old.Commands[i]
-		last := func(st *State) { dropCommand(st, c.Name) }
-		if c.Alternatives {
-			if !r.t.exists(c.Saved) && r.t.isGnshLink(c.Path) {
-				return r.missingOriginal(c)
-			}
-			r.add(step{desc: fmt.Sprintf("removed the alternatives of %s and restored %s from %s", c.Name, c.Path, c.Saved),
-				do: func() error { return r.dropAlternatives(c.Name, c.Path, c.Saved, old.Bin) },
-				undo: func() error {
-					if err := r.t.link(c.Path, c.Saved); err != nil {
-						return err
-					}
-					if err := r.alternatives("--install", c.Path, c.Name, old.Bin, "100"); err != nil {
-						return err
-					}
-					return r.alternatives("--install", c.Path, c.Name, c.Saved, "10")
-				},
-				rec: func(st *State) {
-					if !c.Diverted {
-						last(st)
-					}
-				}})
-		} else if err := r.planRestore(c, old.Bin, !c.Diverted); err != nil {
+		if err := r.planUndoCommand(old.Commands[i], old.Bin, divs); err != nil {
 			return err
 		}
-		if d, ok := divs[c.Path]; c.Diverted && ok && d.pkg == divertPackage {
-			r.add(step{desc: fmt.Sprintf("removed the diversion of %s to %s", c.Path, d.to),
-				do:   func() error { return r.dpkgDivert("--remove", c.Path) },
-				undo: func() error { return r.dpkgDivert("--divert", d.to, "--add", c.Path) },
-				rec:  last})
-		} else if c.Diverted {
-			r.add(step{desc: "forgot the diversion of " + c.Path + " (already removed)", do: func() error { return nil }, rec: last})
+	}
+	return nil
+}
+
+// planUndoCommand puts the command c back as it was.
+func (r *run) planUndoCommand(c Command, bin string, divs map[string]diversion) error {
+	last := func(st *State) { dropCommand(st, c.Name) }
+	if c.Alternatives {
+		if !r.t.exists(c.Saved) && r.t.isGnshLink(c.Path) {
+			return r.missingOriginal(c)
 		}
+		r.add(step{desc: fmt.Sprintf("removed the alternatives of %s and restored %s from %s", c.Name, c.Path, c.Saved),
+			do: func() error { return r.dropAlternatives(c.Name, c.Path, c.Saved, bin) },
+			undo: func() error {
+				if err := r.t.link(c.Path, c.Saved); err != nil {
+					return err
+				}
+				if err := r.alternatives("--install", c.Path, c.Name, bin, "100"); err != nil {
+					return err
+				}
+				return r.alternatives("--install", c.Path, c.Name, c.Saved, "10")
+			},
+			rec: func(st *State) {
+				if !c.Diverted {
+					last(st)
+				}
+			}})
+	} else if err := r.planRestore(c, !c.Diverted); err != nil {
+		return err
+	}
+	if d, ok := divs[c.Path]; c.Diverted && ok && d.pkg == divertPackage {
+		r.add(step{desc: fmt.Sprintf("removed the diversion of %s to %s", c.Path, d.to),
+			do:   func() error { return r.dpkgDivert("--remove", c.Path) },
+			undo: func() error { return r.dpkgDivert("--divert", d.to, "--add", c.Path) },
+			rec:  last})
+	} else if c.Diverted {
+		r.add(step{desc: "forgot the diversion of " + c.Path + " (already removed)", do: func() error { return nil }, rec: last})
 	}
 	return nil
 }
@@ -465,7 +557,7 @@ func (r *run) missingOriginal(c Command) error {
 // planRestore puts the original of a linked command back (rename of the
 // kept original over gnsh's link) or removes gnsh's link where there was
 // nothing.
-func (r *run) planRestore(c Command, bin string, last bool) error {
+func (r *run) planRestore(c Command, last bool) error {
 	rec := func(st *State) {
 		if last {
 			dropCommand(st, c.Name)
@@ -479,6 +571,12 @@ func (r *run) planRestore(c Command, bin string, last bool) error {
 			return r.missingOriginal(c)
 		}
 		r.add(step{desc: "forgot " + c.Path + " (its original is back)", do: func() error { return nil }, rec: rec})
+	case c.Saved != "" && r.t.sameFile(c.Saved, c.Path):
+		// Kept, but never switched: an install stopped in between.
+		r.add(step{desc: fmt.Sprintf("removed %s (the same file as %s, which was not switched yet)", c.Saved, c.Path),
+			do:   func() error { return r.t.remove(c.Saved) },
+			undo: func() error { return r.t.link(c.Path, c.Saved) },
+			rec:  rec})
 	case c.Saved != "" && (ours || !r.t.exists(c.Path)):
 		r.add(step{desc: fmt.Sprintf("restored %s from %s", c.Path, c.Saved),
 			do: func() error { return r.t.rename(c.Saved, c.Path) },

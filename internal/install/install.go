@@ -3,8 +3,10 @@
 // agent's unit, the example configuration and the man pages, and the four
 // commands by a symlink in /usr/local/sbin, an alternatives group or a
 // diversion. Every change is made beside the old file and renamed into
-// place, printed as one line, recorded in StatePath, and undone when a
-// later change fails: the node always has a working reboot.
+// place, printed as one line, recorded in StatePath before it is made
+// (forgotten after it is undone), and undone when a later change or the
+// record of it fails: the node always has a working reboot, and a run
+// interrupted anywhere is finished or undone by the next one.
 package install
 
 import (
@@ -53,7 +55,12 @@ type Options struct {
 	// for the root "/" with /run/systemd/system present.
 	Live *bool
 
-	fail func(desc string) error // tests: make the step with this description fail
+	// Tests: fail makes the step with this description fail; failWrite
+	// makes the nth write of the state file fail (n from 1); changed is
+	// called after each change to the tree.
+	fail      func(desc string) error
+	failWrite func(n int) error
+	changed   func(what string)
 }
 
 // Error is a failure: what went wrong and how to fix it, printed as one line.
@@ -70,7 +77,16 @@ type step struct {
 	desc string
 	do   func() error
 	undo func() error
-	rec  func(s *State)
+	// pre records what do may change, before it runs (install); rec
+	// updates the record once do has made the change (uninstall forgets).
+	pre func(s *State)
+	rec func(s *State)
+	// stateDir: the step makes StatePath's directory, so undoing it
+	// takes the state file first.
+	stateDir bool
+	// sweep: the step removes what an interrupted run left (planSweep);
+	// these come first, before the run writes anything.
+	sweep bool
 }
 
 type run struct {
@@ -86,7 +102,16 @@ type run struct {
 	verb   string // install, uninstall
 	// dropState: the state file is removed, not written again.
 	dropState bool
-	lock      *os.File
+	// notes are printed before the steps, when there are any.
+	notes []string
+	// begin, when set, is recorded before the first step: what the run
+	// is about (an install's mode, binary and agent decision).
+	begin func(s *State)
+	// kept: the state file as the run found it is linked to StatePrev
+	// (at the run's first write), to be put back if the run fails.
+	kept   bool
+	writes int
+	lock   *os.File
 }
 
 // close releases the lock explicitly: a child forked meanwhile (a tool
@@ -118,7 +143,7 @@ func newRun(ctx context.Context, o Options, verb string) (*run, error) {
 	if o.Tools == nil {
 		o.Tools = ExecTools{}
 	}
-	r := &run{ctx: ctx, o: o, t: target{root: root}, verb: verb}
+	r := &run{ctx: ctx, o: o, t: target{root: root, changed: o.changed}, verb: verb}
 	// One install or uninstall at a time per root: a lock on the root
 	// directory itself (flock(2) on its descriptor; no file is made).
 	lock, err := os.Open(root)
@@ -161,14 +186,23 @@ func (r *run) say(format string, a ...any) {
 
 func (r *run) add(s ...step) { r.steps = append(r.steps, s...) }
 
-func (r *run) tool(argv ...string) error { return r.o.Tools.Run(r.ctx, argv...) }
+func (r *run) tool(argv ...string) error {
+	err := r.o.Tools.Run(r.ctx, argv...)
+	r.t.done("ran " + strings.Join(argv, " "))
+	return err
+}
 
 // execute runs the steps in order, printing each one done. When one fails
-// the ones done are undone in reverse order and the state file is put back.
+// (or the record of one cannot be written) the ones done, that one among
+// them, are undone in reverse order and the state file is put back as the
+// run found it.
 func (r *run) execute() error {
 	if len(r.steps) == 0 {
 		fmt.Fprintln(r.o.Out, NothingToChange)
 		return nil
+	}
+	for _, n := range r.notes {
+		r.say("note: %s", n)
 	}
 	if r.o.DryRun {
 		for _, s := range r.steps {
@@ -178,6 +212,19 @@ func (r *run) execute() error {
 	}
 	var done []step
 	for _, s := range r.steps {
+		if r.begin != nil && !s.sweep {
+			r.begin(r.st)
+			r.begin = nil
+			if err := r.saveState(); err != nil {
+				return r.rollback(done, "", &stateError{err: err, before: true})
+			}
+		}
+		if s.pre != nil {
+			s.pre(r.st)
+			if err := r.saveState(); err != nil {
+				return r.rollback(done, s.desc, &stateError{err: err, before: true})
+			}
+		}
 		var err error
 		if r.o.fail != nil {
 			err = r.o.fail(s.desc)
@@ -189,21 +236,50 @@ func (r *run) execute() error {
 		if skipped {
 			err = nil
 		}
-		if err == nil && s.rec != nil {
-			s.rec(r.st)
-		}
-		if err == nil {
-			err = r.saveState()
-		}
 		if err != nil {
-			return r.rollback(done, s, err)
+			return r.rollback(done, s.desc, err)
 		}
 		if !skipped {
 			r.say("%s", s.desc)
 			done = append(done, s)
 		}
+		if s.rec != nil {
+			s.rec(r.st)
+			if err := r.saveState(); err != nil {
+				return r.rollback(done, s.desc, &stateError{err: err})
+			}
+		}
+	}
+	if r.kept {
+		r.kept = false
+		if err := ignoreMissing(r.t.remove(StatePrev)); err != nil {
+			r.say("warning: cannot remove %s: %v", StatePrev, err)
+		}
 	}
 	return nil
+}
+
+// stateError is a failed write of the state file, before the step (what
+// it may change) or after it (what it undid).
+type stateError struct {
+	err    error
+	before bool
+}
+
+func (e *stateError) Error() string { return e.err.Error() }
+
+// reason is the system's answer without the host path the message names
+// already (ENOSPC, EIO, EROFS).
+func (e *stateError) reason() error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(e.err, &pe):
+		return pe.Err
+	case errors.As(e.err, &le):
+		return le.Err
+	}
+	return e.err
 }
 
 // saveState writes the state as the steps so far left it, once its
@@ -211,6 +287,20 @@ func (r *run) execute() error {
 func (r *run) saveState() error {
 	if r.dropState || !r.t.exists(filepath.Dir(StatePath)) {
 		return nil
+	}
+	if r.old != nil && !r.kept && r.t.exists(StatePath) {
+		// The record as the run found it, kept for a rollback that cannot
+		// write (a full or read-only /var): a rename puts it back.
+		if err := r.t.link(StatePath, StatePrev); err != nil {
+			return err
+		}
+		r.kept = true
+	}
+	r.writes++
+	if r.o.failWrite != nil {
+		if err := r.o.failWrite(r.writes); err != nil {
+			return err
+		}
 	}
 	if r.st.empty() {
 		if r.t.exists(StatePath) {
@@ -225,17 +315,34 @@ func (s *State) empty() bool {
 	return s.Mode == "" && len(s.Commands) == 0 && len(s.Files) == 0 && len(s.Links) == 0 && len(s.Dirs) == 0
 }
 
-func (r *run) rollback(done []step, failed step, cause error) error {
-	// The state file first: its directory may be one of the steps undone.
+// putBackState makes the state file what the run found: the kept link
+// renamed back, else (there was none) removed.
+func (r *run) putBackState() error {
+	if r.kept {
+		r.kept = false
+		return r.t.restore(StatePrev, StatePath)
+	}
+	if r.old == nil && r.t.exists(StatePath) {
+		return r.t.remove(StatePath)
+	}
+	return nil
+}
+
+func (r *run) rollback(done []step, failed string, cause error) error {
 	var stateErr error
-	if r.old != nil {
-		stateErr = writeState(r.t, r.old)
-	} else if r.t.exists(StatePath) {
-		stateErr = r.t.remove(StatePath)
+	stateBack := false
+	putBack := func() {
+		if !stateBack {
+			stateBack = true
+			stateErr = r.putBackState()
+		}
 	}
 	var undoErrs []string
 	for i := len(done) - 1; i >= 0; i-- {
 		s := done[i]
+		if s.stateDir {
+			putBack() // the state file first: its directory goes now
+		}
 		if s.undo == nil {
 			continue
 		}
@@ -246,19 +353,37 @@ func (r *run) rollback(done []step, failed step, cause error) error {
 		}
 		r.say("undone: %s", s.desc)
 	}
-	if r.old == nil && stateErr == nil && r.t.exists(StatePath) {
-		stateErr = r.t.remove(StatePath)
+	putBack()
+	if stateErr != nil {
+		undoErrs = append(undoErrs, fmt.Sprintf("putting %s back: %v", StatePath, stateErr))
 	}
-	if len(undoErrs) > 0 || stateErr != nil {
+	var se *stateError
+	if errors.As(cause, &se) {
+		fix := "make " + filepath.Dir(StatePath) + " writable (free space, remount read-write), then run gnsh " + r.verb + " again"
+		if failed == "" {
+			return &Error{Msg: fmt.Sprintf("%s changed nothing: cannot write %s (%v)", r.verb, StatePath, se.reason()), Fix: fix}
+		}
+		when := "after"
+		if se.before {
+			when = "before"
+		}
+		msg := fmt.Sprintf("%s stopped %s %q: cannot write %s (%v)", r.verb, when, failed, StatePath, se.reason())
+		if len(undoErrs) > 0 {
+			return &Error{Msg: msg + ", and undoing the changes failed too (" + strings.Join(undoErrs, "; ") + ")",
+				Fix: fix + " (each change above is printed)"}
+		}
+		return &Error{Msg: msg + "; every change was undone", Fix: fix}
+	}
+	if len(undoErrs) > 0 {
 		return &Error{Msg: fmt.Sprintf("%s stopped at %q (%v), and undoing the changes before it failed too (%s)",
-			r.verb, failed.desc, cause, strings.Join(append(undoErrs, fmt.Sprint(stateErr)), "; ")),
+			r.verb, failed, cause, strings.Join(undoErrs, "; ")),
 			Fix: "fix the causes, then run gnsh " + r.verb + " again (each change above is printed)"}
 	}
 	var e *Error
 	if errors.As(cause, &e) {
-		return &Error{Msg: fmt.Sprintf("%s stopped at %q: %s; every change before it was undone", r.verb, failed.desc, e.Msg), Fix: e.Fix}
+		return &Error{Msg: fmt.Sprintf("%s stopped at %q: %s; every change before it was undone", r.verb, failed, e.Msg), Fix: e.Fix}
 	}
-	return &Error{Msg: fmt.Sprintf("%s stopped at %q: %v; every change before it was undone", r.verb, failed.desc, cause),
+	return &Error{Msg: fmt.Sprintf("%s stopped at %q: %v; every change before it was undone", r.verb, failed, cause),
 		Fix: "fix that, then run gnsh " + r.verb + " again"}
 }
 
@@ -269,10 +394,10 @@ func (r *run) mkdirs(p string) {
 			continue
 		}
 		d := d
-		r.add(step{desc: "created directory " + d,
+		r.add(step{desc: "created directory " + d, stateDir: d == filepath.Dir(StatePath),
 			do:   func() error { return r.t.mkdir(d) },
 			undo: func() error { return r.t.remove(d) },
-			rec: func(s *State) {
+			pre: func(s *State) {
 				if !s.hasDir(d) {
 					s.Dirs = append(s.Dirs, d)
 				}
@@ -330,10 +455,115 @@ func Install(ctx context.Context, o Options) error {
 	if !filepath.IsAbs(bin) {
 		return &Error{Msg: fmt.Sprintf("--bin %s is not an absolute path", bin), Fix: "give it as /usr/local/sbin/gnsh"}
 	}
+	r.planSweep()
 	if err := r.planInstall(mode, bin); err != nil {
 		return err
 	}
+	// Recorded before the first step: a run interrupted later is finished
+	// in this mode (a command found in another is switched over) and
+	// with this decision about the agent.
+	agent, left := r.agent(), r.leftStateDir()
+	r.begin = func(s *State) {
+		s.Mode, s.Bin, s.Packaged, s.Agent = mode, bin, o.Packaged, agent
+		if left {
+			s.Dirs = append(s.Dirs, filepath.Dir(StatePath))
+		}
+	}
 	return r.execute()
+}
+
+// planSweep removes what an interrupted run left beside the paths the
+// record names: a file made under its temporary name and not yet renamed
+// into place, the state file as that run found it.
+func (r *run) planSweep() {
+	paths := []string{StatePath, StatePrev}
+	if r.old != nil {
+		for _, c := range r.old.Commands {
+			paths = append(paths, c.Path, c.Saved)
+		}
+		for _, f := range r.old.Files {
+			paths = append(paths, f.Path, f.Saved)
+		}
+		paths = append(paths, r.old.Links...)
+	}
+	seen := map[string]bool{}
+	for _, p := range paths {
+		for _, x := range []string{p, tmpName(p)} {
+			if p == "" || seen[x] || (x == p && p != StatePrev) {
+				continue
+			}
+			seen[x] = true
+			if fi, err := r.t.lstat(x); err != nil || fi.IsDir() {
+				continue
+			}
+			r.add(step{desc: fmt.Sprintf("removed %s (left by an interrupted gnsh run)", x), sweep: true,
+				do: func() error { return ignoreMissing(r.t.remove(x)) }})
+		}
+	}
+}
+
+// leftStateDir says whether StatePath's directory is there, unrecorded,
+// and holds nothing but what planSweep removes: made by a first install
+// interrupted before it could write the record into it (only gnsh makes
+// it; a mount point is not taken).
+func (r *run) leftStateDir() bool {
+	d := filepath.Dir(StatePath)
+	fi, err := r.t.lstat(d)
+	if r.old != nil || err != nil || !fi.IsDir() {
+		return false
+	}
+	up, err := r.t.lstat(filepath.Dir(d))
+	if err != nil || fi.Sys().(*syscall.Stat_t).Dev != up.Sys().(*syscall.Stat_t).Dev {
+		return false
+	}
+	h, err := r.t.host(d)
+	if err != nil {
+		return false
+	}
+	ents, err := os.ReadDir(h)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if p := filepath.Join(d, e.Name()); p != tmpName(StatePath) && p != StatePrev && p != tmpName(StatePrev) {
+			return false
+		}
+	}
+	return true
+}
+
+// unitDirs are where a gnsh.service is looked for (systemd's order).
+var unitDirs = []string{"/etc/systemd/system/", "/run/systemd/system/", "/usr/lib/systemd/system/", "/lib/systemd/system/"}
+
+// agent decides what this install does to the node agent: AgentEnable
+// (enable it, and start it when systemd runs the target) on a first
+// install only: no record, and no gnsh.service anywhere (the package's,
+// one the Ansible role or an admin put, a mask). Afterwards, AgentKept:
+// whether it is enabled, disabled or masked, and runs, is the admin's.
+func (r *run) agent() string {
+	if r.old != nil {
+		if r.old.Agent == AgentEnable {
+			return AgentEnable // a first install, interrupted
+		}
+		return AgentKept
+	}
+	for _, d := range unitDirs {
+		if r.t.exists(d + UnitName) {
+			return AgentKept
+		}
+	}
+	return AgentEnable
+}
+
+// mask returns the path of a mask of gnsh.service (a link to /dev/null in
+// /etc/systemd/system or /run/systemd/system), "" when there is none.
+func (r *run) mask() string {
+	for _, d := range unitDirs[:2] {
+		if l, _ := r.t.readlink(d + UnitName); l == "/dev/null" {
+			return d + UnitName
+		}
+	}
+	return ""
 }
 
 func (r *run) planInstall(mode, bin string) error {
@@ -342,13 +572,14 @@ func (r *run) planInstall(mode, bin string) error {
 	unitPath := UnitPath
 	var unit []byte
 	binChanged, unitChanged := false, false
+	mask := r.mask()
 	if o.Packaged {
 		if fi, err := r.t.lstat(bin); err != nil || fi.IsDir() {
 			return &Error{Msg: fmt.Sprintf("--packaged: %s is %s", bin, describe(r.t, bin)), Fix: "install the gnsh package (it ships " + bin + "), or drop --packaged"}
 		}
 		unitPath = ""
 		for _, p := range []string{UnitPath, "/usr/lib/systemd/system/" + UnitName, "/lib/systemd/system/" + UnitName} {
-			if r.t.exists(p) {
+			if r.t.exists(p) && p != mask {
 				unitPath = p
 				break
 			}
@@ -368,7 +599,12 @@ func (r *run) planInstall(mode, bin string) error {
 		}
 		binChanged = r.planFile(bin, self, 0o755, false)
 		unit = unitText(bin)
-		unitChanged = r.planFile(UnitPath, unit, 0o644, false)
+		if mask == UnitPath {
+			r.notes = append(r.notes, fmt.Sprintf("%s is masked (%s is a link to /dev/null): its unit is not written over the mask, "+
+				"and the node agent is neither enabled nor started", UnitName, mask))
+		} else {
+			unitChanged = r.planFile(UnitPath, unit, 0o644, false)
+		}
 		if !r.t.exists(ConfigPath) {
 			r.planFile(ConfigPath, installfiles.Config(), 0o644, true)
 		}
@@ -379,7 +615,10 @@ func (r *run) planInstall(mode, bin string) error {
 	if err := r.planCommands(mode, bin); err != nil {
 		return err
 	}
-	if r.planLinks(unitPath, unit) {
+	// The agent is enabled and started by a first install only; later
+	// runs restart it when it runs and its binary or unit changed.
+	enable := r.agent() == AgentEnable && mask == ""
+	if enable && r.planLinks(unitPath, unit) {
 		unitChanged = true
 	}
 	if r.live {
@@ -389,18 +628,18 @@ func (r *run) planInstall(mode, bin string) error {
 		}
 		active := r.tool("systemctl", "is-active", "--quiet", UnitName) == nil
 		switch {
-		case !active:
+		case !active && enable:
 			r.add(step{desc: "started " + UnitName,
 				do:   func() error { return r.tool("systemctl", "start", UnitName) },
 				undo: func() error { return r.tool("systemctl", "stop", UnitName) }})
-		case binChanged || unitChanged:
+		case active && (binChanged || unitChanged):
 			r.add(step{desc: "restarted " + UnitName + " (a new gnsh or unit)",
 				do: func() error { return r.tool("systemctl", "restart", UnitName) }})
 		}
 	}
-	if len(r.steps) > 0 {
+	if len(r.steps) > 0 || r.old != nil && r.old.Agent == AgentEnable {
 		r.add(step{desc: "recorded the installation in " + StatePath, do: func() error { return nil },
-			rec: func(s *State) { s.Mode, s.Bin, s.Packaged = mode, bin, r.o.Packaged }})
+			pre: func(s *State) { s.Mode, s.Bin, s.Packaged, s.Agent = mode, bin, r.o.Packaged, AgentKept }})
 	}
 	return nil
 }
@@ -433,28 +672,41 @@ func unitText(bin string) []byte {
 func (r *run) planFile(p string, data []byte, perm fs.FileMode, keep bool) bool {
 	cur, err := r.t.readFile(p)
 	fi, _ := r.t.lstat(p)
+	prev := r.st.file(p)
 	if err == nil && bytes.Equal(cur, data) && fi.Mode().Perm() == perm {
+		if saved := p + origSuffix; prev == nil && r.t.exists(saved) {
+			// Written by an earlier run that did not record it.
+			r.add(step{desc: fmt.Sprintf("recorded %s, the file found there before kept as %s (made by an earlier gnsh run, not recorded)", p, saved),
+				do:  func() error { return nil },
+				pre: func(s *State) { s.Files = append(s.Files, File{Path: p, Saved: saved, Keep: keep, Sum: sum(data)}) }})
+		}
 		return false
 	}
 	r.mkdirs(p)
-	prev := r.st.file(p)
 	saved := ""
 	if prev != nil {
 		saved = prev.Saved
 	}
 	desc := "installed " + p
-	exists := r.t.exists(p)
 	var prevData []byte
 	var prevMode fs.FileMode
+	newSaved := false
 	switch {
-	case exists && prev == nil:
-		saved = p + ".gnsh-orig"
-		desc = fmt.Sprintf("installed %s (the file found there kept as %s)", p, saved)
-	case exists:
+	case fi == nil:
+	case prev == nil:
+		saved, newSaved = p+origSuffix, true
+	case saved != "" && (r.t.sameFile(saved, p) || !r.t.exists(saved) && !prev.wrote(cur)):
+		// An interrupted install recorded p but did not replace it: the
+		// file there is still the one it found (kept, or not yet).
+		newSaved = true
+	default:
 		desc = "updated " + p
 		prevData, prevMode = cur, fi.Mode().Perm()
 	}
-	newSaved := prev == nil && exists
+	if newSaved {
+		desc = fmt.Sprintf("installed %s (the file found there kept as %s)", p, saved)
+	}
+	sm := sum(data)
 	r.add(step{desc: desc,
 		do: func() error {
 			if newSaved {
@@ -467,16 +719,19 @@ func (r *run) planFile(p string, data []byte, perm fs.FileMode, keep bool) bool 
 		undo: func() error {
 			switch {
 			case newSaved:
-				return r.t.rename(saved, p)
+				return r.t.restore(saved, p)
 			case prevData != nil:
 				return r.t.writeFile(p, prevData, prevMode)
 			}
 			return r.t.remove(p)
 		},
-		rec: func(s *State) {
-			if f := s.file(p); f == nil {
+		pre: func(s *State) {
+			f := s.file(p)
+			if f == nil {
 				s.Files = append(s.Files, File{Path: p, Saved: saved, Keep: keep})
+				f = &s.Files[len(s.Files)-1]
 			}
+			f.Sum = sm
 		}})
 	return true
 }
@@ -538,7 +793,7 @@ func (r *run) planLinks(unitPath string, unit []byte) bool {
 				}
 				return r.t.remove(l)
 			},
-			rec: func(s *State) {
+			pre: func(s *State) {
 				for _, x := range s.Links {
 					if x == l {
 						return
@@ -559,9 +814,13 @@ func Uninstall(ctx context.Context, o Options) error {
 		return err
 	}
 	defer r.close()
+	r.planSweep()
 	if r.old == nil {
-		fmt.Fprintln(r.o.Out, NothingToChange)
-		return nil
+		if d := filepath.Dir(StatePath); r.leftStateDir() {
+			r.add(step{desc: "removed directory " + d + " (left by an interrupted gnsh install)",
+				do: func() error { return r.t.remove(d) }, undo: func() error { return r.t.mkdir(d) }})
+		}
+		return r.execute()
 	}
 	old := r.old
 	if r.live && (len(old.Links) > 0 || len(old.Files) > 0) && r.tool("systemctl", "is-active", "--quiet", UnitName) == nil {
@@ -609,6 +868,34 @@ func Uninstall(ctx context.Context, o Options) error {
 		fmt.Fprintln(r.o.Out, NothingToChange)
 		return nil
 	}
+	if !o.Packaged {
+		// An install after this uninstall, even an interrupted one, is a
+		// first one (the package's scripts decide for the package).
+		r.begin = func(s *State) { s.Agent = AgentEnable }
+	}
+	rmDir := func(d string) {
+		r.add(step{desc: "removed directory " + d,
+			do: func() error {
+				err := r.t.remove(d)
+				if err != nil && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTEMPTY)) {
+					return errSkip
+				}
+				return err
+			},
+			undo: func() error { return r.t.mkdir(d) },
+			rec:  func(s *State) { s.Dirs = remove(s.Dirs, d) }})
+	}
+	stateDir := false
+	if !keepState {
+		// Innermost first, recorded as they go; the record's own last.
+		for i := len(old.Dirs) - 1; i >= 0; i-- {
+			if d := old.Dirs[i]; d == filepath.Dir(StatePath) {
+				stateDir = true
+			} else {
+				rmDir(d)
+			}
+		}
+	}
 	desc := "removed the record " + StatePath
 	if keepState {
 		desc = "updated the record " + StatePath + " (the files gnsh install copied stay listed)"
@@ -619,7 +906,16 @@ func Uninstall(ctx context.Context, o Options) error {
 				return nil
 			}
 			r.dropState = true
-			return r.t.remove(StatePath)
+			if err := r.t.remove(StatePath); err != nil {
+				return err
+			}
+			if r.kept { // its directory goes next
+				if err := ignoreMissing(r.t.remove(StatePrev)); err != nil {
+					return err // a rollback renames it back
+				}
+				r.kept = false
+			}
+			return nil
 		},
 		undo: func() error { r.dropState = false; return writeState(r.t, old) },
 		rec: func(s *State) {
@@ -628,20 +924,8 @@ func Uninstall(ctx context.Context, o Options) error {
 				s.Files = nil
 			}
 		}})
-	if !keepState {
-		for i := len(old.Dirs) - 1; i >= 0; i-- {
-			d := old.Dirs[i]
-			r.add(step{desc: "removed directory " + d,
-				do: func() error {
-					err := r.t.remove(d)
-					if err != nil && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTEMPTY)) {
-						return errSkip
-					}
-					return err
-				},
-				undo: func() error { return r.t.mkdir(d) },
-				rec:  func(s *State) { s.Dirs = remove(s.Dirs, d) }})
-		}
+	if stateDir {
+		rmDir(filepath.Dir(StatePath))
 	}
 	return r.execute()
 }
@@ -661,34 +945,57 @@ func remove(list []string, x string) []string {
 }
 
 // planRemoveFile removes a file install wrote, or puts back the one it
-// found there; the configuration stays when edited.
+// found there; the configuration stays when edited. What is there but is
+// not install's (a mask linked in place of the unit, the original an
+// interrupted install did not replace) is left.
 func (r *run) planRemoveFile(f File) bool {
 	cur, err := r.t.readFile(f.Path)
 	fi, _ := r.t.lstat(f.Path)
-	if errors.Is(err, fs.ErrNotExist) && f.Saved == "" {
-		r.add(step{desc: "forgot " + f.Path + " (already gone)", do: func() error { return nil },
+	forget := func(why string) {
+		r.add(step{desc: fmt.Sprintf("forgot %s (%s)", f.Path, why), do: func() error { return nil },
 			rec: func(s *State) { s.Files = removeFile(s.Files, f.Path) }})
-		return true
 	}
-	if f.Keep && err == nil && !bytes.Equal(cur, installfiles.Config()) {
+	saved := f.Saved != "" && r.t.exists(f.Saved)
+	switch {
+	case saved && r.t.sameFile(f.Saved, f.Path):
+		r.add(step{desc: fmt.Sprintf("removed %s (the same file as %s: an interrupted install kept it, and replaced nothing)", f.Saved, f.Path),
+			do:   func() error { return r.t.remove(f.Saved) },
+			undo: func() error { return r.t.link(f.Path, f.Saved) },
+			rec:  func(s *State) { s.Files = removeFile(s.Files, f.Path) }})
+		return true
+	case f.Saved != "" && !saved && fi == nil:
+		forget("already gone, and the file found there before gnsh install too")
+		return true
+	case f.Saved != "" && !saved && !f.wrote(cur):
+		forget("what is there is the file found there before gnsh install")
+		return true
+	case f.Saved != "" && !saved:
+		r.add(step{desc: "restore " + f.Path, do: func() error {
+			return &Error{Msg: fmt.Sprintf("%s, the file found at %s before gnsh install, is missing", f.Saved, f.Path),
+				Fix: "put it back, or remove " + f.Path + " by hand and run gnsh uninstall again"}
+		}})
+		return true
+	case fi == nil && !saved:
+		forget("already gone")
+		return true
+	case f.Keep && err == nil && !bytes.Equal(cur, installfiles.Config()):
 		r.say("kept %s: it was edited (remove it by hand if it is no longer wanted)", f.Path)
 		return false
+	case !saved && !fi.Mode().IsRegular():
+		forget("left as it is: " + describe(r.t, f.Path) + ", not the file gnsh install wrote")
+		return true
 	}
 	var mode fs.FileMode
 	if fi != nil {
 		mode = fi.Mode().Perm()
 	}
-	if f.Saved != "" {
-		if !r.t.exists(f.Saved) {
-			r.add(step{desc: "restore " + f.Path, do: func() error {
-				return &Error{Msg: fmt.Sprintf("%s, the file found at %s before gnsh install, is missing", f.Saved, f.Path),
-					Fix: "put it back, or remove " + f.Path + " by hand and run gnsh uninstall again"}
-			}})
-			return true
-		}
+	if saved {
 		r.add(step{desc: fmt.Sprintf("restored %s from %s", f.Path, f.Saved),
 			do: func() error { return r.t.rename(f.Saved, f.Path) },
 			undo: func() error {
+				if fi == nil {
+					return r.t.rename(f.Path, f.Saved)
+				}
 				if err := r.t.link(f.Path, f.Saved); err != nil {
 					return err
 				}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,6 +32,8 @@ type testTools struct {
 	mu    sync.Mutex
 	calls []string
 	fail  string // an argv prefix that fails
+	// stopped: systemctl is-active says gnsh.service is not running.
+	stopped bool
 }
 
 func (f *testTools) Run(ctx context.Context, argv ...string) error {
@@ -53,6 +57,9 @@ func (f *testTools) Run(ctx context.Context, argv ...string) error {
 		}
 		return fakeAlternatives(target{root: f.root}, argv[3:])
 	case "systemctl":
+		if argv[1] == "is-active" && f.stopped {
+			return errors.New("inactive")
+		}
 		return nil
 	}
 	f.t.Errorf("unexpected tool %q", argv)
@@ -179,10 +186,27 @@ func mklink(t *testing.T, root, target, p string) {
 	}
 }
 
+// scratchDir is a new directory for a test tree, removed at the end: on
+// /dev/shm when that is a tmpfs, since gnsh follows each change with an
+// fsync, which a tmpfs answers at once and a disk does not.
+func scratchDir(t *testing.T) string {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs("/dev/shm", &st); err != nil || st.Type != 0x01021994 { // TMPFS_MAGIC
+		return t.TempDir()
+	}
+	d, err := os.MkdirTemp("/dev/shm", "gnsh-install-test-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
 // fakeDebian is a Debian 12-like tree: merged /usr, systemd-sysv's
 // /sbin/{halt,poweroff,reboot,shutdown} -> /bin/systemctl.
 func fakeDebian(t *testing.T) string {
-	root := t.TempDir()
+	root := scratchDir(t)
 	mklink(t, root, "usr/sbin", "/sbin")
 	mklink(t, root, "usr/bin", "/bin")
 	mkfile(t, root, "/usr/bin/systemctl", "#!/bin/sh\n# systemctl\n", 0o755)
@@ -204,7 +228,7 @@ func fakeDebian(t *testing.T) string {
 // fakeRocky is a Rocky 9-like tree: systemd's /usr/sbin/NAME ->
 // ../bin/systemctl, no dpkg.
 func fakeRocky(t *testing.T) string {
-	root := t.TempDir()
+	root := scratchDir(t)
 	mklink(t, root, "usr/sbin", "/sbin")
 	mklink(t, root, "usr/bin", "/bin")
 	mkfile(t, root, "/usr/bin/systemctl", "#!/bin/sh\n# systemctl\n", 0o755)
@@ -357,10 +381,7 @@ func TestModesInstallIdempotentSwitchUninstall(t *testing.T) {
 		for _, mode := range []string{ModeDivert, ModeAlternatives, ModeSymlink} {
 			t.Run(fam+"/"+mode, func(t *testing.T) {
 				t.Parallel()
-				root := fakeDebian(t)
-				if fam == "rocky" {
-					root = fakeRocky(t)
-				}
+				root := fakeTree(t, fam)
 				r := newRig(t, root)
 				before := listing(t, root)
 				out := r.mustInstall(r.opts(mode))
@@ -492,48 +513,62 @@ func TestDryRunChangesNothing(t *testing.T) {
 	}
 }
 
+// fakeTree is fakeRocky for "rocky", else fakeDebian.
+func fakeTree(t *testing.T, fam string) string {
+	if fam == "rocky" {
+		return fakeRocky(t)
+	}
+	return fakeDebian(t)
+}
+
+// failureCase is a tree with gnsh installed in the setup modes (none, one
+// or two in turn), on which do runs: "uninstall" or a mode to install.
+type failureCase struct {
+	fam, name string
+	setup     []string
+	do        string
+}
+
+func (tc failureCase) rig(t *testing.T) *rig {
+	t.Helper()
+	r := newRig(t, fakeTree(t, tc.fam))
+	for _, m := range tc.setup {
+		r.mustInstall(r.opts(m))
+	}
+	return r
+}
+
+func (tc failureCase) run(r *rig, o Options) (string, error) {
+	if tc.do == "uninstall" {
+		return r.uninstall(o)
+	}
+	return r.install(o)
+}
+
 // TestFailureLeavesOldState makes each step of an install, a mode switch
 // and an uninstall fail in turn: the tree is always as before.
 func TestFailureLeavesOldState(t *testing.T) {
 	needTools(t)
-	type run struct {
-		name  string
-		setup []string // modes installed first
-		do    string   // mode to install, or "uninstall"
-	}
 	for _, fam := range []string{"debian", "rocky"} {
-		for _, tc := range []run{
-			{"fresh divert", nil, ModeDivert},
-			{"fresh alternatives", nil, ModeAlternatives},
-			{"fresh symlink", nil, ModeSymlink},
-			{"divert to alternatives", []string{ModeDivert}, ModeAlternatives},
-			{"alternatives to symlink", []string{ModeAlternatives}, ModeSymlink},
-			{"symlink to divert", []string{ModeSymlink}, ModeDivert},
-			{"uninstall divert", []string{ModeDivert}, "uninstall"},
-			{"uninstall alternatives", []string{ModeAlternatives}, "uninstall"},
+		for _, tc := range []failureCase{
+			{fam, "fresh divert", nil, ModeDivert},
+			{fam, "fresh alternatives", nil, ModeAlternatives},
+			{fam, "fresh symlink", nil, ModeSymlink},
+			{fam, "divert to alternatives", []string{ModeDivert}, ModeAlternatives},
+			{fam, "alternatives to symlink", []string{ModeAlternatives}, ModeSymlink},
+			{fam, "symlink to divert", []string{ModeSymlink}, ModeDivert},
+			{fam, "uninstall divert", []string{ModeDivert}, "uninstall"},
+			{fam, "uninstall alternatives", []string{ModeAlternatives}, "uninstall"},
 		} {
 			t.Run(fam+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
-				mk := func() *rig {
-					root := fakeDebian(t)
-					if fam == "rocky" {
-						root = fakeRocky(t)
-					}
-					r := newRig(t, root)
-					for _, m := range tc.setup {
-						r.mustInstall(r.opts(m))
-					}
-					return r
-				}
 				// The steps of a dry run are the steps to fail.
-				probe := mk()
+				probe := tc.rig(t)
 				o := probe.opts(tc.do)
 				o.DryRun = true
-				var out string
-				if tc.do == "uninstall" {
-					out = probe.mustUninstall(o)
-				} else {
-					out = probe.mustInstall(o)
+				out, err := tc.run(probe, o)
+				if err != nil {
+					t.Fatalf("dry run: %v\n%s", err, out)
 				}
 				var descs []string
 				for _, l := range strings.Split(out, "\n") {
@@ -545,7 +580,7 @@ func TestFailureLeavesOldState(t *testing.T) {
 					t.Fatalf("only %d steps:\n%s", len(descs), out)
 				}
 				for i, d := range descs {
-					r := mk()
+					r := tc.rig(t)
 					before := listing(t, r.root)
 					o := r.opts(tc.do)
 					o.fail = func(desc string) error {
@@ -554,12 +589,7 @@ func TestFailureLeavesOldState(t *testing.T) {
 						}
 						return nil
 					}
-					var err error
-					if tc.do == "uninstall" {
-						out, err = r.uninstall(o)
-					} else {
-						out, err = r.install(o)
-					}
+					out, err := tc.run(r, o)
 					if err == nil {
 						t.Fatalf("step %d %q: no error\n%s", i, d, out)
 					}
@@ -679,7 +709,8 @@ func TestFoundFilesPutBack(t *testing.T) {
 }
 
 // --packaged: the package's /usr/sbin/gnsh and unit; only the commands
-// and the unit's link change.
+// change (the package's scripts enable the agent on a first install), and
+// a mask of the unit is no error.
 func TestPackaged(t *testing.T) {
 	needTools(t)
 	for _, fam := range []string{"debian", "rocky"} {
@@ -696,18 +727,22 @@ func TestPackaged(t *testing.T) {
 			o := r.opts(ModeDivert)
 			o.Packaged = true
 			out := r.mustInstall(o)
-			for _, not := range []string{"installed", "/etc/gnsh"} {
+			for _, not := range []string{"installed", "/etc/gnsh", "enabled"} {
 				if strings.Contains(out, not) {
 					t.Errorf("--packaged output has %q:\n%s", not, out)
 				}
-			}
-			if !strings.Contains(out, "enabled gnsh.service (linked /etc/systemd/system/multi-user.target.wants/gnsh.service to "+unitDir+UnitName+")") {
-				t.Errorf("output:\n%s", out)
 			}
 			r.wantCommands(sysPath, PackagedBin)
 			if out := r.mustInstall(o); out != NothingToChange+"\n" {
 				t.Errorf("again: %q", out)
 			}
+			// Masked (systemctl mask: a link to /dev/null in /etc): the
+			// package's unit is read, the mask stays.
+			mklink(t, root, "/dev/null", UnitPath)
+			if out := r.mustInstall(o); out != NothingToChange+"\n" {
+				t.Errorf("masked: %q", out)
+			}
+			os.Remove(filepath.Join(root, UnitPath))
 			o.Mode = ""
 			out = r.mustUninstall(o)
 			if d := diffListing(before, listing(t, root)); d != "" {
@@ -820,7 +855,7 @@ func TestLiveUnit(t *testing.T) {
 	}
 }
 
-// The state file is never read or written through a link.
+// The state file is never read or written through a link; it is 0600.
 func TestStateFileNotFollowed(t *testing.T) {
 	needTools(t)
 	root := fakeDebian(t)
@@ -834,7 +869,7 @@ func TestStateFileNotFollowed(t *testing.T) {
 	os.Remove(filepath.Join(root, StatePath))
 	r.mustInstall(r.opts(ModeDivert))
 	fi, err := os.Lstat(filepath.Join(root, StatePath))
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o644 {
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
 		t.Errorf("state file %v %v", fi, err)
 	}
 }
@@ -867,4 +902,537 @@ func TestOneAtATime(t *testing.T) {
 	}
 	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	r.mustInstall(r.opts(ModeDivert))
+}
+
+// runnable says whether each command, as /sbin/NAME, /usr/sbin/NAME and
+// (where there is one) /usr/local/sbin/NAME, leads to an executable file:
+// systemd's or a gnsh.
+func (r *rig) runnable() error {
+	for _, c := range nodefacts.LegacyCommands {
+		for _, d := range []string{"/sbin/", "/usr/sbin/", "/usr/local/sbin/"} {
+			if _, err := os.Lstat(filepath.Join(r.root, d+c)); err != nil && d == "/usr/local/sbin/" {
+				continue
+			}
+			p, err := nodefacts.ResolveIn(r.root, d+c)
+			if err != nil {
+				return fmt.Errorf("%s%s: %v", d, c, err)
+			}
+			fi, err := os.Stat(filepath.Join(r.root, p))
+			if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+				return fmt.Errorf("%s%s leads to %s, not an executable file", d, c, p)
+			}
+		}
+	}
+	return nil
+}
+
+// watch checks after every change the run makes that the commands stay
+// runnable, reporting the first time they are not.
+func (r *rig) watch(o *Options) {
+	bad := false
+	o.changed = func(what string) {
+		if err := r.runnable(); err != nil && !bad {
+			bad = true
+			r.t.Errorf("after %s: %v", what, err)
+		}
+	}
+}
+
+// stopRE is the error of a run whose state write failed on a full disk.
+var stopRE = regexp.MustCompile(`^gnsh: (?:un)?install (stopped (?:before|after) ".*"|changed nothing): cannot write ` + regexp.QuoteMeta(StatePath) +
+	` \(no space left on device\)(?:; every change was undone)?; fix: make /var/lib/gnsh writable \(free space, remount read-write\), then run gnsh (?:un)?install again$`)
+
+// TestStateWriteFailureUndoesAll makes each write of the state file fail
+// in turn, alone and with every later one (a full or read-only /var stays
+// so):
+// the step made before it is undone with the others, the commands run
+// something at every moment, and the tree is as before, state file
+// included.
+func TestStateWriteFailureUndoesAll(t *testing.T) {
+	needTools(t)
+	for _, tc := range []failureCase{
+		{"debian", "fresh divert", nil, ModeDivert},
+		{"debian", "fresh alternatives", nil, ModeAlternatives},
+		{"rocky", "fresh divert", nil, ModeDivert},
+		{"debian", "divert to alternatives", []string{ModeDivert}, ModeAlternatives},
+		{"rocky", "alternatives to symlink", []string{ModeAlternatives}, ModeSymlink},
+		{"debian", "uninstall divert", []string{ModeDivert}, "uninstall"},
+		{"rocky", "uninstall alternatives", []string{ModeAlternatives}, "uninstall"},
+	} {
+		t.Run(tc.fam+"/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			probe := tc.rig(t)
+			o := probe.opts(tc.do)
+			writes := 0
+			o.failWrite = func(n int) error { writes = n; return nil }
+			if out, err := tc.run(probe, o); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if writes < 3 {
+				t.Fatalf("only %d state writes", writes)
+			}
+			for n := 1; n <= writes; n++ {
+				for _, later := range []bool{true, false} {
+					what := fmt.Sprintf("write %d failing (and every later one: %v)", n, later)
+					r := tc.rig(t)
+					before := listing(t, r.root)
+					o := r.opts(tc.do)
+					r.watch(&o)
+					o.failWrite = func(i int) error {
+						if i == n || later && i > n {
+							return syscall.ENOSPC
+						}
+						return nil
+					}
+					out, err := tc.run(r, o)
+					if err == nil || !stopRE.MatchString(err.Error()) || strings.Contains(err.Error(), "\n") {
+						t.Fatalf("%s: error %v\n%s", what, err, out)
+					}
+					if err := r.runnable(); err != nil {
+						t.Errorf("%s: %v", what, err)
+					}
+					if d := diffListing(before, listing(t, r.root)); d != "" {
+						t.Errorf("%s left:\n%s\noutput:\n%s", what, d, out)
+					}
+				}
+			}
+		})
+	}
+}
+
+// fill writes a file into the file system of dir until it is full, then
+// gives back free pages of it.
+func fill(t *testing.T, dir string, free int) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, n := range []int{1 << 16, os.Getpagesize()} {
+		buf := make([]byte, n)
+		for {
+			if _, err := f.Write(buf); err != nil {
+				if !errors.Is(err, syscall.ENOSPC) {
+					t.Fatal(err)
+				}
+				break
+			}
+		}
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A failed write may have left part of a page: cut to whole pages.
+	size := fi.Size() / int64(os.Getpagesize()) * int64(os.Getpagesize())
+	if err := f.Truncate(size - int64(free*os.Getpagesize())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStateWriteOnFullTmpfs: the state file's directory a real tmpfs with
+// no room left, or a page or more (as root, on a scratch --root tree:
+// the host's commands are never touched). Each run that fails leaves the
+// commands runnable at every moment and the tree as before.
+func TestStateWriteOnFullTmpfs(t *testing.T) {
+	needTools(t)
+	if os.Geteuid() != 0 {
+		if os.Getenv("GNSH_REQUIRE_RIGS") == "1" {
+			t.Fatal("mounting a tmpfs needs root")
+		}
+		t.Skip("mounting a tmpfs needs root")
+	}
+	for _, tc := range []failureCase{
+		{"debian", "fresh divert", nil, ModeDivert},
+		{"rocky", "divert to alternatives", []string{ModeDivert}, ModeAlternatives},
+		{"debian", "uninstall alternatives", []string{ModeAlternatives}, "uninstall"},
+	} {
+		t.Run(tc.fam+"/"+tc.name, func(t *testing.T) {
+			stops := map[string]bool{}
+			for free := 0; ; free++ {
+				root := fakeTree(t, tc.fam)
+				dir := filepath.Join(root, filepath.Dir(StatePath))
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k,mode=0755", "gnsh-test", dir).CombinedOutput(); err != nil {
+					t.Fatalf("mount: %v: %s", err, out)
+				}
+				t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+				r := newRig(t, root)
+				for _, m := range tc.setup {
+					r.mustInstall(r.opts(m))
+				}
+				fill(t, dir, free)
+				before := listing(t, root)
+				o := r.opts(tc.do)
+				r.watch(&o)
+				out, err := tc.run(r, o)
+				if err == nil {
+					if free == 0 || len(stops) < 2 {
+						t.Fatalf("%d pages free: no failure, failures seen: %v\n%s", free, stops, out)
+					}
+					t.Logf("%d pages free: done; it stopped before at %v", free, stops)
+					return
+				}
+				m := stopRE.FindStringSubmatch(err.Error())
+				if m == nil || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("%d pages free: error %v\n%s", free, err, out)
+				}
+				stops[m[1]] = true
+				if err := r.runnable(); err != nil {
+					t.Errorf("%d pages free: %v", free, err)
+				}
+				if d := diffListing(before, listing(t, root)); d != "" {
+					t.Errorf("%d pages free: left\n%s\noutput:\n%s", free, d, out)
+				}
+				if err := exec.Command("umount", dir).Run(); err != nil {
+					t.Fatalf("umount %s: %v", dir, err)
+				}
+			}
+		})
+	}
+}
+
+// clone copies the rig's tree to a new one (the same paths inside).
+func (r *rig) clone() *rig {
+	r.t.Helper()
+	dst := filepath.Join(scratchDir(r.t), "root")
+	if out, err := exec.Command("cp", "-a", r.root, dst).CombinedOutput(); err != nil {
+		r.t.Fatalf("cp -a: %v: %s", err, out)
+	}
+	c := newRig(r.t, dst)
+	c.self = r.self
+	return c
+}
+
+// crashAt runs run with o, ending it at its kth change to the tree as a
+// kill would (runtime.Goexit: nothing after that change is done, no
+// rollback, no state written); it says whether it got that far. The
+// commands must lead to an executable after every change.
+func (r *rig) crashAt(o Options, k int, run func(Options) (string, error)) (crashed bool) {
+	r.t.Helper()
+	end := make(chan struct{})
+	n := 0
+	go func() {
+		defer close(end)
+		o.changed = func(what string) {
+			n++
+			if err := r.runnable(); err != nil {
+				r.t.Errorf("change %d (%s): %v", n, what, err)
+			}
+			if n == k {
+				crashed = true
+				runtime.Goexit()
+			}
+		}
+		if out, err := run(o); err != nil {
+			r.t.Errorf("run to crash at change %d: %v\n%s", k, err, out)
+		}
+	}()
+	<-end
+	return crashed
+}
+
+// TestCrashAfterEachChange ends installs, mode switches and uninstalls
+// after each change they make to the tree (as kill -9 or a power loss
+// would), then runs the same again: it must end exactly as a run that was
+// not interrupted, and an uninstall then exactly as before gnsh; on a
+// copy of the interrupted tree the opposite run (uninstall, or install)
+// must also end exactly as a clean one.
+func TestCrashAfterEachChange(t *testing.T) {
+	needTools(t)
+	for _, tc := range []failureCase{
+		{"debian", "fresh divert", nil, ModeDivert},
+		{"debian", "fresh alternatives", nil, ModeAlternatives},
+		{"debian", "fresh symlink", nil, ModeSymlink},
+		{"rocky", "fresh divert", nil, ModeDivert},
+		{"rocky", "fresh alternatives", nil, ModeAlternatives},
+		{"debian", "divert to alternatives", []string{ModeDivert}, ModeAlternatives},
+		{"rocky", "alternatives to symlink", []string{ModeAlternatives}, ModeSymlink},
+		{"debian", "symlink to divert", []string{ModeSymlink}, ModeDivert},
+		{"debian", "uninstall divert", []string{ModeDivert}, "uninstall"},
+		{"debian", "uninstall alternatives", []string{ModeAlternatives}, "uninstall"},
+		{"rocky", "uninstall alternatives", []string{ModeAlternatives}, "uninstall"},
+	} {
+		t.Run(tc.fam+"/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			pristine := failureCase{fam: tc.fam}.rig(t)
+			before := listing(t, pristine.root)
+			setup := pristine.clone()
+			for _, m := range tc.setup {
+				setup.mustInstall(setup.opts(m))
+			}
+			installed := listing(t, setup.root)
+			clean := setup.clone()
+			changes := 0
+			o := clean.opts(tc.do)
+			o.changed = func(string) { changes++ }
+			if out, err := tc.run(clean, o); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			want := listing(t, clean.root)
+			opposite := failureCase{do: "uninstall"}
+			if tc.do == "uninstall" {
+				opposite.do = tc.setup[len(tc.setup)-1]
+			}
+			for k := 1; k <= changes; k++ {
+				r := setup.clone()
+				if !r.crashAt(r.opts(tc.do), k, func(o Options) (string, error) { return tc.run(r, o) }) {
+					t.Fatalf("change %d of %d not reached", k, changes)
+				}
+				c := r.clone()
+				out, err := tc.run(r, r.opts(tc.do))
+				if err != nil {
+					t.Errorf("crash at change %d, run again: %v\n%s", k, err, out)
+					continue
+				}
+				if d := diffListing(want, listing(t, r.root)); d != "" {
+					t.Errorf("crash at change %d, run again: the tree differs from a clean run's:\n%s\noutput:\n%s", k, d, out)
+				}
+				if tc.do != "uninstall" {
+					out := r.mustUninstall(r.opts(""))
+					if d := diffListing(before, listing(t, r.root)); d != "" {
+						t.Errorf("crash at change %d, run again, uninstall: the tree differs from before gnsh:\n%s\noutput:\n%s", k, d, out)
+					}
+				}
+				out, err = opposite.run(c, c.opts(opposite.do))
+				if err != nil {
+					t.Errorf("crash at change %d, then %s: %v\n%s", k, opposite.do, err, out)
+					continue
+				}
+				wantOpp := before
+				if opposite.do != "uninstall" {
+					wantOpp = installed
+				}
+				if d := diffListing(wantOpp, listing(t, c.root)); d != "" {
+					t.Errorf("crash at change %d, then %s: the tree differs from a clean one:\n%s\noutput:\n%s", k, opposite.do, d, out)
+				}
+			}
+			t.Logf("%d changes", changes)
+		})
+	}
+}
+
+// TestUnrecordedTakenUp: what gnsh made but did not record (an older
+// gnsh, which recorded after each change, interrupted in between; a lost
+// record): dpkg's diversion, an alternatives group, a link with its kept
+// original, a file with its kept original. The next install records them
+// from the tree, and uninstall then puts everything back.
+func TestUnrecordedTakenUp(t *testing.T) {
+	needTools(t)
+	for _, fam := range []string{"debian", "rocky"} {
+		for _, mode := range []string{ModeDivert, ModeAlternatives, ModeSymlink} {
+			t.Run(fam+"/"+mode, func(t *testing.T) {
+				root := fakeTree(t, fam)
+				mkfile(t, root, DefaultBin, "an older gnsh\n", 0o755)
+				if mode == ModeSymlink {
+					mkfile(t, root, "/usr/local/sbin/halt", "a local halt\n", 0o755)
+				}
+				r := newRig(t, root)
+				before := listing(t, root)
+				r.mustInstall(r.opts(mode))
+				installed := listing(t, root)
+				st, err := readState(target{root: root})
+				if err != nil {
+					t.Fatal(err)
+				}
+				st.Commands, st.Files = nil, removeFile(st.Files, DefaultBin)
+				if err := writeState(target{root: root}, st); err != nil {
+					t.Fatal(err)
+				}
+				out := r.mustInstall(r.opts(mode))
+				want := 5 // the 4 commands, the binary
+				if fam == "debian" && mode == ModeAlternatives {
+					want = 9 // the diversions, the alternatives
+				}
+				if n := strings.Count(out, "(made by an earlier gnsh run, not recorded)"); n != want {
+					t.Errorf("%d lines recording what was found, want %d:\n%s", n, want, out)
+				}
+				if d := diffListing(installed, listing(t, root)); d != "" {
+					t.Errorf("not as installed:\n%s\noutput:\n%s", d, out)
+				}
+				out = r.mustUninstall(r.opts(""))
+				if d := diffListing(before, listing(t, root)); d != "" {
+					t.Errorf("uninstall left:\n%s\noutput:\n%s", d, out)
+				}
+			})
+		}
+	}
+}
+
+// TestAgentEnablement: a first install enables and starts the node agent;
+// afterwards every install (again, in another mode, with a new binary)
+// leaves an admin's disable or mask as it is, and restarts the agent for
+// a new binary only when it runs. A unit found before the first install
+// (the Ansible role's, disabled) or a mask is not enabled either; a
+// mask is neither written over nor kept aside, and stays after uninstall.
+func TestAgentEnablement(t *testing.T) {
+	needTools(t)
+	live := true
+	wants := "/etc/systemd/system/multi-user.target.wants/" + UnitName
+	type rigT = rig
+	setup := func(t *testing.T) (*rigT, Options) {
+		r := newRig(t, fakeDebian(t))
+		r.tools.stopped = true
+		o := r.opts(ModeDivert)
+		o.Live = &live
+		return r, o
+	}
+	enabled := func(r *rigT) bool {
+		_, err := os.Lstat(filepath.Join(r.root, wants))
+		return err == nil
+	}
+	newBinary := func(r *rigT, what string) {
+		mkfile(r.t, "/", r.self, "\x7fELF another gnsh build "+what+"\n", 0o755)
+	}
+	t.Run("first install, then disabled", func(t *testing.T) {
+		r, o := setup(t)
+		out := r.mustInstall(o)
+		if !enabled(r) || !strings.Contains(out, "gnsh: started gnsh.service\n") || r.tools.called("systemctl start gnsh.service") != 1 {
+			t.Fatalf("a first install did not enable and start the agent:\n%s", out)
+		}
+		if st, _ := readState(target{root: r.root}); st.Agent != AgentKept {
+			t.Errorf("recorded agent %q, want %q", st.Agent, AgentKept)
+		}
+		os.Remove(filepath.Join(r.root, wants)) // systemctl disable --now
+		for _, step := range []struct {
+			name string
+			o    func() Options
+		}{
+			{"again", func() Options { return o }},
+			{"another mode", func() Options { o2 := o; o2.Mode = ModeAlternatives; return o2 }},
+			{"a new binary", func() Options { newBinary(r, "2"); return o }},
+			{"no --mode", func() Options { o2 := o; o2.Mode = ""; return o2 }},
+		} {
+			out := r.mustInstall(step.o())
+			if enabled(r) || strings.Contains(out, "gnsh: enabled") || strings.Contains(out, "gnsh: started") || strings.Contains(out, "gnsh: restarted") {
+				t.Errorf("%s: the disabled agent was touched:\n%s", step.name, out)
+			}
+		}
+		if n := r.tools.called("systemctl start") + r.tools.called("systemctl restart"); n != 1 {
+			t.Errorf("systemctl start or restart run %d times, want 1 (the first install): %q", n, r.tools.calls)
+		}
+		// Enabled and running again (by the admin): a new binary restarts it.
+		mklink(t, r.root, UnitPath, wants)
+		r.tools.stopped = false
+		newBinary(r, "3")
+		if out := r.mustInstall(o); !strings.Contains(out, "gnsh: restarted gnsh.service (a new gnsh or unit)\n") {
+			t.Errorf("a new binary, the agent running: no restart:\n%s", out)
+		}
+	})
+	t.Run("older record, disabled", func(t *testing.T) {
+		r, o := setup(t)
+		r.mustInstall(o)
+		st, _ := readState(target{root: r.root})
+		st.Agent = "" // as gnsh wrote it before the agent was recorded
+		writeState(target{root: r.root}, st)
+		os.Remove(filepath.Join(r.root, wants))
+		if out := r.mustInstall(o); out != NothingToChange+"\n" || enabled(r) {
+			t.Errorf("the disabled agent was touched:\n%s", out)
+		}
+	})
+	t.Run("masked before the first install", func(t *testing.T) {
+		r, o := setup(t)
+		mklink(t, r.root, "/dev/null", UnitPath)
+		before := listing(t, r.root)
+		out := r.mustInstall(o)
+		if !strings.Contains(out, "gnsh: note: gnsh.service is masked (/etc/systemd/system/gnsh.service is a link to /dev/null)") ||
+			enabled(r) || strings.Contains(out, "gnsh: started") || r.tools.called("systemctl start") != 0 {
+			t.Errorf("output:\n%s", out)
+		}
+		if l, _ := os.Readlink(filepath.Join(r.root, UnitPath)); l != "/dev/null" {
+			t.Errorf("the mask is now %q", l)
+		}
+		if out := r.mustInstall(o); out != NothingToChange+"\n" {
+			t.Errorf("again: %q", out)
+		}
+		out = r.mustUninstall(o)
+		if d := diffListing(before, listing(t, r.root)); d != "" {
+			t.Errorf("uninstall left:\n%s\n%s", d, out)
+		}
+	})
+	t.Run("masked after install", func(t *testing.T) {
+		r, o := setup(t)
+		before := listing(t, r.root)
+		r.mustInstall(o)
+		os.Remove(filepath.Join(r.root, wants))
+		os.Remove(filepath.Join(r.root, UnitPath))
+		mklink(t, r.root, "/dev/null", UnitPath) // by hand: systemctl mask refuses over a unit file
+		newBinary(r, "2")
+		out := r.mustInstall(o)
+		if l, _ := os.Readlink(filepath.Join(r.root, UnitPath)); l != "/dev/null" || enabled(r) {
+			t.Errorf("the mask is now %q (enabled %v):\n%s", l, enabled(r), out)
+		}
+		if _, err := os.Lstat(filepath.Join(r.root, UnitPath+origSuffix)); err == nil {
+			t.Errorf("the mask was kept aside as %s%s", UnitPath, origSuffix)
+		}
+		out = r.mustUninstall(o)
+		mask := UnitPath + " Lrwxrwxrwx 0:0 -> /dev/null"
+		if d := diffListing(before, listing(t, r.root)); d != "+ "+mask {
+			t.Errorf("uninstall: want the mask only, got:\n%s\n%s", d, out)
+		}
+	})
+	t.Run("unit found before the first install", func(t *testing.T) {
+		// As the Ansible role leaves it with gnsh_agent: false: its unit,
+		// disabled and stopped, then gnsh install.
+		r, o := setup(t)
+		mkfile(t, r.root, UnitPath, string(installfiles.Unit()), 0o644)
+		out := r.mustInstall(o)
+		if enabled(r) || strings.Contains(out, "gnsh: started") {
+			t.Errorf("the role's disabled agent was enabled or started:\n%s", out)
+		}
+		if out := r.mustInstall(o); out != NothingToChange+"\n" {
+			t.Errorf("again: %q", out)
+		}
+	})
+}
+
+// TestLeftoversSwept: what an interrupted run left beside the recorded
+// paths (files under their temporary names, the record as it found it)
+// is removed first, and a run that then fails still puts the record back.
+func TestLeftoversSwept(t *testing.T) {
+	needTools(t)
+	r := newRig(t, fakeDebian(t))
+	r.mustInstall(r.opts(ModeDivert))
+	installed := listing(t, r.root)
+	state, err := os.ReadFile(filepath.Join(r.root, StatePath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := []string{StatePrev, tmpName(StatePath), "/usr/sbin/reboot.distrib.gnsh-new", tmpName(UnitPath)}
+	for _, p := range left {
+		mkfile(t, r.root, p, "left\n", 0o600)
+	}
+	out := r.mustInstall(r.opts(ModeDivert))
+	for _, p := range left {
+		if p == "/usr/sbin/reboot.distrib.gnsh-new" {
+			p = "/sbin/reboot.distrib.gnsh-new" // as recorded
+		}
+		if !strings.Contains(out, "gnsh: removed "+p+" (left by an interrupted gnsh run)\n") {
+			t.Errorf("%s not removed:\n%s", p, out)
+		}
+	}
+	if d := diffListing(installed, listing(t, r.root)); d != "" {
+		t.Errorf("not as installed:\n%s", d)
+	}
+	// A stale record as found, then a failure: the record is put back.
+	mkfile(t, r.root, StatePrev, "stale\n", 0o600)
+	o := r.opts(ModeAlternatives)
+	o.fail = func(desc string) error {
+		if strings.HasPrefix(desc, "made /sbin/halt the alternatives link") {
+			return errors.New("injected")
+		}
+		return nil
+	}
+	if out, err := r.install(o); err == nil || !strings.Contains(err.Error(), "every change before it was undone") {
+		t.Fatalf("err %v\n%s", err, out)
+	}
+	if got, _ := os.ReadFile(filepath.Join(r.root, StatePath)); !bytes.Equal(got, state) {
+		t.Errorf("the record is not as before:\n%s", got)
+	}
+	if d := diffListing(installed, listing(t, r.root)); d != "" {
+		t.Errorf("not as installed:\n%s", d)
+	}
 }

@@ -19,7 +19,47 @@ import (
 // link such as /sbin -> /usr/sbin starts again at the root, never on the
 // host), while the last component is never followed: links are made,
 // renamed and removed themselves, and files are created with O_NOFOLLOW.
-type target struct{ root string }
+// Each change to a directory's entries is followed by an fsync of that
+// directory, so that it is on disk before the next one is made.
+type target struct {
+	root string
+	// changed, in tests, is called after each change to the tree (and
+	// between making a new file under its temporary name and renaming it).
+	changed func(what string)
+}
+
+func (t target) done(what string) {
+	if t.changed != nil {
+		t.changed(what)
+	}
+}
+
+// syncDir makes the changes to the entries of the host directory d durable.
+func syncDir(d string) error {
+	f, err := os.OpenFile(d, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fsync %s: %w", d, err)
+	}
+	return nil
+}
+
+// sameFile says whether a and b are names of the same inode (a link made
+// by link, not yet replaced).
+func (t target) sameFile(a, b string) bool {
+	fa, err := t.lstat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := t.lstat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
 
 // host returns the host path of p.
 func (t target) host(p string) (string, error) {
@@ -106,17 +146,31 @@ func (t target) replace(h string, create func(tmp string) error) error {
 	if err := create(tmp); err != nil {
 		return err
 	}
+	t.done("made " + tmp)
 	if err := os.Rename(tmp, h); err != nil {
 		os.Remove(tmp)
 		return err
 	}
+	return t.synced(h)
+}
+
+// synced follows a change of the host path h: its directory is synced.
+func (t target) synced(h string) error {
+	if err := syncDir(filepath.Dir(h)); err != nil {
+		return err
+	}
+	t.done(h)
 	return nil
 }
 
 // link makes newp another name of oldp's inode (a link is linked itself,
 // not followed), replacing newp atomically: the same file, mode, owner or
-// link target.
+// link target. Nothing to do when newp is that name already (a rename
+// between two names of one file would leave both).
 func (t target) link(oldp, newp string) error {
+	if t.sameFile(oldp, newp) {
+		return nil
+	}
 	ho, err := t.host(oldp)
 	if err != nil {
 		return err
@@ -138,7 +192,25 @@ func (t target) rename(oldp, newp string) error {
 	if err != nil {
 		return err
 	}
-	return os.Rename(ho, hn)
+	if err := os.Rename(ho, hn); err != nil {
+		return err
+	}
+	if filepath.Dir(ho) != filepath.Dir(hn) {
+		if err := syncDir(filepath.Dir(ho)); err != nil {
+			return err
+		}
+	}
+	return t.synced(hn)
+}
+
+// restore puts the original kept at saved back at p: renamed over p, or,
+// when saved is still the same file as p (kept, p not yet replaced),
+// removed (a rename between two names of one file does nothing).
+func (t target) restore(saved, p string) error {
+	if t.sameFile(saved, p) {
+		return t.remove(saved)
+	}
+	return t.rename(saved, p)
 }
 
 func (t target) remove(p string) error {
@@ -146,7 +218,10 @@ func (t target) remove(p string) error {
 	if err != nil {
 		return err
 	}
-	return os.Remove(h)
+	if err := os.Remove(h); err != nil {
+		return err
+	}
+	return t.synced(h)
 }
 
 // writeFile writes data to p with mode perm: a new file (O_EXCL,
@@ -196,7 +271,10 @@ func (t target) mkdir(p string) error {
 	if err != nil {
 		return err
 	}
-	return os.Mkdir(h, 0o755)
+	if err := os.Mkdir(h, 0o755); err != nil {
+		return err
+	}
+	return t.synced(h)
 }
 
 // isGnshLink says whether p is a link to a file named gnsh (this or

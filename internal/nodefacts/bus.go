@@ -131,6 +131,23 @@ func (b *BusSystemd) Unit(ctx context.Context, name string) (string, string, err
 	return states[0], states[1], nil
 }
 
+// UnitFileState asks the manager (GetUnitFileState, as systemctl
+// is-enabled does; the unit need not be loaded) whether name is enabled,
+// disabled, masked, …; a unit with no unit file reads "".
+func (b *BusSystemd) UnitFileState(ctx context.Context, name string) (string, error) {
+	var state string
+	err := b.Conn.Object(logind.SystemdService, logind.SystemdPath).
+		CallWithContext(ctx, logind.SystemdManager+".GetUnitFileState", 0, name).Store(&state)
+	if err != nil {
+		var de dbus.Error
+		if errors.As(err, &de) && (de.Name == "org.freedesktop.systemd1.NoSuchUnit" || de.Name == "org.freedesktop.DBus.Error.FileNotFound") {
+			return "", nil
+		}
+		return "", err
+	}
+	return state, nil
+}
+
 var leadingNumber = regexp.MustCompile(`^\s*v?(\d+)`)
 
 // ParseVersion returns the leading number of systemd's Version property
@@ -174,6 +191,12 @@ func gatherSystemd(ctx context.Context, s *Sources, r *Report) {
 		return
 	}
 	r.Agent.LoadState, r.Agent.ActiveState = load, active
+	if fs, err := sd.UnitFileState(uctx, AgentUnit); err == nil {
+		r.Agent.UnitFileState = fs
+		if fs != "" && load == "not-found" {
+			r.Agent.LoadState = "" // there is a unit file: not loaded, as a disabled, stopped unit often is
+		}
+	}
 }
 
 func gatherLogind(ctx context.Context, s *Sources, f *LogindFacts) {

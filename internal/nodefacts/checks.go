@@ -435,7 +435,18 @@ func CheckAgent(r *Report) Check {
 	l := r.Logind
 	running := agentRunning(a)
 	notNode := !r.Kubeconfig.Found && r.Kubelet.Error != ""
+	// off: an admin disabled or masked the unit (gnsh install leaves it so).
+	off := a.UnitFileState == "disabled" || strings.HasPrefix(a.UnitFileState, "masked")
+	enable := "systemctl enable --now " + a.Unit
+	if strings.HasPrefix(a.UnitFileState, "masked") {
+		enable = "systemctl unmask " + a.Unit + ", then " + enable
+	}
 	switch {
+	case !running && off:
+		c.Verdict = Warn
+		c.Message = a.Unit + " is " + a.UnitFileState + " and " + orUnknown(a.ActiveState) + ": the node agent is off (left so by gnsh install): " +
+			"nothing uncordons the node after a reboot, and shutdowns that bypass the wrapper (systemctl reboot, the power button) are not drained"
+		c.Fix = "if it should run: " + enable
 	case !running && notNode:
 		c.Verdict, c.Message = Warn, state+", "+lock+" (not a Kubernetes node?)"
 	case !running:
@@ -448,6 +459,10 @@ func CheckAgent(r *Report) Check {
 		c.Verdict = Warn
 		c.Message = lock + ", but " + state + ": an agent runs outside the unit, and none will after a reboot"
 		c.Fix = "stop that agent, then systemctl enable --now " + a.Unit
+	case off:
+		c.Verdict = Warn
+		c.Message = "the agent runs (" + state + "), but the unit is " + a.UnitFileState + ": it does not start after a reboot"
+		c.Fix = "if it should: " + strings.Replace(enable, " --now", "", 1)
 	case !l.Reachable || l.InhibitorsError != "":
 		c.Verdict = Warn
 		c.Message = "the agent runs (" + state + "); cannot list logind's inhibitors to see its delay lock: " +

@@ -206,6 +206,20 @@ func TestChecks(t *testing.T) {
 			"journalctl -u gnsh.service"},
 		{"agent, inhibitors unknown", func(r *Report) { r.Logind = LogindFacts{Error: "timed out"} }, CheckAgent, Warn,
 			"cannot list logind's inhibitors to see its delay lock: timed out", "see the logind check"},
+		{"agent disabled", func(r *Report) {
+			r.Agent.ActiveState, r.Agent.UnitFileState, r.Agent.Lock = "inactive", "disabled", LockAbsent
+		}, CheckAgent, Warn,
+			"gnsh.service is disabled and inactive: the node agent is off (left so by gnsh install): nothing uncordons the node after a reboot",
+			"if it should run: systemctl enable --now gnsh.service"},
+		{"agent masked, not a node", func(r *Report) {
+			r.Kubeconfig, r.Kubelet.Error = KubeconfigFacts{}, "no kubelet config"
+			r.Agent.ActiveState, r.Agent.LoadState, r.Agent.UnitFileState, r.Agent.Lock = "inactive", "masked", "masked", LockAbsent
+		}, CheckAgent, Warn, "gnsh.service is masked and inactive: the node agent is off",
+			"if it should run: systemctl unmask gnsh.service, then systemctl enable --now gnsh.service"},
+		{"agent running, disabled", func(r *Report) { r.Agent.UnitFileState = "disabled" }, CheckAgent, Warn,
+			"the agent runs (gnsh.service is active), but the unit is disabled: it does not start after a reboot",
+			"if it should: systemctl enable gnsh.service"},
+		{"agent enabled", func(r *Report) { r.Agent.UnitFileState = "enabled" }, CheckAgent, OK, "holds its delay lock", ""},
 		{"not a node, no agent", func(r *Report) {
 			r.Kubeconfig, r.Kubelet.Error = KubeconfigFacts{}, "no kubelet config"
 			r.Agent.ActiveState, r.Agent.Lock = "inactive", LockAbsent

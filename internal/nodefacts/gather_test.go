@@ -211,8 +211,18 @@ func TestGatherHungCall(t *testing.T) {
 }
 
 // fakeSystemd exports, on a test bus, the systemd1 reads BusSystemd makes:
-// Version, GetUnit and a unit's LoadState and ActiveState.
-type fakeSystemd struct{ units map[string][2]string }
+// Version, GetUnit and a unit's LoadState and ActiveState, GetUnitFileState.
+type fakeSystemd struct {
+	units map[string][2]string
+	files map[string]string // unit file states
+}
+
+func (f *fakeSystemd) GetUnitFileState(name string) (string, *dbus.Error) {
+	if s, ok := f.files[name]; ok {
+		return s, nil
+	}
+	return "", dbus.NewError("org.freedesktop.DBus.Error.FileNotFound", []any{"No such file or directory"})
+}
 
 func (f *fakeSystemd) GetUnit(name string) (dbus.ObjectPath, *dbus.Error) {
 	if _, ok := f.units[name]; !ok {
@@ -241,7 +251,7 @@ func (p *fakeProps) Get(iface, name string) (dbus.Variant, *dbus.Error) {
 func TestBusSystemdUnit(t *testing.T) {
 	bus := logindtest.StartBus(t)
 	conn := bus.Connect(t)
-	f := &fakeSystemd{units: map[string][2]string{AgentUnit: {"loaded", "active"}}}
+	f := &fakeSystemd{units: map[string][2]string{AgentUnit: {"loaded", "active"}}, files: map[string]string{AgentUnit: "disabled"}}
 	if err := conn.Export(f, logind.SystemdPath, logind.SystemdManager); err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +270,7 @@ func TestBusSystemdUnit(t *testing.T) {
 	if r.Systemd.Version != "252.39-1~deb12u1" || r.Systemd.Major != 252 || r.Systemd.Booted {
 		t.Errorf("systemd %+v", r.Systemd)
 	}
-	if r.Agent.ActiveState != "active" || r.Agent.LoadState != "loaded" || r.Agent.Error != "" {
+	if r.Agent.ActiveState != "active" || r.Agent.LoadState != "loaded" || r.Agent.UnitFileState != "disabled" || r.Agent.Error != "" {
 		t.Errorf("agent %+v", r.Agent)
 	}
 	// A unit systemd does not know reads as systemctl shows it.
@@ -272,6 +282,9 @@ func TestBusSystemdUnit(t *testing.T) {
 	load, active, err := (&BusSystemd{Conn: c}).Unit(testCtx(t), "nope.service")
 	if err != nil || load != "not-found" || active != "inactive" {
 		t.Errorf("nope.service: %q %q %v", load, active, err)
+	}
+	if fs, err := (&BusSystemd{Conn: c}).UnitFileState(testCtx(t), "nope.service"); err != nil || fs != "" {
+		t.Errorf("nope.service's unit file state: %q %v", fs, err)
 	}
 }
 

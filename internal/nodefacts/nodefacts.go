@@ -205,7 +205,10 @@ type AgentFacts struct {
 	// systemd cannot be asked.
 	ActiveState string `json:"activeState"`
 	LoadState   string `json:"loadState,omitempty"`
-	Error       string `json:"error,omitempty"`
+	// UnitFileState is what systemctl is-enabled says: "enabled",
+	// "disabled", "masked", …; "" when systemd cannot say.
+	UnitFileState string `json:"unitFileState,omitempty"`
+	Error         string `json:"error,omitempty"`
 	// Lock is what ProbeAgentLock found at LockPath: "held" (an agent
 	// runs), "free", "absent", or "" with LockError.
 	LockPath  string `json:"lockPath"`
@@ -228,6 +231,9 @@ type Systemd interface {
 	Version(ctx context.Context) (string, error)
 	// Unit returns a unit's LoadState and ActiveState.
 	Unit(ctx context.Context, name string) (load, active string, err error)
+	// UnitFileState returns what systemctl is-enabled says of a unit
+	// ("" when there is no unit file).
+	UnitFileState(ctx context.Context, name string) (string, error)
 }
 
 // Sources is where the facts come from. The zero value reads the real

@@ -19,7 +19,8 @@ import (
 // sudo's secure_path and the absolute paths then run, a reinstall of
 // systemd-sysv under the diversion, the alternatives switch, and the
 // exact file listing after uninstall; systemd's chroot refusal, and
-// `reboot -f -n` with no D-Bus and no kubeconfig.
+// `reboot -f -n` with no D-Bus and no kubeconfig; a full /var/lib/gnsh;
+// an admin's disable or mask of the agent kept.
 func TestInstallE2E(t *testing.T) {
 	suites := e2eSuites()
 	gnsh := needGnsh(t)
@@ -30,6 +31,8 @@ func TestInstallE2E(t *testing.T) {
 	}{
 		{"modes", installModes},
 		{"no_bus_force_reboot", noBusForceReboot},
+		{"state_write_full_disk", stateWriteFullDisk},
+		{"agent_kept", agentKept},
 	}
 	lane := make(chan struct{}, envInt("GNSH_E2E_PARALLEL", 2))
 	var cw sync.WaitGroup
@@ -271,5 +274,104 @@ func noBusForceReboot(t *testing.T, c *container) {
 	}
 	if strings.Contains(r.stderr, "gnsh:") {
 		t.Errorf("gnsh said something: %q", r.stderr)
+	}
+}
+
+// stateWriteFullDisk: /var/lib/gnsh a tmpfs with no page left, then one
+// (the record's first write fills it; the record as found keeps its own,
+// so the second write fails for real): a mode switch and an uninstall each
+// fail, having changed nothing, then stop after their first change
+// (systemd's original put back; "stopped gnsh.service"), which is undone.
+// Each time the commands still run gnsh, the agent runs and the listing
+// is as before. Then, with room again, the uninstall ends as before gnsh.
+func stateWriteFullDisk(t *testing.T, c *container) {
+	c.must("mkdir", "-p", "/var/lib/gnsh")
+	c.must("mount", "-t", "tmpfs", "-o", "size=256k,mode=0755", "gnsh-full", "/var/lib/gnsh")
+	defer c.in(10*time.Second, "umount", "/var/lib/gnsh")
+	pristine := c.listing()
+	c.gnshCmd(0, "install")
+	failed := regexp.MustCompile(`^gnsh: (?:un)?install (changed nothing|stopped after "[^"]*"): cannot write /var/lib/gnsh/install.json \(no space left on device\)(?:; every change was undone)?; fix: make /var/lib/gnsh writable \(free space, remount read-write\), then run gnsh (?:un)?install again\n$`)
+	for free, want := range []string{"changed nothing", "stopped after"} {
+		// Full but for free pages (a failed write may leave part of one: cut).
+		c.must("sh", "-c", fmt.Sprintf(`f=/var/lib/gnsh/filler; rm -f $f; cat /dev/zero > $f 2>/dev/null; p=$(getconf PAGESIZE); s=$(stat -c %%s $f); truncate -s $(( s / p * p - %d * p )) $f`, free))
+		before := c.listing()
+		for _, args := range [][]string{{"install", "--mode", "alternatives"}, {"uninstall"}} {
+			what := fmt.Sprintf("gnsh %s, %d pages free", strings.Join(args, " "), free)
+			r := c.gnshCmd(1, args...)
+			m := failed.FindStringSubmatch(r.stderr)
+			if m == nil || !strings.HasPrefix(m[1], want) {
+				t.Errorf("%s: stderr %q, want one line: %s …, every change undone", what, r.stderr, want)
+			} else {
+				c.logf("%s: %s", what, m[1])
+			}
+			if d := lineDiff(before, c.listing()); d != "" {
+				t.Errorf("%s left:\n%s\noutput:\n%s", what, d, r.stdout)
+			}
+			c.resolved(t, "/usr/local/sbin/gnsh", "/usr/local/sbin/gnsh")
+			if st := strings.TrimSpace(c.in(10*time.Second, "systemctl", "is-active", "gnsh.service").stdout); st != "active" {
+				t.Errorf("%s: gnsh.service is %q, want active", what, st)
+			}
+		}
+	}
+	c.must("rm", "/var/lib/gnsh/filler")
+	c.gnshCmd(0, "uninstall")
+	if d := lineDiff(pristine, c.listing()); d != "" {
+		t.Errorf("uninstall with room again left:\n%s", d)
+	}
+}
+
+// agentKept: a first gnsh install enables and starts the agent; disabled
+// by the admin it stays disabled and stopped through gnsh install again
+// and in another mode, and gnsh doctor warns that it is off. Masked
+// before the first install, the mask is kept (no unit written over it,
+// nothing started), and left by uninstall.
+func agentKept(t *testing.T, c *container) {
+	before := c.listing()
+	state := func() (string, string) {
+		return strings.TrimSpace(c.in(10*time.Second, "systemctl", "is-enabled", "gnsh.service").stdout),
+			strings.TrimSpace(c.in(10*time.Second, "systemctl", "is-active", "gnsh.service").stdout)
+	}
+	c.gnshCmd(0, "install")
+	if en, act := state(); en != "enabled" || act != "active" {
+		t.Fatalf("after a first install gnsh.service is %s, %s; want enabled, active", en, act)
+	}
+	c.must("systemctl", "disable", "--now", "gnsh.service")
+	if out := c.gnshCmd(0, "install").stdout; out != "gnsh: nothing to change\n" {
+		t.Errorf("install again, the agent disabled: %q", out)
+	}
+	c.gnshCmd(0, "install", "--mode", "alternatives")
+	if en, act := state(); en != "disabled" || act != "inactive" {
+		t.Errorf("after gnsh install again and in another mode, gnsh.service is %s, %s; want disabled, inactive", en, act)
+	}
+	doc := c.run(60*time.Second, "/rig/gnsh", "doctor")
+	if !regexp.MustCompile(`(?m)^warn +agent +gnsh.service is disabled and inactive: the node agent is off`).MatchString(doc.stdout) {
+		t.Errorf("gnsh doctor does not warn that the agent is off:\n%s", doc.stdout)
+	}
+	c.gnshCmd(0, "uninstall")
+	if d := lineDiff(before, c.listing()); d != "" {
+		t.Errorf("uninstall left:\n%s", d)
+	}
+
+	c.must("systemctl", "mask", "gnsh.service")
+	masked := c.listing()
+	out := c.gnshCmd(0, "install").stdout
+	if !strings.Contains(out, "gnsh: note: gnsh.service is masked") {
+		t.Errorf("install with the agent masked says nothing of it:\n%s", out)
+	}
+	if en, act := state(); en != "masked" || act != "inactive" {
+		t.Errorf("install with the agent masked: gnsh.service is %s, %s; want masked, inactive", en, act)
+	}
+	c.resolved(t, "/usr/local/sbin/gnsh", "/usr/local/sbin/gnsh")
+	doc = c.run(60*time.Second, "/rig/gnsh", "doctor")
+	if !regexp.MustCompile(`(?m)^warn +agent +gnsh.service is masked and inactive: the node agent is off.*systemctl unmask gnsh.service`).MatchString(doc.stdout) {
+		t.Errorf("gnsh doctor does not warn that the agent is masked:\n%s", doc.stdout)
+	}
+	c.gnshCmd(0, "uninstall")
+	if d := lineDiff(masked, c.listing()); d != "" {
+		t.Errorf("uninstall with the agent masked left:\n%s", d)
+	}
+	c.must("systemctl", "unmask", "gnsh.service")
+	if d := lineDiff(before, c.listing()); d != "" {
+		t.Errorf("after unmask:\n%s", d)
 	}
 }

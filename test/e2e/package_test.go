@@ -14,8 +14,10 @@ import (
 
 // TestPackageE2E installs gnsh's .deb (install/package/build.sh) inside a
 // booted container per suite (never on the host: its maintainer scripts
-// switch reboot): dpkg -i, an upgrade to a higher version, dpkg --purge, and
-// checks what each leaves behind against what was there before.
+// switch reboot): dpkg -i, an upgrade to a higher version, upgrades and a
+// downgrade with the agent disabled or masked, a removal and reinstall,
+// dpkg --purge, and checks what each leaves behind against what was there
+// before.
 //
 // The postinst runs `gnsh install --packaged` (divert on Debian), the
 // prerm `gnsh uninstall --packaged`.
@@ -34,8 +36,8 @@ func TestPackageE2E(t *testing.T) {
 		t.Skipf("GNSH_BIN=%s: the packages are built from %s only", bin, b)
 	}
 	pkgs := filepath.Join(resultsRoot, "packages")
-	const v1, v2 = "1.0.0+e2e1", "1.0.0+e2e2"
-	for _, v := range []string{v1, v2} {
+	vs := []string{"1.0.0+e2e1", "1.0.0+e2e2", "1.0.0+e2e3"}
+	for _, v := range vs {
 		cmd := exec.Command("sh", "install/package/build.sh", pkgs)
 		cmd.Dir = repo
 		cmd.Env = append(os.Environ(), "GNSH_PKG_VERSION="+v, "GNSH_PKG_FORMATS=deb")
@@ -46,7 +48,7 @@ func TestPackageE2E(t *testing.T) {
 	for _, suite := range suites {
 		t.Run(suite, func(t *testing.T) {
 			t.Parallel()
-			packageCase(t, suite, pkgs, v1, v2)
+			packageCase(t, suite, pkgs, vs)
 		})
 	}
 }
@@ -65,13 +67,14 @@ cat /var/lib/dpkg/diversions`
 
 var legacyNames = []string{"shutdown", "poweroff", "reboot", "halt"}
 
-func packageCase(t *testing.T, suite, pkgs, v1, v2 string) {
+func packageCase(t *testing.T, suite, pkgs string, vs []string) {
+	v1, v2, v3 := vs[0], vs[1], vs[2]
 	rootfs, _, err := rootfsFor(suite)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := freshResults(t, "rig", suite, "package")
-	for _, v := range []string{v1, v2} {
+	for _, v := range vs {
 		name := "gnsh_" + v + "-1_amd64.deb"
 		if err := copyFile(filepath.Join(pkgs, name), filepath.Join(dir, "rig", name)); err != nil {
 			t.Fatal(err)
@@ -98,7 +101,7 @@ func packageCase(t *testing.T, suite, pkgs, v1, v2 string) {
 	if r.rc != 0 {
 		t.Fatalf("dpkg -i %s: %s", v1, r)
 	}
-	checkInstalled(t, c, v1, resolve)
+	checkInstalled(t, c, v1, resolve, "enabled")
 
 	// A local edit of the conffile survives the upgrade.
 	c.must("sh", "-c", "echo '# local edit' >> /etc/gnsh/config.yaml")
@@ -109,13 +112,36 @@ func packageCase(t *testing.T, suite, pkgs, v1, v2 string) {
 	if r := c.run(2*time.Minute, "dpkg", "-i", "/rig/gnsh_"+v2+"-1_amd64.deb"); r.rc != 0 {
 		t.Fatalf("dpkg -i %s (upgrade): %s", v2, r)
 	}
-	checkInstalled(t, c, v2, resolve)
+	checkInstalled(t, c, v2, resolve, "enabled")
 	if pid2 := pid(); pid2 == pid1 {
 		t.Errorf("gnsh.service not restarted by the upgrade (%s)", strings.TrimSpace(pid2))
 	}
 	if !strings.Contains(c.must("cat", "/etc/gnsh/config.yaml").stdout, "# local edit") {
 		t.Errorf("the upgrade replaced the edited /etc/gnsh/config.yaml")
 	}
+
+	// The agent disabled by the admin: an upgrade keeps it disabled and
+	// stopped; masked, a downgrade keeps it masked (and configures); after
+	// a removal, a reinstall keeps it disabled.
+	c.must("systemctl", "disable", "--now", "gnsh.service")
+	if r := c.run(2*time.Minute, "dpkg", "-i", "/rig/gnsh_"+v3+"-1_amd64.deb"); r.rc != 0 {
+		t.Fatalf("dpkg -i %s (upgrade, the agent disabled): %s", v3, r)
+	}
+	checkInstalled(t, c, v3, resolve, "disabled")
+	c.must("systemctl", "mask", "gnsh.service")
+	if r := c.run(2*time.Minute, "dpkg", "-i", "/rig/gnsh_"+v2+"-1_amd64.deb"); r.rc != 0 {
+		t.Fatalf("dpkg -i %s (downgrade, the agent masked): %s", v2, r)
+	}
+	checkInstalled(t, c, v2, resolve, "masked")
+	c.must("systemctl", "unmask", "gnsh.service")
+	if r := c.run(2*time.Minute, "dpkg", "-r", "gnsh"); r.rc != 0 {
+		t.Fatalf("dpkg -r gnsh: %s", r)
+	}
+	if r := c.run(2*time.Minute, "dpkg", "-i", "/rig/gnsh_"+v3+"-1_amd64.deb"); r.rc != 0 {
+		t.Fatalf("dpkg -i %s (reinstall after removal, the agent disabled): %s", v3, r)
+	}
+	checkInstalled(t, c, v3, resolve, "disabled")
+	c.must("systemctl", "enable", "--now", "gnsh.service")
 
 	// Purge.
 	if r := c.run(2*time.Minute, "dpkg", "--purge", "gnsh"); r.rc != 0 {
@@ -140,8 +166,9 @@ func packageCase(t *testing.T, suite, pkgs, v1, v2 string) {
 }
 
 // checkInstalled: version v configured, the four commands diverted to
-// gnsh, the agent enabled and active from /usr/sbin/gnsh, conffile there.
-func checkInstalled(t *testing.T, c *container, v string, resolve func(string) string) {
+// gnsh, the agent's unit in state enabled (and then active from
+// /usr/sbin/gnsh), or disabled or masked (and inactive), conffile there.
+func checkInstalled(t *testing.T, c *container, v string, resolve func(string) string, enabled string) {
 	t.Helper()
 	if s := c.must("dpkg-query", "-W", "-f", "${Status} ${Version}", "gnsh").stdout; s != "install ok installed "+v+"-1" {
 		t.Errorf("dpkg-query: %q", s)
@@ -156,8 +183,16 @@ func checkInstalled(t *testing.T, c *container, v string, resolve func(string) s
 			t.Errorf("%s resolves to %s, not /usr/sbin/gnsh", n, got)
 		}
 	}
-	if s := strings.TrimSpace(c.in(10*time.Second, "systemctl", "is-enabled", "gnsh.service").stdout); s != "enabled" {
-		t.Errorf("gnsh.service is-enabled: %q", s)
+	if s := strings.TrimSpace(c.in(10*time.Second, "systemctl", "is-enabled", "gnsh.service").stdout); s != enabled {
+		t.Errorf("gnsh.service is-enabled: %q, want %q", s, enabled)
+	}
+	c.must("test", "-f", "/etc/gnsh/config.yaml")
+	c.must("test", "-f", "/usr/share/man/man8/gnsh.8.gz")
+	if enabled != "enabled" {
+		if s := strings.TrimSpace(c.in(10*time.Second, "systemctl", "is-active", "gnsh.service").stdout); s != "inactive" {
+			t.Errorf("gnsh.service (%s) is-active: %q, want inactive", enabled, s)
+		}
+		return
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -175,6 +210,4 @@ func checkInstalled(t *testing.T, c *container, v string, resolve func(string) s
 	if s := c.must("systemctl", "show", "-p", "ExecStart", "gnsh.service").stdout; !strings.Contains(s, "path=/usr/sbin/gnsh ;") {
 		t.Errorf("gnsh.service ExecStart: %s", s)
 	}
-	c.must("test", "-f", "/etc/gnsh/config.yaml")
-	c.must("test", "-f", "/usr/share/man/man8/gnsh.8.gz")
 }

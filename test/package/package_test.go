@@ -278,9 +278,16 @@ func TestDeb(t *testing.T) {
 	if !strings.Contains(post, "\nconfigure|abort-upgrade|abort-remove|abort-deconfigure)\n\t/usr/sbin/gnsh install --packaged\n") {
 		t.Errorf("postinst: configure does not run gnsh install --packaged first")
 	}
+	// The agent: enabled by a first configure only (an admin's disable or
+	// mask stays through upgrades); a failed uninstall leaves it as it is,
+	// and a removal keeps its enablement for a reinstall.
+	if !strings.Contains(post, `if [ "$1" = configure ] && [ -z "$2" ] && `) || strings.Count(post, "systemctl enable") != 2 {
+		t.Errorf("postinst: systemctl enable not only on a first configure:\n%s", post)
+	}
 	prerm := string(read(t, filepath.Join(ctl, "prerm")))
-	if !regexp.MustCompile(`(?s)\nremove\|deconfigure\)\n.*\n\t/usr/sbin/gnsh uninstall --packaged\n\t;;\n\*\)\n\t;;`).MatchString(prerm) {
-		t.Errorf("prerm: remove|deconfigure does not end with gnsh uninstall --packaged, or another branch does something:\n%s", prerm)
+	if !regexp.MustCompile(`(?s)\nremove\|deconfigure\)\n\t/usr/sbin/gnsh uninstall --packaged\n[^*]*\t;;\n\*\)\n\t;;`).MatchString(prerm) ||
+		strings.Contains(prerm, "systemctl disable") {
+		t.Errorf("prerm: remove|deconfigure does not start with gnsh uninstall --packaged, disables the agent, or another branch does something:\n%s", prerm)
 	}
 	tree := t.TempDir()
 	run(t, "dpkg-deb", "-x", deb, tree)
@@ -337,8 +344,8 @@ func TestRPM(t *testing.T) {
 	if !strings.Contains(string(read(t, filepath.Join(r, "install/package/rpm/posttrans"))), "\nset -e\n/usr/sbin/gnsh install --packaged\n") {
 		t.Errorf("posttrans does not run gnsh install --packaged first")
 	}
-	if !regexp.MustCompile(`(?s)\nif \[ "\$1" -eq 0 \]; then\n.*\t/usr/sbin/gnsh uninstall --packaged\nfi\nexit 0\n$`).MatchString(string(read(t, filepath.Join(r, "install/package/rpm/preun")))) {
-		t.Errorf("preun: gnsh uninstall --packaged not last, under $1 -eq 0")
+	if !regexp.MustCompile(`(?s)\nif \[ "\$1" -eq 0 \]; then\n\t/usr/sbin/gnsh uninstall --packaged\n.*\nfi\nexit 0\n$`).MatchString(string(read(t, filepath.Join(r, "install/package/rpm/preun")))) {
+		t.Errorf("preun: gnsh uninstall --packaged not first, under $1 -eq 0")
 	}
 
 	// Triggers on systemd.
