@@ -41,7 +41,7 @@ type OrphanWatcher struct {
 	Gone func(drainer.CordonNote) bool
 	// Undo undoes the note's cordon if nothing relies on it
 	// (drainer.UndoOrphanCordon): a *drainer.HeldError while a drain runs,
-	// drainer.ErrOrphanPending while a shutdown is pending or under way.
+	// drainer.ErrShutdownPending while a shutdown is pending or under way.
 	Undo   func(ctx context.Context, n drainer.CordonNote) (bool, error)
 	Out    io.Writer
 	Status func(string)
@@ -74,7 +74,7 @@ func (w *OrphanWatcher) Run(ctx context.Context) error {
 			case ctx.Err() != nil:
 			case drainer.IsLockHeld(err):
 				// A drain runs: it answers for the cordon now.
-			case errors.Is(err, drainer.ErrOrphanPending):
+			case errors.Is(err, drainer.ErrShutdownPending):
 				line = fmt.Sprintf("gnsh's cordon of %s for the %s requested by %s stays, its gnsh (pid %d) gone: %v",
 					n.Node, n.Own.Request(), n.Own.Requester(), n.PID, err)
 			case err != nil:

@@ -462,6 +462,9 @@ func (w *follow) tryUndo(ctx context.Context) {
 			w.held = true
 		}
 		return
+	case errors.Is(err, drainer.ErrShutdownPending):
+		// A shutdown under way (or due) now relies on the cordon: it stays.
+		f.say("%s, but gnsh's cordon stays: %v", w.undo, err)
 	case err != nil:
 		f.say("%s, but undoing gnsh's cordon failed (%v); run 'gnsh uncordon --only-if-ours'", w.undo, err)
 	case undone:
@@ -494,6 +497,8 @@ func (w *follow) undoOrphan(ctx context.Context) {
 	switch {
 	case drainer.IsLockHeld(err):
 		return
+	case errors.Is(err, drainer.ErrShutdownPending):
+		// Not an orphan: a shutdown relies on it.
 	case err != nil:
 		every := orDefault(f.Reread, DefaultScheduleReread)
 		if msg := err.Error(); msg != w.orphanErr {

@@ -762,3 +762,20 @@ func TestScheduleCancelledWhileStoppedUndoneAtStart(t *testing.T) {
 		})
 	}
 }
+
+// The undo for a cancelled schedule finds a shutdown relying on the cordon
+// (a reboot typed meanwhile, prepared by logind): the cordon stays, with
+// one line, and the undo is not tried again.
+func TestFollowerUndoLeavesCordonForShutdown(t *testing.T) {
+	f, _ := startDrainedAhead(t)
+	f.mu.Lock()
+	f.undoErr = fmt.Errorf("%w: systemd-logind is preparing for shutdown", drainer.ErrShutdownPending)
+	f.mu.Unlock()
+	f.set(t, LogindSchedule{})
+	f.to(t, f.clk.Now())
+	f.to(t, f.clk.Now().Add(DefaultSchedulePoll))
+	f.to(t, f.clk.Now().Add(DefaultSchedulePoll))
+	if n := strings.Count(f.out.String(), "but gnsh's cordon stays: a shutdown may rely on the cordon: systemd-logind is preparing for shutdown"); n != 1 {
+		t.Errorf("%d lines saying the cordon stays; log:\n%s", n, f.out)
+	}
+}

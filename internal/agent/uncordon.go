@@ -319,11 +319,6 @@ func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bo
 	if err != nil {
 		return Result{}, false, fmt.Errorf("read Node: %w", err)
 	}
-	if u.Check != nil {
-		if err := u.Check(n); err != nil {
-			return u.otherMachine(node, err), true, nil
-		}
-	}
 	ok, why := ReadyForBoot(n, boot, bootID, nil)
 	if !ok && readyTrue(n) {
 		// The Node's heartbeat may be minutes old while the kubelet is
@@ -346,6 +341,14 @@ func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bo
 		return Result{Node: node, Why: "waiting for " + node + " to be Ready for this boot: " + why}, false, nil
 	}
 	u.debugf("%s is Ready for this boot: %s", node, why)
+	if u.Check != nil {
+		// Only now: before the kubelet has reported in this boot, the
+		// Node may still show this machine's IDs of before (a reimage).
+		if err := u.Check(n); err != nil {
+			return Result{Node: node, Why: "waiting for " + node + " to be this machine: " + err.Error() +
+				"; nothing is uncordoned (set node in /etc/gnsh/config.yaml, or --node, to this machine's Node name)"}, false, nil
+		}
+	}
 	if o := drain.Owner(n); o == nil || !u.fromEarlierBoot(o, bootID, boot) {
 		// Nothing of gnsh's to undo: no need for the drain lock, which a
 		// shutdown typed meanwhile would wait for.
@@ -385,7 +388,7 @@ func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bo
 	undone, err := drain.Uncordon(uctx, c, node, only, u.Check)
 	unlock() // the Event needs no lock: a drain may start now
 	if errors.As(err, new(*kube.OtherMachineError)) {
-		return u.otherMachine(node, err), true, nil
+		return Result{Node: node, Why: "waiting for " + node + " to be this machine: " + err.Error()}, false, nil
 	}
 	if err != nil {
 		return Result{}, false, err
@@ -410,14 +413,6 @@ func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bo
 		o = drain.Owner(n)
 	}
 	return u.left(node, n, o, bootID, boot), true, nil
-}
-
-// otherMachine is the end of the uncordon when Check says the Node is
-// another machine (err): nothing of it is touched, and the line says how
-// to name this node.
-func (u *Uncordoner) otherMachine(node string, err error) Result {
-	return Result{Outcome: Left, Node: node,
-		Why: err.Error() + ": nothing uncordoned; set node in /etc/gnsh/config.yaml (or --node) to this machine's Node name"}
 }
 
 // left explains why nothing was uncordoned.

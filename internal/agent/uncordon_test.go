@@ -613,3 +613,53 @@ func TestBootTimeFromUptime(t *testing.T) {
 		t.Error("no error for a missing file")
 	}
 }
+
+// A machine whose machine-id changed (reimaged, or stateless) and has no
+// DMI UUID: right after boot its Node still shows the IDs the kubelet
+// posted in the last boot. The same-machine check waits for the kubelet to
+// report in this boot instead of ending the uncordon (gnsh's own reboot
+// cordon then stayed for good).
+func TestStaleNodeInfoWaits(t *testing.T) {
+	own := cordonedBy("reboot", lastBoot)
+	n := newNode(&own, boot.Add(-5*time.Minute))
+	n.Status.NodeInfo.MachineID, n.Status.NodeInfo.BootID = "old-machine-id", lastBoot
+	f := newFixture(n)
+	f.u.Check = kube.HostID{MachineID: "new-machine-id", BootID: thisBoot}.Check
+	readyAt := t0.Add(20 * time.Second)
+	hook := func(now time.Time) {
+		if now.Equal(readyAt) { // the kubelet posts its status for this boot
+			n := f.node(t)
+			n.Status.NodeInfo.MachineID, n.Status.NodeInfo.BootID = "new-machine-id", thisBoot
+			n.Status.Conditions[0].LastHeartbeatTime = metav1.NewTime(now)
+			if _, err := f.cs.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if r := f.run(t, context.Background(), hook); r.Outcome != Uncordoned {
+		t.Fatalf("result %+v; log:\n%s", r, f.out)
+	}
+}
+
+// Another machine's Node (a wrong node name), Ready for this boot as far
+// as its heartbeat goes: never touched, the agent says why it waits.
+func TestAnotherMachinesNodeWaits(t *testing.T) {
+	own := cordonedBy("reboot", lastBoot)
+	n := newNode(&own, t0)
+	n.Status.NodeInfo.MachineID = "their-machine"
+	f := newFixture(n)
+	f.u.Check = kube.HostID{MachineID: "this-machine", BootID: thisBoot}.Check
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for !strings.Contains(f.out.String(), "to be this machine") {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	if r := f.run(t, ctx, nil); r.Outcome != Stopped {
+		t.Fatalf("result %+v", r)
+	}
+	if f.patches() != 0 || !f.node(t).Spec.Unschedulable {
+		t.Errorf("%d patches of another machine's Node", f.patches())
+	}
+}

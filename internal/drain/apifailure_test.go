@@ -353,3 +353,20 @@ func TestClassifyEvictionBudgetCause(t *testing.T) {
 		})
 	}
 }
+
+// The 403s the eviction subresource answers while a budget's status is
+// off name the poddisruptionbudget, with the DisruptionBudget cause (1.37),
+// another cause, or none (older API servers): each is the budget's refusal,
+// retried, not an identity that may not evict.
+func TestClassifyBudget403sOfEveryVersion(t *testing.T) {
+	p := &Pod{Pod: *pod("db-0")}
+	gr := schema.GroupResource{Group: "policy", Resource: "poddisruptionbudget"}
+	none := apierrors.NewForbidden(gr, "db-pdb", errors.New("pdb disruptions allowed is negative"))
+	other := apierrors.NewForbidden(gr, "db-pdb", errors.New("pdb disruptions allowed is negative"))
+	other.ErrStatus.Details.Causes = append(other.ErrStatus.Details.Causes, metav1.StatusCause{Type: "DisruptionBudgetNegativeAllowedDisruptions"})
+	for name, err := range map[string]error{"no cause": none, "another cause": other} {
+		if o := classifyEviction(context.Background(), p, err); o.result != evictRefused || o.blocked == nil || o.blocked.PDB != "db-pdb" {
+			t.Errorf("%s: result %d, blocked %+v", name, o.result, o.blocked)
+		}
+	}
+}

@@ -106,7 +106,7 @@ func classifyEviction(ctx context.Context, p *Pod, err error) evictOutcome {
 		// reports both as gone.
 		o.err = nil
 		return o
-	case hasCause(err, policyv1.DisruptionBudgetCause):
+	case hasCause(err, policyv1.DisruptionBudgetCause), budgetForbidden(err):
 		// Only the budget's own refusal: a 429 without this cause is the
 		// API server shedding load (Priority and Fairness), a failure.
 		b := pdbBlock(p, err)
@@ -132,6 +132,21 @@ func classifyEviction(ctx context.Context, p *Pod, err error) evictOutcome {
 	}
 }
 
+// budgetForbidden reports whether err is the 403 the eviction subresource
+// answers while a budget's status is off (disruptionsAllowed negative, too
+// many evictions the disruption controller has not confirmed): its Status
+// names the poddisruptionbudget (group policy) as the object refusing,
+// whatever cause it carries (none before the DisruptionBudget cause was
+// added to it).
+func budgetForbidden(err error) bool {
+	var se apierrors.APIStatus
+	if !apierrors.IsForbidden(err) || !errors.As(err, &se) || se.Status().Details == nil {
+		return false
+	}
+	d := se.Status().Details
+	return d.Group == "policy" && d.Kind == "poddisruptionbudget"
+}
+
 // statusMessage is the message of the API server's Status in err.
 func statusMessage(err error) string {
 	var se apierrors.APIStatus
@@ -155,10 +170,14 @@ func hasCause(err error, t metav1.CauseType) bool {
 }
 
 // pdbBlock turns a budget's refusal into a Blocked, naming the PodDisruptionBudget from
-// the DisruptionBudget cause ("The disruption budget NAME needs …").
+// the DisruptionBudget cause ("The disruption budget NAME needs …"), else
+// from a 403's Details.
 func pdbBlock(p *Pod, err error) *Blocked {
 	b := &Blocked{Pod: p.Name(), Reason: err.Error()}
 	var se apierrors.APIStatus
+	if budgetForbidden(err) && errors.As(err, &se) {
+		b.PDB = se.Status().Details.Name
+	}
 	if errors.As(err, &se) && se.Status().Details != nil {
 		for _, c := range se.Status().Details.Causes {
 			if c.Type == policyv1.DisruptionBudgetCause {

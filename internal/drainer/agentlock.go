@@ -88,13 +88,21 @@ func (l *AgentLock) SetState(state string) {
 	if l == nil || l.f == nil {
 		return
 	}
-	if err := l.f.Truncate(0); err == nil {
-		_, _ = l.f.WriteAt([]byte(strconv.Itoa(os.Getpid())+" "+state+"\n"), 0)
+	// Written over the old content, then cut to its length: a probe
+	// never reads the file empty (an empty read of a held lock would say
+	// nothing of the agent's state).
+	b := []byte(strconv.Itoa(os.Getpid()) + " " + state + "\n")
+	if _, err := l.f.WriteAt(b, 0); err == nil {
+		_ = l.f.Truncate(int64(len(b)))
 	}
 }
 
+// olderAgent is the state read from an older agent's lock: its PID alone.
+const olderAgent = "(older agent)"
+
 // readAgentLock parses the lock file's "PID STATE" (an older agent wrote
-// only "PID").
+// only "PID": state olderAgent); state is "" when nothing readable is
+// there.
 func readAgentLock(f *os.File) (pid int, state string) {
 	b := make([]byte, 64)
 	n, _ := f.ReadAt(b, 0)
@@ -102,8 +110,13 @@ func readAgentLock(f *os.File) (pid int, state string) {
 	if len(fields) > 0 {
 		pid, _ = strconv.Atoi(fields[0])
 	}
-	if len(fields) > 1 {
+	switch {
+	case pid <= 0:
+		return 0, ""
+	case len(fields) > 1:
 		state = fields[1]
+	default:
+		state = olderAgent
 	}
 	return pid, state
 }
@@ -175,10 +188,11 @@ func AgentRunning(dir string) (bool, error) {
 }
 
 // agentGuarding reports whether a node agent runs (held) and whether it
-// guards this node (an older agent, which wrote no state, is taken to).
+// guards this node (an older agent, which wrote its PID but no state, is
+// taken to; a lock whose content cannot be read is not).
 func (d *Drainer) agentGuarding() (running, guarding bool) {
 	held, state, _ := AgentState(d.lockDir())
-	return held, held && (state == AgentGuarding || state == "")
+	return held, held && (state == AgentGuarding || state == olderAgent)
 } // HoldAgentLock takes the agent's lock in this drainer's lock directory
 // (for gnsh agent).
 func (d *Drainer) HoldAgentLock() (*AgentLock, error) { return HoldAgentLock(d.lockDir()) }

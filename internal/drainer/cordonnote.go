@@ -3,7 +3,6 @@ package drainer
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -107,30 +106,28 @@ func sameRecord(a, o *drain.Ownership) bool {
 // OrphanWhy is the journal's and the Event's reason for an orphan undo.
 const OrphanWhy = "no drain runs, no shutdown is pending or under way, and the gnsh that made it is gone"
 
-// ErrOrphanPending is what UndoOrphanCordon returns when pending says a
-// shutdown the cordon may serve is pending or under way: nothing changed.
-var ErrOrphanPending = errors.New("a shutdown is pending or under way")
-
 // UndoOrphanCordon is the node agent's undo of gnsh's cordon for a
 // shutdown that nothing relies on any more: its gnsh was killed (SIGKILL:
 // no undo ran) or its shutdown was cancelled behind gnsh's back. The note
 // n names the record; it is undone only if, under the drain lock (so no
-// drain runs), pending (logind and systemd) says that no shutdown is
-// pending or under way, and the record standing on the Node is the note's,
-// of this boot. It posts GnshUncordoned and drops the note (also when the
-// record no longer stands). A *HeldError: a drain runs, try again later;
-// ErrOrphanPending: the cordon may serve a shutdown, leave it. Bounded by
-// 4×apiTimeout.
-func (d *Drainer) UndoOrphanCordon(ctx context.Context, n CordonNote, pending func(context.Context) (string, error)) (bool, error) {
+// drain runs), the record standing on the Node is the note's and Relies
+// says no shutdown may rely on it (none under way, systemd not stopping,
+// not the schedule it was made for, none due within drainTimeout). It
+// drops the marker and the note (if it is still n: a newer gnsh may have
+// written its own) and posts GnshUncordoned once the lock is released. A
+// *HeldError: a drain runs, try again later; ErrShutdownPending: leave it.
+// Bounded by 4×apiTimeout.
+func (d *Drainer) UndoOrphanCordon(ctx context.Context, n CordonNote) (bool, error) {
 	r := newRun(d, forShutdown, "orphan")
 	if err := r.loadConfig(nil); err != nil {
 		return false, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 4*r.cfg.APITimeout.D())
 	defer cancel()
+	forget := func() { d.forgetNote(n) }
 	if n.Own.BootID != d.bootID() {
-		_ = os.Remove(filepath.Join(d.lockDir(), CordonNoteName))
-		return false, nil // not of this boot (after a soft-reboot, /run stays): the uncordon after boot's
+		forget() // of another boot (after a soft-reboot, /run stays): the uncordon after boot's
+		return false, nil
 	}
 	s, err := d.connect(ctx, r.cfg, "", r.out.sayf)
 	if err != nil {
@@ -140,26 +137,18 @@ func (d *Drainer) UndoOrphanCordon(ctx context.Context, n CordonNote, pending fu
 	if s.node != n.Node {
 		return false, fmt.Errorf("the note names Node %s, this node is %s", n.Node, s.node)
 	}
-	lock, err := d.lock("undo a cordon its gnsh left", n.Node, false, deadline(ctx))
-	if err != nil {
-		return false, err
-	}
-	defer lock.Release()
-	switch what, err := pending(ctx); {
-	case err != nil:
-		return false, fmt.Errorf("cannot tell whether a shutdown is pending: %w", err)
-	case what != "":
-		return false, fmt.Errorf("%w: %s", ErrOrphanPending, what)
-	}
-	only := func(o *drain.Ownership) bool { return sameRecord(&n.Own, o) }
-	undone, err := drain.Uncordon(ctx, s.c, s.node, only, s.check)
-	if err != nil {
-		return false, err
-	}
-	_ = os.Remove(filepath.Join(d.lockDir(), CordonNoteName))
+	undone, _, err := d.undoUnderLock(ctx, r, "undo a cordon its gnsh left", func(o *drain.Ownership) bool { return sameRecord(&n.Own, o) }, nil, forget)
 	if undone {
 		r.event(ctx, "Normal", ReasonUncordoned, "gnsh's cordon for the %s requested by %s at %s undone by the node agent: %s",
 			n.Own.Request(), n.Own.Requester(), n.Own.Time.UTC().Format(time.RFC3339), OrphanWhy)
 	}
-	return undone, nil
+	return undone, err
+}
+
+// forgetNote removes the cordon note if it is still n.
+func (d *Drainer) forgetNote(n CordonNote) {
+	var cur CordonNote
+	if d.readRunFile(CordonNoteName, &cur) == nil && cur.PID == n.PID && cur.Start == n.Start && cur.Node == n.Node && sameRecord(&cur.Own, &n.Own) {
+		_ = os.Remove(filepath.Join(d.lockDir(), CordonNoteName))
+	}
 }

@@ -2,10 +2,12 @@ package drainer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,6 +55,10 @@ func killedMidDrain(t *testing.T, f *fakeNode, d testDrainer) CordonNote {
 		t.Fatalf("note %+v", n)
 	}
 	n.PID, n.Start = deadPID(t), 1 // the wrapper's process is gone
+	data, _ := json.Marshal(n)
+	if err := d.writeRunFile(CordonNoteName, data); err != nil {
+		t.Fatal(err)
+	}
 	if o := drain.Owner(f.node(t)); o == nil || !sameRecord(&n.Own, o) {
 		t.Fatalf("record %+v, note %+v", o, n.Own)
 	}
@@ -71,7 +77,8 @@ func TestUndoOrphanCordon(t *testing.T) {
 		t.Fatal("a dead PID's holder is not gone")
 	}
 	a := agentDrainer(t, f, d)
-	undone, err := a.UndoOrphanCordon(context.Background(), n, idle)
+	a.Relies = func(context.Context, *drain.Ownership, time.Duration) (string, error) { return "", nil }
+	undone, err := a.UndoOrphanCordon(context.Background(), n)
 	if err != nil || !undone {
 		t.Fatalf("undo: %v %v\n%s", undone, err, a.stderr)
 	}
@@ -98,7 +105,7 @@ func TestUndoOrphanCordonLeaves(t *testing.T) {
 	}{
 		{"shutdown pending", func(*testing.T, *fakeNode, testDrainer, *CordonNote) func(context.Context) (string, error) {
 			return func(context.Context) (string, error) { return "systemd-logind is preparing for shutdown", nil }
-		}, func(err error) bool { return errors.Is(err, ErrOrphanPending) }, false},
+		}, func(err error) bool { return errors.Is(err, ErrShutdownPending) }, false},
 		{"logind unreachable", func(*testing.T, *fakeNode, testDrainer, *CordonNote) func(context.Context) (string, error) {
 			return func(context.Context) (string, error) { return "", errors.New("no bus") }
 		}, func(err error) bool { return err != nil && strings.Contains(err.Error(), "cannot tell") }, false},
@@ -111,7 +118,11 @@ func TestUndoOrphanCordonLeaves(t *testing.T) {
 			return idle
 		}, IsLockHeld, false},
 		{"another request's record", func(t *testing.T, f *fakeNode, d testDrainer, n *CordonNote) func(context.Context) (string, error) {
-			n.Own.User = "bob"
+			n.Own.User = "bob" // the note names a record that does not stand
+			data, _ := json.Marshal(n)
+			if err := d.writeRunFile(CordonNoteName, data); err != nil {
+				t.Fatal(err)
+			}
 			return idle
 		}, func(err error) bool { return err == nil }, true},
 	} {
@@ -121,7 +132,8 @@ func TestUndoOrphanCordonLeaves(t *testing.T) {
 			n := killedMidDrain(t, f, d)
 			pending := tc.setup(t, f, d, &n)
 			a := agentDrainer(t, f, d)
-			undone, err := a.UndoOrphanCordon(context.Background(), n, pending)
+			a.Relies = func(ctx context.Context, _ *drain.Ownership, _ time.Duration) (string, error) { return pending(ctx) }
+			undone, err := a.UndoOrphanCordon(context.Background(), n)
 			if undone || !tc.want(err) {
 				t.Fatalf("undo: %v %v", undone, err)
 			}
@@ -174,3 +186,15 @@ func TestHolderGone(t *testing.T) {
 		t.Error("a dead holder not gone")
 	}
 }
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// flockEx takes an exclusive flock without waiting.
+func flockEx(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) }

@@ -64,6 +64,10 @@ type Drainer struct {
 	// (HolderAgent, HolderAgentDrain), so that a wrapper waits for them
 	// rather than refuse the shutdown; and it never waits for a lock.
 	Agent bool
+	// Relies, if set, says whether a shutdown may rely on one of gnsh's
+	// cordons: the agent's undos (UndoScheduleCordon, UndoOrphanCordon)
+	// leave a cordon it names.
+	Relies Relies
 
 	// idMu guards the lazy filling of Who, BootID and HostID: the node
 	// agent's uncordon, shutdown guard and schedule follower share one

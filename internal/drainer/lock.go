@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -101,7 +102,7 @@ func (e *lockError) Unwrap() error { return e.err }
 
 // Lock is a held drain lock: an flock(2) on DIR/drain.flock, released when
 // the process exits, however it exits.
-type Lock struct{ f *os.File }
+type Lock struct{ f, legacy *os.File }
 
 // Acquire takes the lock without waiting. The directory is root's alone
 // (0700) and the file 0600, neither reached through a symlink (lockdir.go).
@@ -132,7 +133,68 @@ func Acquire(dir string, h Holder) (*Lock, error) {
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt(append(b, '\n'), 0)
 	}
-	return &Lock{f: f}, nil
+	legacy, older := takeLegacy(dir, b)
+	if older != nil {
+		_ = f.Truncate(0)
+		f.Close()
+		return nil, &HeldError{Holder: older}
+	}
+	return &Lock{f: f, legacy: legacy}, nil
+}
+
+// legacyDrainLock is the drain lock of the gnsh before the lock files were
+// named anew (0644, in a 0755 /run/gnsh). An older gnsh still running
+// during an upgrade (a wrapper mid-drain, the agent until the package
+// restarts it) takes it and knows no other: gnsh takes it too, so that an
+// older one sees it held, and counts it as held by an older gnsh only if
+// its content names a live holder. Another user may still have that file
+// open and hold a flock on it, but cannot write it: such a hold is
+// ignored, and the lock is then kept without it.
+const legacyDrainLock = "drain.lock"
+
+// takeLegacy takes the older gnsh's lock, if its file is there, writing
+// holder into it (an older gnsh names whom it waits for); it returns the
+// file held (nil if none), or the older gnsh holding it.
+func takeLegacy(dir string, holder []byte) (*os.File, *Holder) {
+	path := filepath.Join(dir, legacyDrainLock)
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil // none (the usual case), or not a file to trust
+	}
+	f := os.NewFile(uintptr(fd), path)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() {
+		f.Close()
+		return nil, nil
+	}
+	for try := 0; ; try++ {
+		err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			if f.Truncate(0) == nil {
+				_, _ = f.WriteAt(append(holder, '\n'), 0)
+			}
+			return f, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			break
+		}
+		if h := readHolder(f); h != nil && h.PID > 0 && alive(h.PID) {
+			f.Close()
+			return nil, h
+		}
+		if try == 10 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // an older holder writing or emptying it
+	}
+	f.Close()
+	return nil, nil
+}
+
+// alive reports whether process pid exists.
+func alive(pid int) bool {
+	err := unix.Kill(pid, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
 }
 
 func readHolder(f *os.File) *Holder {
@@ -149,6 +211,11 @@ func readHolder(f *os.File) *Holder {
 func (l *Lock) Release() {
 	if l == nil || l.f == nil {
 		return
+	}
+	if l.legacy != nil {
+		_ = l.legacy.Truncate(0)
+		_ = l.legacy.Close()
+		l.legacy = nil
 	}
 	_ = l.f.Truncate(0)
 	_ = l.f.Close()

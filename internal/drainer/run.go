@@ -40,6 +40,9 @@ type run struct {
 	// ahead: the agent's drain ahead of a schedule (own.When), which
 	// changes nothing when gnsh's cordon for that schedule stands.
 	ahead bool
+	// agentDrainWait: when this run began to wait for the node agent's
+	// drain (zero if it did not).
+	agentDrainWait time.Time
 	// agentTimeout is the config file's drainTimeout (before
 	// --drain-timeout): the node agent's, which drains that long ahead of
 	// a schedule.
@@ -194,10 +197,11 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 			s.node, o.Action, o.When.Local().Format("15:04:05"))
 		return r.drain(ctx)
 	}
-	if r.purpose != forMaintenance && !n.Spec.Unschedulable {
-		// Before the cordon: if this process is killed from here on, the
-		// node agent finds out whose cordon it was. (A cordon that stands
-		// already keeps its own note.)
+	if o := drain.Owner(n); r.purpose != forMaintenance && (!n.Spec.Unschedulable || o != nil && o.BootID != r.own.BootID) {
+		// Before the cordon, or before taking over gnsh's cordon of an
+		// earlier boot (adopt): if this process is killed from here on,
+		// the node agent finds out whose cordon it was. (Any other cordon
+		// that stands keeps its own note, or is not gnsh's.)
 		r.noteCordon(s.node)
 	}
 	// Until the answer is in, the cordon may or may not have been made.
@@ -219,11 +223,13 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 		return drained
 	case !made:
 		r.sayAlreadyCordoned(n)
-		if o := drain.Owner(n); r.purpose == forShutdown && o != nil && o.BootID == r.own.BootID && o.Drained != nil {
-			// A drain of this boot under gnsh's standing cordon finished
-			// (the node agent's, ahead of a schedule or for a shutdown
-			// under way, which this command may have waited for): the
-			// node has had no pods since but DaemonSet and static ones.
+		if o := drain.Owner(n); r.purpose == forShutdown && o != nil && o.BootID == r.own.BootID && o.Drained != nil &&
+			!r.agentDrainWait.IsZero() && !o.Drained.Before(r.agentDrainWait.Add(-time.Second)) {
+			// The node agent's drain (ahead of a schedule, or for a
+			// shutdown under way), which this command waited for, finished
+			// under gnsh's standing cordon: its outcome counts. (An older
+			// drained does not: pods may have come since, bound directly
+			// or tolerating the cordon.)
 			r.info("%s was drained by gnsh at %s (for the %s requested by %s); not draining again",
 				s.node, o.Drained.Local().Format("15:04:05"), o.Request(), o.Requester())
 			return drained
@@ -245,20 +251,36 @@ const agentWaitSlack = 10 * time.Second
 // and takes it: the agent's hold is bounded (Holder.Until: its budget, or
 // its requests' timeouts), so a shutdown typed while the agent undoes a
 // cordon, uncordons after boot or drains is never refused for it. It says
-// whom it waits for; it gives up (the *HeldError) if the lock is still held
-// agentWaitSlack past the holder's bound, or at once when the holder is
-// another wrapper; SIGINT ends the wait (ctx).
+// whom it waits for. It gives up (the *HeldError) once the lock is still
+// held agentWaitSlack past the holder's bound (taken as a duration when the
+// hold is seen, so that a clock step does not move it; renewed for each
+// new hold of the agent's), at most drainTimeout + 1 minute in all, or at
+// once when another wrapper takes the lock; SIGINT ends the wait (ctx).
 func (r *run) waitForAgent(ctx context.Context, held *Holder) (*Lock, error) {
-	limit := r.d.now().Add(r.cfg.DrainTimeout.D() + time.Minute)
-	if !held.Until.IsZero() && held.Until.Add(agentWaitSlack).Before(limit) {
-		limit = held.Until.Add(agentWaitSlack)
+	start := r.d.now()
+	maxEnd := start.Add(r.cfg.DrainTimeout.D() + time.Minute)
+	var limit time.Time
+	var cur Holder
+	see := func(h *Holder) {
+		cur, limit = *h, maxEnd
+		if !h.Until.IsZero() {
+			if end := r.d.now().Add(h.Until.Sub(r.d.now()) + agentWaitSlack); end.Before(limit) {
+				limit = end
+			}
+		}
+		if h.Kind == HolderAgentDrain && r.agentDrainWait.IsZero() {
+			r.agentDrainWait = r.d.now()
+		}
 	}
+	see(held)
 	what := "to finish: " + held.Action
-	if held.Kind == HolderAgentDrain {
+	switch {
+	case held.Kind == HolderAgentDrain && r.verb == "cancel":
+		what = "to end its drain of " + r.sess.node + " (" + held.Action + ") for the cancelled schedule"
+	case held.Kind == HolderAgentDrain:
 		what = "to finish its drain of " + r.sess.node + " (" + held.Action + "); its outcome counts for this " + r.verb
 	}
 	r.info("waiting for the node agent (gnsh.service, pid %d) %s; at most until %s", held.PID, what, limit.Local().Format("15:04:05"))
-	start := r.d.now()
 	t := r.d.clock().NewTicker(agentWaitPoll)
 	defer t.Stop()
 	for {
@@ -277,7 +299,10 @@ func (r *run) waitForAgent(ctx context.Context, held *Holder) (*Lock, error) {
 			return nil, err
 		case !again.Holder.agent():
 			return nil, err // another wrapper took it meanwhile
-		case !r.d.now().Before(limit):
+		case again.Holder.PID != cur.PID || !again.Holder.Since.Equal(cur.Since):
+			see(again.Holder) // a new hold of the agent's
+		}
+		if !r.d.now().Before(limit) {
 			return nil, err
 		}
 	}
@@ -570,9 +595,20 @@ func (c *cancelRun) Finish(ctx context.Context, err error) {
 	// shutdown when done, after this cancel.
 	lock, err := c.d.lock("cancel", s.node, false, time.Time{})
 	var held *HeldError
-	if errors.As(err, &held) {
+	if errors.As(err, &held) && held.Holder.agent() {
+		// The node agent: it sees the cancel too (its drain ahead of the
+		// schedule ends, and it undoes that cordon itself); wait for it.
+		lock, err = r.waitForAgent(ctx, held.Holder)
+		held = nil
+		errors.As(err, &held)
+	}
+	if held != nil {
 		r.warn("%v. It will still schedule its shutdown when its drain ends: interrupt %s (SIGINT), which also undoes its cordon",
 			held, held.pid())
+		return
+	}
+	if err != nil {
+		r.warn("cannot check %s for gnsh's cordon (%v); 'gnsh uncordon --only-if-ours' undoes it", s.node, err)
 		return
 	}
 	defer lock.Release()

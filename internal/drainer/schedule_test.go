@@ -310,7 +310,7 @@ func TestUndoScheduleCordonPending(t *testing.T) {
 		return true
 	}
 	undone, err := d.UndoScheduleCordon(context.Background(), "nothing scheduled", pending)
-	if err != nil || undone || !f.node(t).Spec.Unschedulable || !lockHeld {
+	if !errors.Is(err, ErrShutdownPending) || undone || !f.node(t).Spec.Unschedulable || !lockHeld {
 		t.Fatalf("undone %v, %v; unschedulable %v; asked under the lock %v", undone, err, f.node(t).Spec.Unschedulable, lockHeld)
 	}
 	if _, err := d.ReadMarker(); err != nil {

@@ -263,9 +263,11 @@ func IsLockHeld(err error) bool {
 // marker and posts GnshUncordoned. It reports whether it uncordoned; a
 // *HeldError means a drain runs: try again later. Bounded by 4×apiTimeout.
 //
-// A non-nil pending is asked once the lock is held: true (a shutdown that
-// the cordon may serve is due, say one a wrapper drained for and scheduled
-// just before) leaves everything as it is.
+// Once the lock is held, a non-nil pending is asked, then Relies about the
+// record that stands (a shutdown under way, systemd stopping, the very
+// schedule the record was made for, or one due within drainTimeout): if
+// either says a shutdown may rely on the cordon, nothing changes and the
+// error wraps ErrShutdownPending.
 func (d *Drainer) UndoScheduleCordon(ctx context.Context, why string, pending func(context.Context) bool) (bool, error) {
 	r := newRun(d, forShutdown, "cancel")
 	if err := r.loadConfig(nil); err != nil {
@@ -287,23 +289,83 @@ func (d *Drainer) UndoScheduleCordon(ctx context.Context, why string, pending fu
 		return false, err
 	}
 	if o := drain.Owner(n); o == nil || !only(o) {
+		// No cordon for it: the marker of that schedule's drain goes.
 		if pending == nil || !pending(ctx) {
 			d.RemoveMarker()
 		}
 		return false, nil
 	}
-	lock, err := d.lock("undo the cordon for a cancelled schedule", s.node, false, deadline(ctx))
-	if err != nil {
-		return false, err
-	}
-	defer lock.Release()
-	if pending != nil && pending(ctx) {
-		return false, nil
-	}
-	d.RemoveMarker()
-	undone, err := drain.Uncordon(ctx, s.c, s.node, only, s.check)
+	undone, rec, err := d.undoUnderLock(ctx, r, "undo the cordon for a cancelled schedule", only, func(ctx context.Context) (string, error) {
+		if pending != nil && pending(ctx) {
+			return "a shutdown is due within drainTimeout", nil
+		}
+		return "", nil
+	}, nil)
 	if undone {
-		r.event(ctx, "Normal", ReasonUncordoned, "%s; uncordoned by the node agent", why)
+		r.event(ctx, "Normal", ReasonUncordoned, "%s; gnsh's cordon for the %s requested by %s uncordoned by the node agent", why, rec.Request(), rec.Requester())
 	}
 	return undone, err
+}
+
+// ErrShutdownPending is what the agent's undos return when a shutdown may
+// rely on the cordon (Relies): nothing changed.
+var ErrShutdownPending = errors.New("a shutdown may rely on the cordon")
+
+// Relies says whether a shutdown may rely on gnsh's cordon record rec
+// (a phrase, "" for none): one under way (systemd-logind preparing, systemd
+// stopping the system), the very schedule rec was made for (rec.When), or
+// one due within drainTimeout. An error means it cannot be told (logind
+// unreachable): nothing is undone then. (gnsh agent asks logind and
+// systemd; nil asks nothing.)
+type Relies func(ctx context.Context, rec *drain.Ownership, drainTimeout time.Duration) (string, error)
+
+// undoUnderLock takes the drain lock (as the agent's bookkeeping), reads
+// the record that stands and, if only accepts it and neither extra (if
+// set) nor d.Relies says a shutdown may rely on it, undoes exactly that
+// record's cordon, drops the marker (a drain it recorded is void now) and
+// releases the lock. settled, if set, runs under the lock once the record
+// is undone or no longer stands. It returns the record it undid.
+func (d *Drainer) undoUnderLock(ctx context.Context, r *run, action string, only drain.Only,
+	extra func(context.Context) (string, error), settled func()) (bool, *drain.Ownership, error) {
+	s := r.sess
+	lock, err := d.lock(action, s.node, false, deadline(ctx))
+	if err != nil {
+		return false, nil, err
+	}
+	defer lock.Release()
+	n, err := s.readNode(ctx, r.cfg.APITimeout.D())
+	if err != nil {
+		return false, nil, err
+	}
+	rec := drain.Owner(n)
+	if rec == nil || !only(rec) {
+		if settled != nil {
+			settled()
+		}
+		return false, nil, nil
+	}
+	for _, ask := range []func(context.Context) (string, error){extra, func(ctx context.Context) (string, error) {
+		if d.Relies == nil {
+			return "", nil
+		}
+		return d.Relies(ctx, rec, r.cfg.DrainTimeout.D())
+	}} {
+		if ask == nil {
+			continue
+		}
+		switch what, err := ask(ctx); {
+		case err != nil:
+			return false, nil, fmt.Errorf("cannot tell whether a shutdown relies on gnsh's cordon: %w", err)
+		case what != "":
+			return false, nil, fmt.Errorf("%w: %s", ErrShutdownPending, what)
+		}
+	}
+	undone, err := drain.Uncordon(ctx, s.c, s.node, func(o *drain.Ownership) bool { return sameRecord(rec, o) }, s.check)
+	if undone {
+		d.RemoveMarker()
+	}
+	if err == nil && settled != nil {
+		settled()
+	}
+	return undone, rec, err
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/gnsh/gnsh/internal/agent"
 	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/dispatch"
+	"github.com/gnsh/gnsh/internal/drain"
 	"github.com/gnsh/gnsh/internal/drainer"
 	"github.com/gnsh/gnsh/internal/handoff"
 	"github.com/gnsh/gnsh/internal/logind"
@@ -88,14 +89,16 @@ func agentCommand(code *int, env *dispatch.Env) *cli.Command {
 	}
 }
 
-// pendingShutdown asks logind whether a shutdown is under way
-// (PreparingForShutdown, or an immediate action in ScheduledShutdown) or
-// scheduled within drainTimeout of now, and systemd whether it is stopping
-// the system (a shutdown started without logind: the wrapper's fallback):
-// the wrapper drains now for such a schedule, under gnsh's cordon, and the
-// agent must leave that cordon. A schedule further out was not drained
+// pendingShutdown asks logind and systemd whether a shutdown may rely on
+// gnsh's cordon record rec (nil: on any of gnsh's cordons): systemd stopping
+// the system (a shutdown started without logind: the wrapper's fallback),
+// logind preparing for one (PreparingForShutdown, or an immediate action
+// in ScheduledShutdown), the very schedule rec was made for (rec.When, to
+// the second: whatever the drain timeout the wrapper drained with), or one
+// due within drainTimeout of now (the wrapper drains now for such a
+// schedule, under gnsh's cordon). A schedule further out was not drained
 // for. v219's missing ScheduledShutdown counts as none.
-func pendingShutdown(ctx context.Context, address string, drainTimeout time.Duration, now time.Time) (string, error) {
+func pendingShutdown(ctx context.Context, address string, rec *drain.Ownership, drainTimeout time.Duration, now time.Time) (string, error) {
 	conn, err := logind.Dial(ctx, address, false)
 	if err != nil {
 		return "", fmt.Errorf("system bus %s: %w", address, err)
@@ -129,6 +132,8 @@ func pendingShutdown(ctx context.Context, address string, drainTimeout time.Dura
 		return "a " + typ + " is under way", nil
 	case !ok:
 		return "", nil // nothing scheduled (v252's UINT64_MAX), or for ever
+	case rec != nil && rec.When != nil && at.Truncate(time.Second).Equal(rec.When.Truncate(time.Second)):
+		return fmt.Sprintf("the %s scheduled for %s, which gnsh's cordon was made for", typ, at.UTC().Format(time.RFC3339)), nil
 	case at.Sub(now) <= drainTimeout:
 		return fmt.Sprintf("a %s is scheduled for %s", typ, at.UTC().Format(time.RFC3339)), nil
 	}
@@ -213,6 +218,15 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 	}
 	// Its drain locks say they are the agent's: a wrapper waits for them.
 	d.Agent = true
+	// Its undos ask logind and systemd whether a shutdown relies on the
+	// cordon, with the drain timeout of the config file as it is then.
+	d.Relies = func(ctx context.Context, rec *drain.Ownership, drainTimeout time.Duration) (string, error) {
+		now := time.Now
+		if env.Now != nil {
+			now = env.Now
+		}
+		return pendingShutdown(ctx, logind.SystemBusAddress(getenv), rec, drainTimeout, now())
+	}
 	// The agent's lock, held for its whole life, tells the wrapper (and
 	// gnsh status) that a schedule beyond drainTimeout will be drained.
 	alock, err := d.HoldAgentLock()
@@ -264,7 +278,7 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		if env.Now != nil {
 			now = env.Now
 		}
-		return pendingShutdown(ctx, logind.SystemBusAddress(getenv), cfg.DrainTimeout.D(), now())
+		return pendingShutdown(ctx, logind.SystemBusAddress(getenv), nil, cfg.DrainTimeout.D(), now())
 	}
 	st := &agentStatus{send: notify.Status}
 	u.Status = st.uncordon
@@ -354,9 +368,7 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 			Gone: d.HolderGone,
 			Undo: func(ctx context.Context, n drainer.CordonNote) (bool, error) {
 				defer afterHold()
-				return d.UndoOrphanCordon(ctx, n, func(ctx context.Context) (string, error) {
-					return pendingShutdown(ctx, logind.SystemBusAddress(getenv), cfg.DrainTimeout.D(), time.Now())
-				})
+				return d.UndoOrphanCordon(ctx, n)
 			},
 			Out:    env.Stderr,
 			Status: st.guard,

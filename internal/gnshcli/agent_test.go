@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/gnsh/gnsh/internal/legacy"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"net"
 	"os"
 	"os/exec"
@@ -185,7 +188,7 @@ func TestPendingShutdown(t *testing.T) {
 	now := time.Now()
 	check := func(what, want string) {
 		t.Helper()
-		got, err := pendingShutdown(ctx, bus.Address(), 5*time.Minute, now)
+		got, err := pendingShutdown(ctx, bus.Address(), nil, 5*time.Minute, now)
 		if err != nil || got != want {
 			t.Errorf("%s: %q, %v; want %q", what, got, err, want)
 		}
@@ -209,6 +212,21 @@ func TestPendingShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("scheduled beyond the drain timeout", "")
+	// Beyond the drain timeout, but the very schedule gnsh's cordon was
+	// made for (the wrapper drained with a longer --drain-timeout).
+	far := now.Add(time.Hour)
+	if err := conn.Logind().ScheduleShutdown(ctx, "poweroff", uint64(far.UnixMicro())); err != nil {
+		t.Fatal(err)
+	}
+	when := far.UTC()
+	if got, err := pendingShutdown(ctx, bus.Address(), &drain.Ownership{Action: "poweroff", When: &when}, 5*time.Minute, now); err != nil ||
+		got != "the poweroff scheduled for "+far.UTC().Format(time.RFC3339)+", which gnsh's cordon was made for" {
+		t.Errorf("the record's own schedule: %q, %v", got, err)
+	}
+	other := far.Add(time.Minute).UTC()
+	if got, err := pendingShutdown(ctx, bus.Address(), &drain.Ownership{Action: "poweroff", When: &other}, 5*time.Minute, now); err != nil || got != "" {
+		t.Errorf("another schedule beyond the drain timeout: %q, %v", got, err)
+	}
 	if _, err := conn.Logind().CancelScheduledShutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -220,13 +238,13 @@ func TestPendingShutdown(t *testing.T) {
 	}
 	check("systemd stopping", "systemd is stopping the system")
 
-	if _, err := pendingShutdown(ctx, "unix:path=/nonexistent/bus", time.Minute, now); err == nil {
+	if _, err := pendingShutdown(ctx, "unix:path=/nonexistent/bus", nil, time.Minute, now); err == nil {
 		t.Error("no error without a bus")
 	}
 	old := logindtest.StartBus(t)
 	old.StartLogind(t, logindtest.Options{Version: 219})
 	old.StartSystemd(t, logindtest.SystemdOptions{Version: 219})
-	if got, err := pendingShutdown(ctx, old.Address(), time.Minute, now); err != nil || got != "" {
+	if got, err := pendingShutdown(ctx, old.Address(), nil, time.Minute, now); err != nil || got != "" {
 		t.Errorf("v219 (no ScheduledShutdown): %q, %v", got, err)
 	}
 }
@@ -264,7 +282,7 @@ func TestAgentLeavesAnotherMachinesNode(t *testing.T) {
 	done := make(chan int, 1)
 	go func() { done <- Run(context.Background(), []string{"gnsh", "agent"}, env) }()
 	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(errb.String(), "nothing uncordoned") {
+	for !strings.Contains(errb.String(), "nothing is uncordoned") {
 		if time.Now().After(deadline) {
 			t.Fatalf("the agent did not end its uncordon step; stderr:\n%s", errb.String())
 		}
@@ -281,7 +299,7 @@ func TestAgentLeavesAnotherMachinesNode(t *testing.T) {
 	if n := cs.Requests("patch", "nodes"); n != 0 {
 		t.Errorf("%d patches of another machine's Node", n)
 	}
-	if want := "gnsh: the Node node-2 in the cluster is not this machine (Node node-2 is another machine: machine ID: Node node-2 reports their-machine, this machine has this-machine): nothing uncordoned; set node in /etc/gnsh/config.yaml (or --node) to this machine's Node name"; !strings.Contains(errb.String(), want) {
+	if want := "gnsh: waiting for node-2 to be this machine: the Node node-2 in the cluster is not this machine (Node node-2 is another machine: machine ID: Node node-2 reports their-machine, this machine has this-machine); nothing is uncordoned (set node in /etc/gnsh/config.yaml, or --node, to this machine's Node name)"; !strings.Contains(errb.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, errb.String())
 	}
 }
@@ -420,5 +438,104 @@ func TestAgentUndoesCordonOfKilledWrapper(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(lockDir, drainer.CordonNoteName)); !os.IsNotExist(err) {
 		t.Errorf("note left: %v", err)
+	}
+}
+
+// `shutdown -r +30 --drain-timeout=1h` drains now (due within the
+// wrapper's drain timeout), cordons for the schedule, schedules and exits.
+// The agent (config drainTimeout 5m) sees the wrapper's PID gone and the
+// schedule beyond its drain timeout, but it is the very schedule the cordon
+// was made for: the cordon and the marker stay (the agent used to take the
+// cordon for an orphan, and the reboot then went ahead undrained).
+func TestAgentKeepsCordonOfItsSchedule(t *testing.T) {
+	bus := logindtest.StartBus(t)
+	ld := bus.StartLogind(t, logindtest.Options{})
+	bus.StartSystemd(t, logindtest.SystemdOptions{})
+	env, _, _ := testEnv(t)
+	var errb lockedBuffer
+	env.Stderr = &errb
+	env.LookupEnv = func(k string) (string, bool) {
+		if k == "DBUS_SYSTEM_BUS_ADDRESS" {
+			return bus.Address(), true
+		}
+		return "", false
+	}
+	yes := true
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "app", UID: types.UID("uid-web-1"),
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "rs", Controller: &yes}}},
+		Spec: corev1.PodSpec{NodeName: "node-1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	cs := draintest.New([]runtime.Object{n, pod}...)
+	lockDir := filepath.Join(t.TempDir(), "gnsh")
+	cfgPath := filepath.Join(t.TempDir(), "none.yaml") // defaults: drainTimeout 5m
+	sig := signals.NewDetached(nil)
+	mk := func() *drainer.Drainer {
+		return &drainer.Drainer{Stderr: env.Stderr, Getenv: func(string) string { return "" }, Signal: sig,
+			ConfigPath: cfgPath, BootID: "this-boot", LockDir: lockDir, KubeRoot: t.TempDir(),
+			Who:     drainer.Requester{User: "alice", TTY: "pts/0"},
+			Connect: func(context.Context) (kubernetes.Interface, string, error) { return cs, "node-1", nil }}
+	}
+	// The wrapper: shutdown -r +30 --drain-timeout=1h.
+	w := mk()
+	w.Signal = signals.NewDetached(nil)
+	at := time.Now().Add(30 * time.Minute).Truncate(time.Second)
+	req := &legacy.Request{Command: "shutdown", Action: legacy.Reboot, When: legacy.Usec(at)}
+	req.Drain.Timeout = time.Hour
+	p, err := w.Prepare(context.Background(), req)
+	if err != nil || p == nil {
+		t.Fatalf("prepare: %v %v\n%s", p, err, errb.String())
+	}
+	conn, err := logind.Dial(context.Background(), bus.Address(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Logind().ScheduleShutdown(context.Background(), "reboot", uint64(at.UnixMicro())); err != nil {
+		t.Fatal(err)
+	}
+	p.Finish(context.Background(), nil) // handed off: the wrapper exits
+	got, _ := cs.CoreV1().Nodes().Get(context.Background(), "node-1", metav1.GetOptions{})
+	o := drain.Owner(got)
+	if !got.Spec.Unschedulable || o == nil || o.When == nil || o.Drained == nil {
+		t.Fatalf("wrapper did not drain for the near schedule: %+v %+v\n%s", got.Spec, o, errb.String())
+	}
+	// The wrapper process is gone: its note names a dead PID.
+	dead := exec.Command("true")
+	_ = dead.Run()
+	var note drainer.CordonNote
+	b, err := os.ReadFile(filepath.Join(lockDir, drainer.CordonNoteName))
+	if err != nil {
+		t.Fatalf("no note: %v", err)
+	}
+	_ = json.Unmarshal(b, &note)
+	note.PID = dead.Process.Pid
+	b, _ = json.Marshal(note)
+	_ = os.WriteFile(filepath.Join(lockDir, drainer.CordonNoteName), b, 0o600)
+
+	env.NewDrainer = mk
+	done := make(chan int, 1)
+	go func() { done <- Run(context.Background(), []string{"gnsh", "agent"}, env) }()
+	// The agent's watcher looks every 5 s: give it two looks.
+	deadline := time.Now().Add(12 * time.Second)
+	for time.Now().Before(deadline) && !strings.Contains(errb.String(), "gnsh's cordon of node-1 for the reboot requested by alice on pts/0 stays") {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(6 * time.Second)
+	sig.Deliver(syscall.SIGTERM)
+	<-done
+	typ, _ := ld.Scheduled()
+	if typ != "reboot" {
+		t.Fatalf("the schedule went: %q", typ)
+	}
+	got, _ = cs.CoreV1().Nodes().Get(context.Background(), "node-1", metav1.GetOptions{})
+	if o := drain.Owner(got); !got.Spec.Unschedulable || o == nil || o.Drained == nil {
+		t.Errorf("the drained node's cordon for its schedule was undone; stderr:\n%s", errb.String())
+	}
+	if !mk().ScheduleDrained(at) {
+		t.Errorf("the marker for the schedule went")
+	}
+	if want := "which gnsh's cordon was made for"; !strings.Contains(errb.String(), want) {
+		t.Errorf("the agent does not say why the cordon stays (%q):\n%s", want, errb.String())
 	}
 }
