@@ -349,9 +349,12 @@ func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bo
 				"; nothing is uncordoned (set node in /etc/gnsh/config.yaml, or --node, to this machine's Node name)"}, false, nil
 		}
 	}
-	if o := drain.Owner(n); o == nil || !u.fromEarlierBoot(o, bootID, boot) {
-		// Nothing of gnsh's to undo: no need for the drain lock, which a
-		// shutdown typed meanwhile would wait for.
+	if o := drain.Owner(n); o == nil || !isShutdown(o.Action) {
+		// Nothing of gnsh's for a shutdown: no need for the drain lock,
+		// which a shutdown typed meanwhile would wait for. (A cordon of
+		// this boot may be an earlier boot's taken over by a drain for a
+		// shutdown under way: it is given back if that shutdown is
+		// cancelled, so the wait under the lock below stays for it.)
 		return u.left(node, n, o, bootID, boot), true, nil
 	}
 

@@ -29,35 +29,9 @@ func deadPID(t *testing.T) int {
 func killedMidDrain(t *testing.T, f *fakeNode, d testDrainer) CordonNote {
 	t.Helper()
 	f.Stick("web-1")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r := newRun(d.Drainer, forShutdown, "reboot")
-		_ = r.loadConfig(nil)
-		r.attempt(ctx, nil) // no undo: as if the process were gone
-		r.lock.Release()
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for f.Evicted("web-1") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the drain did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	<-done
-	n, err := d.ReadCordonNote()
-	if err != nil {
-		t.Fatalf("no cordon note: %v", err)
-	}
-	if n.PID != os.Getpid() || n.Node != "node1" || n.Own.Action != "reboot" || n.Own.BootID != "boot-1" {
+	n := killRun(t, f, d, "web-1")
+	if n.Node != "node1" || n.Own.Action != "reboot" || n.Own.BootID != "boot-1" {
 		t.Fatalf("note %+v", n)
-	}
-	n.PID, n.Start = deadPID(t), 1 // the wrapper's process is gone
-	data, _ := json.Marshal(n)
-	if err := d.writeRunFile(CordonNoteName, data); err != nil {
-		t.Fatal(err)
 	}
 	if o := drain.Owner(f.node(t)); o == nil || !sameRecord(&n.Own, o) {
 		t.Fatalf("record %+v, note %+v", o, n.Own)

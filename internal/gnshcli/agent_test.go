@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/gnsh/gnsh/internal/dispatch"
 	"github.com/gnsh/gnsh/internal/drain"
 	"github.com/gnsh/gnsh/internal/drain/draintest"
 	"github.com/gnsh/gnsh/internal/drainer"
@@ -256,15 +257,7 @@ func TestPendingShutdown(t *testing.T) {
 // an earlier boot here and undo it mid-drain there: every write to a Node
 // goes through the same-machine check.
 func TestAgentLeavesAnotherMachinesNode(t *testing.T) {
-	env, _, _ := testEnv(t)
-	var errb lockedBuffer
-	env.Stderr = &errb
-	env.LookupEnv = func(k string) (string, bool) {
-		if k == "DBUS_SYSTEM_BUS_ADDRESS" {
-			return "unix:path=/nonexistent/system_bus_socket", true
-		}
-		return "", false
-	}
+	env, errb := agentEnv(t, "unix:path=/nonexistent/system_bus_socket")
 	own, _ := json.Marshal(drain.Ownership{Action: "reboot", User: "bob", Time: time.Now().Add(-time.Minute).UTC().Truncate(time.Second), BootID: "their-boot"})
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-2", Annotations: map[string]string{drain.CordonAnnotation: string(own)}}}
 	n.Spec.Unschedulable = true
@@ -279,8 +272,7 @@ func TestAgentLeavesAnotherMachinesNode(t *testing.T) {
 			HostID:  &kube.HostID{MachineID: "this-machine", BootID: "this-boot"},
 			Connect: func(context.Context) (kubernetes.Interface, string, error) { return cs, "node-2", nil }}
 	}
-	done := make(chan int, 1)
-	go func() { done <- Run(context.Background(), []string{"gnsh", "agent"}, env) }()
+	stop := startAgent(t, env, sig)
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(errb.String(), "nothing is uncordoned") {
 		if time.Now().After(deadline) {
@@ -288,10 +280,7 @@ func TestAgentLeavesAnotherMachinesNode(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	sig.Deliver(syscall.SIGTERM)
-	if code := <-done; code != 0 {
-		t.Errorf("exit %d", code)
-	}
+	stop()
 	got, _ := cs.CoreV1().Nodes().Get(context.Background(), "node-2", metav1.GetOptions{})
 	if !got.Spec.Unschedulable || got.Annotations[drain.CordonAnnotation] != string(own) {
 		t.Errorf("another machine's Node was changed: unschedulable %v, annotation %q", got.Spec.Unschedulable, got.Annotations[drain.CordonAnnotation])
@@ -308,15 +297,7 @@ func TestAgentLeavesAnotherMachinesNode(t *testing.T) {
 // says so (to the wrapper too, through its lock: no drain is promised), and
 // takes the node up once a kubeconfig appears: it guards from then on.
 func TestAgentTakesUpANodeJoinedLater(t *testing.T) {
-	env, _, _ := testEnv(t)
-	var errb lockedBuffer
-	env.Stderr = &errb
-	env.LookupEnv = func(k string) (string, bool) {
-		if k == "DBUS_SYSTEM_BUS_ADDRESS" {
-			return "unix:path=/nonexistent/system_bus_socket", true
-		}
-		return "", false
-	}
+	env, errb := agentEnv(t, "unix:path=/nonexistent/system_bus_socket")
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
 	cs := draintest.New(n)
@@ -333,8 +314,7 @@ func TestAgentTakesUpANodeJoinedLater(t *testing.T) {
 				return cs, "node-1", nil
 			}}
 	}
-	done := make(chan int, 1)
-	go func() { done <- Run(context.Background(), []string{"gnsh", "agent"}, env) }()
+	stop := startAgent(t, env, sig)
 	waitState := func(want string) {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
@@ -359,10 +339,7 @@ func TestAgentTakesUpANodeJoinedLater(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	sig.Deliver(syscall.SIGTERM)
-	if code := <-done; code != 0 {
-		t.Errorf("exit %d", code)
-	}
+	stop()
 	out := errb.String()
 	for _, want := range []string{"gnsh: no kubeconfig found: not a Kubernetes node (yet); looking for one every 5s\n",
 		"gnsh: found a kubeconfig: this machine is a Kubernetes node now\n"} {
@@ -381,15 +358,7 @@ func TestAgentUndoesCordonOfKilledWrapper(t *testing.T) {
 	bus := logindtest.StartBus(t)
 	bus.StartLogind(t, logindtest.Options{})
 	bus.StartSystemd(t, logindtest.SystemdOptions{})
-	env, _, _ := testEnv(t)
-	var errb lockedBuffer
-	env.Stderr = &errb
-	env.LookupEnv = func(k string) (string, bool) {
-		if k == "DBUS_SYSTEM_BUS_ADDRESS" {
-			return bus.Address(), true
-		}
-		return "", false
-	}
+	env, errb := agentEnv(t, bus.Address())
 	own := drain.Ownership{Action: "reboot", User: "alice", TTY: "pts/0", Time: time.Now().Add(-time.Minute).UTC().Truncate(time.Second), BootID: "this-boot"}
 	ann, _ := json.Marshal(own)
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Annotations: map[string]string{drain.CordonAnnotation: string(ann)}}}
@@ -414,8 +383,7 @@ func TestAgentUndoesCordonOfKilledWrapper(t *testing.T) {
 			ConfigPath: filepath.Join(t.TempDir(), "none.yaml"), BootID: "this-boot", LockDir: lockDir, KubeRoot: t.TempDir(),
 			Connect: func(context.Context) (kubernetes.Interface, string, error) { return cs, "node-1", nil }}
 	}
-	done := make(chan int, 1)
-	go func() { done <- Run(context.Background(), []string{"gnsh", "agent"}, env) }()
+	stop := startAgent(t, env, sig)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got, _ := cs.CoreV1().Nodes().Get(context.Background(), "node-1", metav1.GetOptions{})
@@ -427,10 +395,7 @@ func TestAgentUndoesCordonOfKilledWrapper(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	sig.Deliver(syscall.SIGTERM)
-	if code := <-done; code != 0 {
-		t.Errorf("exit %d", code)
-	}
+	stop()
 	want := fmt.Sprintf("gnsh: agent: gnsh's cordon of node-1 for the reboot requested by alice on pts/0 at %s undone: no drain runs, no shutdown is pending or under way, and the gnsh that made it is gone (pid %d)\n",
 		own.Time.Format(time.RFC3339), dead.Process.Pid)
 	if out := errb.String(); !strings.Contains(out, want) {
@@ -451,15 +416,7 @@ func TestAgentKeepsCordonOfItsSchedule(t *testing.T) {
 	bus := logindtest.StartBus(t)
 	ld := bus.StartLogind(t, logindtest.Options{})
 	bus.StartSystemd(t, logindtest.SystemdOptions{})
-	env, _, _ := testEnv(t)
-	var errb lockedBuffer
-	env.Stderr = &errb
-	env.LookupEnv = func(k string) (string, bool) {
-		if k == "DBUS_SYSTEM_BUS_ADDRESS" {
-			return bus.Address(), true
-		}
-		return "", false
-	}
+	env, errb := agentEnv(t, bus.Address())
 	yes := true
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
@@ -514,16 +471,14 @@ func TestAgentKeepsCordonOfItsSchedule(t *testing.T) {
 	_ = os.WriteFile(filepath.Join(lockDir, drainer.CordonNoteName), b, 0o600)
 
 	env.NewDrainer = mk
-	done := make(chan int, 1)
-	go func() { done <- Run(context.Background(), []string{"gnsh", "agent"}, env) }()
+	stop := startAgent(t, env, sig)
 	// The agent's watcher looks every 5 s: give it two looks.
 	deadline := time.Now().Add(12 * time.Second)
 	for time.Now().Before(deadline) && !strings.Contains(errb.String(), "gnsh's cordon of node-1 for the reboot requested by alice on pts/0 stays") {
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(6 * time.Second)
-	sig.Deliver(syscall.SIGTERM)
-	<-done
+	stop()
 	typ, _ := ld.Scheduled()
 	if typ != "reboot" {
 		t.Fatalf("the schedule went: %q", typ)
@@ -537,5 +492,36 @@ func TestAgentKeepsCordonOfItsSchedule(t *testing.T) {
 	}
 	if want := "which gnsh's cordon was made for"; !strings.Contains(errb.String(), want) {
 		t.Errorf("the agent does not say why the cordon stays (%q):\n%s", want, errb.String())
+	}
+}
+
+// agentEnv is testEnv for gnsh agent: stderr in a buffer safe to read while
+// the agent writes, the system bus at bus.
+func agentEnv(t *testing.T, bus string) (*dispatch.Env, *lockedBuffer) {
+	t.Helper()
+	env, _, _ := testEnv(t)
+	errb := &lockedBuffer{}
+	env.Stderr = errb
+	env.LookupEnv = func(k string) (string, bool) {
+		if k == "DBUS_SYSTEM_BUS_ADDRESS" {
+			return bus, true
+		}
+		return "", false
+	}
+	return env, errb
+}
+
+// startAgent runs gnsh agent with env; stop delivers SIGTERM through sig
+// and checks that it ends with status 0.
+func startAgent(t *testing.T, env *dispatch.Env, sig *signals.Handler) (stop func()) {
+	t.Helper()
+	done := make(chan int, 1)
+	go func() { done <- Run(context.Background(), []string{"gnsh", "agent"}, env) }()
+	return func() {
+		t.Helper()
+		sig.Deliver(syscall.SIGTERM)
+		if code := <-done; code != 0 {
+			t.Errorf("agent exit %d", code)
+		}
 	}
 }

@@ -329,9 +329,15 @@ func (s *Systemd) StartUnit(ctx context.Context, name, mode string) error {
 // SystemState reads the manager's SystemState: "running", "degraded",
 // "starting", "stopping" (shutdown.target is active or queued: the system
 // is going down, whoever asked), …
+//
+// ErrNoService (wrapped) means no systemd1 service is on the bus at all
+// (not systemd as PID 1: a test bus, a container without it).
 func (s *Systemd) SystemState(ctx context.Context) (string, error) {
 	var v dbus.Variant
 	if err := s.obj.CallWithContext(ctx, "org.freedesktop.DBus.Properties.Get", 0, SystemdManager, "SystemState").Store(&v); err != nil {
+		if name, _, ok := dbusError(err); ok && (name == "org.freedesktop.DBus.Error.ServiceUnknown" || name == "org.freedesktop.DBus.Error.NameHasNoOwner") {
+			return "", fmt.Errorf("%w: %s", ErrNoService, SystemdService)
+		}
 		return "", convert(err)
 	}
 	st, ok := v.Value().(string)
@@ -340,6 +346,9 @@ func (s *Systemd) SystemState(ctx context.Context) (string, error) {
 	}
 	return st, nil
 }
+
+// ErrNoService means the service asked for is not on the bus.
+var ErrNoService = errors.New("no such service on the bus")
 
 // unreachableNames are error replies meaning "nobody is there to ask".
 var unreachableNames = map[string]bool{
