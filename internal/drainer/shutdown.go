@@ -192,8 +192,9 @@ func (d *Drainer) DrainForShutdown(ctx context.Context, action string, budget ti
 }
 
 // ErrAlreadyDrained is what DrainForSchedule returns when gnsh's cordon
-// for that very schedule already stands: the wrapper drained for it.
-var ErrAlreadyDrained = errors.New("gnsh's cordon for this scheduled shutdown already stands")
+// for that very schedule already stands and a drain under it finished
+// (its record's drained): the wrapper, or an earlier run of the agent.
+var ErrAlreadyDrained = errors.New("gnsh's cordon for this scheduled shutdown already stands, drained")
 
 // DrainForSchedule is the node agent's drain ahead of a shutdown
 // (action) that logind has scheduled for at: the same drain, lock, Events
@@ -202,9 +203,11 @@ var ErrAlreadyDrained = errors.New("gnsh's cordon for this scheduled shutdown al
 // wrapper undoes it and the agent lifts it after the boot. It ends within
 // budget, as DrainForShutdown; a drained node gets the marker, with at as
 // its Deadline, so that the shutdown guard does not drain again when logind
-// acts. If gnsh's cordon for this schedule already stands in this boot,
-// it changes nothing but the marker and returns ErrAlreadyDrained. The
-// lock is released before it returns.
+// acts. If gnsh's cordon for this schedule already stands in this boot
+// and its record says a drain under it finished, it changes nothing but
+// the marker and returns ErrAlreadyDrained; one whose drain was cut short
+// (a signal, an API failure) is drained again under that cordon. The lock
+// is released before it returns.
 func (d *Drainer) DrainForSchedule(ctx context.Context, action string, at time.Time, budget time.Duration) (*ShutdownDrain, error) {
 	at = at.UTC()
 	return d.drainWithin(ctx, action, &at, budget)
