@@ -15,8 +15,9 @@ const (
 	kubeletDown                  // pods evicted, but no kubelet to finish them
 	blocked                      // not drained within the drain timeout (PDBs, slow pods)
 	interrupted                  // SIGINT or SIGTERM
-	// drainedBefore: gnsh's cordon for this very schedule already stands
-	// (only the agent's drain ahead of a schedule looks for it).
+	// drainedBefore: gnsh's cordon for this very schedule already stands,
+	// and a drain under it finished (only the agent's drain ahead of a
+	// schedule looks for it).
 	drainedBefore
 )
 
