@@ -14,7 +14,7 @@ import (
 
 // AgentLockName is the file, in the lock directory (/run/gnsh), on which
 // the node agent holds an exclusive flock(2) for as long as it runs. The
-// wrapper probes it (AgentRunning) to tell whether anything will drain
+// wrapper probes it (AgentState) to tell whether anything will drain
 // ahead of a shutdown scheduled beyond the drain timeout; no D-Bus is
 // needed, and the lock goes with the agent's process however it ends.
 const AgentLockName = "agent.flock"
@@ -42,7 +42,7 @@ func HoldAgentLock(dir string) (*AgentLock, error) {
 	if dir == "" {
 		dir = DefaultLockDir
 	}
-	// A probe (AgentRunning, gnsh status) holds a shared lock for a few
+	// A probe (AgentState, gnsh status) holds a shared lock for a few
 	// microseconds: try again for a moment before taking the lock for
 	// another agent's.
 	var f *os.File
@@ -180,19 +180,14 @@ func probeAgentLock(dir string) (held, exists bool, state string, err error) {
 	return false, true, "", nil
 }
 
-// AgentRunning reports whether a node agent holds its lock in dir
-// (ProbeAgentLock).
-func AgentRunning(dir string) (bool, error) {
-	held, _, err := ProbeAgentLock(dir)
-	return held, err
-}
-
 // agentGuarding reports whether a node agent runs (held) and whether it
 // guards this node (an older agent, which wrote its PID but no state, is
 // taken to; a lock whose content cannot be read is not).
 func (d *Drainer) agentGuarding() (running, guarding bool) {
 	held, state, _ := AgentState(d.lockDir())
 	return held, held && (state == AgentGuarding || state == olderAgent)
-} // HoldAgentLock takes the agent's lock in this drainer's lock directory
+}
+
+// HoldAgentLock takes the agent's lock in this drainer's lock directory
 // (for gnsh agent).
 func (d *Drainer) HoldAgentLock() (*AgentLock, error) { return HoldAgentLock(d.lockDir()) }

@@ -68,15 +68,6 @@ func (r *run) noteCordon(node string) {
 	}
 }
 
-// forgetCordon removes the note if it is for the record own: that cordon
-// has been undone.
-func (d *Drainer) forgetCordon(own func(*drain.Ownership) bool) {
-	var n CordonNote
-	if d.readRunFile(CordonNoteName, &n) == nil && own(&n.Own) {
-		_ = os.Remove(filepath.Join(d.lockDir(), CordonNoteName))
-	}
-}
-
 // ReadCordonNote reads the note; an error wrapping os.ErrNotExist when
 // there is none.
 func (d *Drainer) ReadCordonNote() (CordonNote, error) {
@@ -124,7 +115,11 @@ func (d *Drainer) UndoOrphanCordon(ctx context.Context, n CordonNote) (bool, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 4*r.cfg.APITimeout.D())
 	defer cancel()
-	forget := func() { d.forgetNote(n) }
+	forget := func() {
+		d.forgetNote(func(cur CordonNote) bool {
+			return cur.PID == n.PID && cur.Start == n.Start && cur.Node == n.Node && sameRecord(&cur.Own, &n.Own)
+		})
+	}
 	if n.Own.BootID != d.bootID() {
 		forget() // of another boot (after a soft-reboot, /run stays): the uncordon after boot's
 		return false, nil
@@ -145,10 +140,11 @@ func (d *Drainer) UndoOrphanCordon(ctx context.Context, n CordonNote) (bool, err
 	return undone, err
 }
 
-// forgetNote removes the cordon note if it is still n.
-func (d *Drainer) forgetNote(n CordonNote) {
+// forgetNote removes the cordon note if it is the one match names (its
+// cordon has been undone, or no longer stands): a newer gnsh's stays.
+func (d *Drainer) forgetNote(match func(CordonNote) bool) {
 	var cur CordonNote
-	if d.readRunFile(CordonNoteName, &cur) == nil && cur.PID == n.PID && cur.Start == n.Start && cur.Node == n.Node && sameRecord(&cur.Own, &n.Own) {
+	if d.readRunFile(CordonNoteName, &cur) == nil && match(cur) {
 		_ = os.Remove(filepath.Join(d.lockDir(), CordonNoteName))
 	}
 }

@@ -185,7 +185,8 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 	} else if why != "" {
 		r.debug("%s: %s", s.node, why)
 	}
-	if o := drain.Owner(n); r.ahead && o != nil && o.When != nil && o.When.Equal(*r.own.When) && o.BootID == r.own.BootID {
+	o := drain.Owner(n) // gnsh's record of the cordon that stands, if any
+	if r.ahead && o != nil && o.When != nil && o.When.Equal(*r.own.When) && o.BootID == r.own.BootID {
 		if o.Drained != nil {
 			return drainedBefore
 		}
@@ -197,7 +198,7 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 			s.node, o.Action, o.When.Local().Format("15:04:05"))
 		return r.drain(ctx)
 	}
-	if o := drain.Owner(n); r.purpose != forMaintenance && (!n.Spec.Unschedulable || o != nil && o.BootID != r.own.BootID) {
+	if r.purpose != forMaintenance && (!n.Spec.Unschedulable || o != nil && o.BootID != r.own.BootID) {
 		// Before the cordon, or before taking over gnsh's cordon of an
 		// earlier boot (adopt): if this process is killed from here on,
 		// the node agent finds out whose cordon it was. (Any other cordon
@@ -223,7 +224,7 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 		return drained
 	case !made:
 		r.sayAlreadyCordoned(n)
-		if o := drain.Owner(n); r.purpose == forShutdown && o != nil && o.BootID == r.own.BootID && o.Drained != nil &&
+		if r.purpose == forShutdown && o != nil && o.BootID == r.own.BootID && o.Drained != nil &&
 			!r.agentDrainWait.IsZero() && !o.Drained.Before(r.agentDrainWait.Add(-time.Second)) {
 			// The node agent's drain (ahead of a schedule, or for a
 			// shutdown under way), which this command waited for, finished
@@ -510,7 +511,7 @@ func (r *run) undo(why string) {
 		r.warn("%s, but uncordoning %s failed (%v); run 'gnsh uncordon --only-if-ours' when the API server answers", why, r.sess.node, err)
 	case undone:
 		r.cordoned = false
-		r.d.forgetCordon(r.mine)
+		r.d.forgetNote(func(n CordonNote) bool { return r.mine(&n.Own) })
 		r.info("%s; %s uncordoned", why, r.sess.node)
 	}
 }
@@ -534,10 +535,7 @@ func (r *run) giveBack(why string) {
 }
 
 // mine reports whether a cordon record is the one this run wrote.
-func (r *run) mine(o *drain.Ownership) bool {
-	return o.Action == r.own.Action && o.User == r.own.User && o.TTY == r.own.TTY && o.Time.Equal(r.own.Time) &&
-		o.BootID == r.own.BootID
-}
+func (r *run) mine(o *drain.Ownership) bool { return sameRecord(&r.own, o) }
 
 func (r *run) ownership(when *time.Time) drain.Ownership {
 	w := r.d.who()

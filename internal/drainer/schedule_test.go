@@ -22,7 +22,7 @@ import (
 
 func TestAgentLock(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
-	if running, err := AgentRunning(dir); running || err != nil {
+	if running, _, err := AgentState(dir); running || err != nil {
 		t.Fatalf("no lock file: running %v, %v", running, err)
 	}
 	l, err := HoldAgentLock(dir)
@@ -36,7 +36,7 @@ func TestAgentLock(t *testing.T) {
 	if di, err := os.Lstat(dir); err != nil || di.Mode() != os.ModeDir|0o700 {
 		t.Fatalf("lock directory: %v, %v", di, err)
 	}
-	if running, err := AgentRunning(dir); !running || err != nil {
+	if running, _, err := AgentState(dir); !running || err != nil {
 		t.Fatalf("lock held: running %v, %v", running, err)
 	}
 	var ar *AgentRunningError
@@ -44,7 +44,7 @@ func TestAgentLock(t *testing.T) {
 		t.Fatalf("second agent: %v", err)
 	}
 	l.Release()
-	if running, err := AgentRunning(dir); running || err != nil {
+	if running, _, err := AgentState(dir); running || err != nil {
 		t.Fatalf("lock released: running %v, %v", running, err)
 	}
 	// The probe leaves no lock behind: the agent can take it again.
@@ -97,7 +97,7 @@ func TestAgentLockNotFollowedThroughSymlink(t *testing.T) {
 	if _, err := os.Lstat(target); !os.IsNotExist(err) {
 		t.Errorf("the symlink's target was created: %v", err)
 	}
-	if running, err := AgentRunning(dir); running || err == nil {
+	if running, _, err := AgentState(dir); running || err == nil {
 		t.Errorf("probe through a symlink: running %v, %v", running, err)
 	}
 	// Nor a lock directory that is a symlink.

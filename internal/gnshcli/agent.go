@@ -276,13 +276,7 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		}
 		return l.Release, nil
 	}
-	u.Shutdown = func(ctx context.Context) (string, error) {
-		now := time.Now
-		if env.Now != nil {
-			now = env.Now
-		}
-		return pendingShutdown(ctx, logind.SystemBusAddress(getenv), nil, cfg.DrainTimeout.D(), now())
-	}
+	u.Shutdown = func(ctx context.Context) (string, error) { return d.Relies(ctx, nil, cfg.DrainTimeout.D()) }
 	st := &agentStatus{send: notify.Status}
 	u.Status = st.uncordon
 	// A SIGINT or SIGTERM during an undo or a drain's final steps is held

@@ -113,7 +113,7 @@ func TestAgentCommand(t *testing.T) {
 		t.Fatalf("agent ended (%d) before a signal", code)
 	case <-time.After(50 * time.Millisecond):
 	}
-	if running, err := drainer.AgentRunning(lockDir); !running || err != nil {
+	if running, _, err := drainer.AgentState(lockDir); !running || err != nil {
 		t.Errorf("the wrapper does not see the agent running: %v, %v", running, err)
 	}
 	// A second agent does not start.
@@ -145,7 +145,7 @@ func TestAgentCommand(t *testing.T) {
 			t.Errorf("notify %q before STOPPING=1", m)
 		}
 	}
-	if running, err := drainer.AgentRunning(lockDir); running || err != nil {
+	if running, _, err := drainer.AgentState(lockDir); running || err != nil {
 		t.Errorf("agent lock held after the agent ended: %v, %v", running, err)
 	}
 	if l, err := drainer.Acquire(lockDir, drainer.Holder{}); err != nil {
