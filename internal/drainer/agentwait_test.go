@@ -27,16 +27,23 @@ func agentDrainer(t *testing.T, f *fakeNode, d testDrainer) testDrainer {
 func TestWrapperWaitsForAgentBookkeeping(t *testing.T) {
 	f := newFakeNode(false, nil, "web-1")
 	d := newDrainer(t, f, "")
+	w := &syncBuffer{}
+	d.Stderr = w // read while the wrapper writes
 	a := agentDrainer(t, f, d)
 	l, err := a.AcquireLock("uncordon after boot", "node1", time.Now().Add(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { time.Sleep(300 * time.Millisecond); l.Release() }()
+	go func() { // the agent is done once the wrapper waits for it
+		for !strings.Contains(w.String(), "waiting for the node agent") {
+			time.Sleep(time.Millisecond)
+		}
+		l.Release()
+	}()
 	if err := d.handOff(t, reboot(), nil); err != nil {
-		t.Fatalf("reboot while the agent uncordons: %v\n%s", err, d.stderr)
+		t.Fatalf("reboot while the agent uncordons: %v\n%s", err, w)
 	}
-	out := d.stderr.String()
+	out := w.String()
 	for _, want := range []string{"gnsh: waiting for the node agent (gnsh.service, pid ", ") to finish: uncordon after boot; at most until ",
 		"gnsh: the node agent is done (", "gnsh: drained node1 in "} {
 		if !strings.Contains(out, want) {

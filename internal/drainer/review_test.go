@@ -25,6 +25,7 @@ import (
 // it left with the process made gone.
 func killRun(t *testing.T, f *fakeNode, d testDrainer, pod string) CordonNote {
 	t.Helper()
+	before := f.Evicted(pod)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -35,7 +36,7 @@ func killRun(t *testing.T, f *fakeNode, d testDrainer, pod string) CordonNote {
 		r.lock.Release()
 	}()
 	deadline := time.Now().Add(10 * time.Second)
-	for f.Evicted(pod) == 0 {
+	for f.Evicted(pod) == before {
 		if time.Now().After(deadline) {
 			t.Fatal("the drain did not start")
 		}
@@ -149,21 +150,7 @@ func TestOrphanUndoKeepsAnotherNote(t *testing.T) {
 	}
 	d2 := newDrainer(t, f, "")
 	d2.LockDir, d2.Who = d.LockDir, Requester{User: "bob", TTY: "pts/9"}
-	before := f.Evicted("web-1")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r := newRun(d2.Drainer, forShutdown, "reboot")
-		_ = r.loadConfig(nil)
-		r.attempt(ctx, nil)
-		r.lock.Release()
-	}()
-	for deadline := time.Now().Add(10 * time.Second); f.Evicted("web-1") == before && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	<-done
+	killRun(t, f, d2, "web-1") // B, killed too
 	a := agentDrainer(t, f, d)
 	a.Relies = nothingRelies
 	if undone, err := a.UndoOrphanCordon(context.Background(), noteA); undone || err != nil {
@@ -282,7 +269,12 @@ func TestCancelWaitsForTheAgent(t *testing.T) {
 	c.LockDir = d.LockDir
 	out := &syncBuffer{}
 	c.Stderr = out
-	go func() { time.Sleep(300 * time.Millisecond); cancel() }() // the agent sees the cancel
+	go func() { // the agent sees the cancel while shutdown -c waits for it
+		for !strings.Contains(out.String(), "waiting for the node agent") {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
 	if err := c.handOff(t, cancelReq(), nil); err != nil {
 		t.Fatal(err)
 	}
