@@ -291,15 +291,13 @@ func (u *Uncordoner) Run(ctx context.Context) (Result, error) {
 	}
 }
 
-// sleep waits for d on the clock; false if ctx ended first.
-func (u *Uncordoner) sleep(ctx context.Context, d time.Duration) bool {
+// sleep waits for d on the clock, or until ctx ends.
+func (u *Uncordoner) sleep(ctx context.Context, d time.Duration) {
 	t := u.clock().NewTimer(d)
 	select {
 	case <-ctx.Done():
 		t.Stop()
-		return false
 	case <-t.C():
-		return true
 	}
 }
 
@@ -345,8 +343,7 @@ func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bo
 		// Only now: before the kubelet has reported in this boot, the
 		// Node may still show this machine's IDs of before (a reimage).
 		if err := u.Check(n); err != nil {
-			return Result{Node: node, Why: "waiting for " + node + " to be this machine: " + err.Error() +
-				"; nothing is uncordoned (set node in /etc/gnsh/config.yaml, or --node, to this machine's Node name)"}, false, nil
+			return notThisMachine(node, err), false, nil
 		}
 	}
 	if o := drain.Owner(n); o == nil || !isShutdown(o.Action) {
@@ -391,7 +388,7 @@ func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bo
 	undone, err := drain.Uncordon(uctx, c, node, only, u.Check)
 	unlock() // the Event needs no lock: a drain may start now
 	if errors.As(err, new(*kube.OtherMachineError)) {
-		return Result{Node: node, Why: "waiting for " + node + " to be this machine: " + err.Error()}, false, nil
+		return notThisMachine(node, err), false, nil
 	}
 	if err != nil {
 		return Result{}, false, err
@@ -416,6 +413,13 @@ func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bo
 		o = drain.Owner(n)
 	}
 	return u.left(node, n, o, bootID, boot), true, nil
+}
+
+// notThisMachine is the wait while Check says the Node is another
+// machine's (err): nothing of it is touched.
+func notThisMachine(node string, err error) Result {
+	return Result{Node: node, Why: "waiting for " + node + " to be this machine: " + err.Error() +
+		"; nothing is uncordoned (set node in /etc/gnsh/config.yaml, or --node, to this machine's Node name)"}
 }
 
 // left explains why nothing was uncordoned.
