@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gnsh/gnsh/internal/legacy"
@@ -53,6 +54,64 @@ type Config struct {
 	// Debug prints debug lines (such as "no kubeconfig: not a Kubernetes
 	// node") on stderr.
 	Debug bool `json:"debug"`
+	// Slots is the cluster-level gate: how many nodes may be out at once.
+	Slots Slots `json:"slots"`
+}
+
+// Gate modes of Slots.Gate.
+const (
+	GateOff      = "off"      // no gate: each node reboots when asked
+	GateOptional = "optional" // the gate when it can be reached; else go on, with a warning
+	GateRequired = "required" // no reboot without a slot (unless --no-drain or -f)
+)
+
+// Slots configures the reboot slots: a node drains and goes down only
+// with a slot, taken in one compare-and-swap write of a Lease that every
+// node shares. Every node must carry the same limits (the Ansible role
+// writes the same file everywhere).
+type Slots struct {
+	// Gate is off, optional (default) or required.
+	Gate string `json:"gate"`
+	// MaxUnavailable is the cluster-wide limit: nodes out at once,
+	// counting slot holders and every node that is NotReady, cordoned or
+	// being deleted. Default 1.
+	MaxUnavailable int `json:"maxUnavailable"`
+	// Pools add a limit for the nodes their label selector matches; a
+	// node in several pools obeys each. Control-plane nodes
+	// (node-role.kubernetes.io/control-plane) are always a pool of limit
+	// 1 with an etcd quorum guard.
+	Pools []Pool `json:"pools"`
+	// Namespace and Lease name the Lease holding the slots.
+	Namespace string `json:"namespace"`
+	Lease     string `json:"lease"`
+	// Wait bounds how long a shutdown waits for a slot before it is
+	// refused; unset = drainTimeout.
+	Wait *Duration `json:"wait"`
+	// Settle is how long a node must stay Ready (and schedulable) after
+	// its reboot before its slot is freed.
+	Settle Duration `json:"settle"`
+	// WarnAfter: a slot held longer than this posts a Warning Event on
+	// the holder's Node (it is never freed for it).
+	WarnAfter Duration `json:"warnAfter"`
+	// Renew is how often a holder or a waiter renews its entry; one that
+	// stops for 3 periods is seen as gone.
+	Renew Duration `json:"renew"`
+}
+
+// Pool is a set of nodes with a limit of its own.
+type Pool struct {
+	Name           string `json:"name"`
+	Selector       string `json:"selector"` // a label selector: "pool=gpu", "zone in (a,b)"
+	MaxUnavailable int    `json:"maxUnavailable"`
+}
+
+// SlotWait is how long a shutdown waits for a slot: slots.wait, else
+// drainTimeout.
+func (c Config) SlotWait() time.Duration {
+	if c.Slots.Wait != nil {
+		return c.Slots.Wait.D()
+	}
+	return c.DrainTimeout.D()
 }
 
 // Default returns the configuration used when the file or a key is absent.
@@ -64,6 +123,15 @@ func Default() Config {
 		UnreachableAfter:   Duration(10 * time.Second),
 		ForceCordonTimeout: Duration(3 * time.Second),
 		Events:             true,
+		Slots: Slots{
+			Gate:           GateOptional,
+			MaxUnavailable: 1,
+			Namespace:      "gnsh",
+			Lease:          "reboot-slots",
+			Settle:         Duration(30 * time.Second),
+			WarnAfter:      Duration(30 * time.Minute),
+			Renew:          Duration(10 * time.Second),
+		},
 	}
 }
 
@@ -116,7 +184,57 @@ func Parse(b []byte) (Config, error) {
 	if c.PodGracePeriod != nil && *c.PodGracePeriod < 0 {
 		return Default(), errors.New("podGracePeriod must be 0 or more seconds (leave it out for each pod's own)")
 	}
+	if err := c.Slots.check(); err != nil {
+		return Default(), err
+	}
 	return c, nil
+}
+
+// check validates the slots section: one line naming the key and the fix.
+func (s *Slots) check() error {
+	switch s.Gate {
+	case GateOff, GateOptional, GateRequired:
+	default:
+		return fmt.Errorf("slots.gate: %q: use off, optional or required", s.Gate)
+	}
+	if s.MaxUnavailable < 1 {
+		return errors.New("slots.maxUnavailable must be 1 or more (slots.gate: off turns the gate off)")
+	}
+	if !dnsLabel(s.Namespace) || !dnsSubdomain(s.Lease) {
+		return fmt.Errorf("slots.namespace %q / slots.lease %q: use Kubernetes names (lower case letters, digits, '-')", s.Namespace, s.Lease)
+	}
+	if s.Renew.D() < time.Second {
+		return errors.New("slots.renew must be 1s or more")
+	}
+	seen := map[string]bool{}
+	for i, p := range s.Pools {
+		switch {
+		case p.Name == "" || seen[p.Name]:
+			return fmt.Errorf("slots.pools[%d]: each pool needs a name of its own", i)
+		case p.MaxUnavailable < 1:
+			return fmt.Errorf("slots.pools %s: maxUnavailable must be 1 or more", p.Name)
+		}
+		seen[p.Name] = true
+		if _, err := labels.Parse(p.Selector); err != nil || strings.TrimSpace(p.Selector) == "" {
+			return fmt.Errorf("slots.pools %s: selector %q is not a label selector (such as \"pool=gpu\")", p.Name, p.Selector)
+		}
+	}
+	return nil
+}
+
+func dnsLabel(s string) bool { return len(s) <= 63 && dnsSubdomain(s) && !strings.Contains(s, ".") }
+
+func dnsSubdomain(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for i, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || (r == '-' || r == '.') && i > 0 && i < len(s)-1
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // tidy shortens sigs.k8s.io/yaml's errors to what an admin needs.

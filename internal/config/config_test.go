@@ -19,7 +19,7 @@ func write(t *testing.T, s string) string {
 
 func TestLoad(t *testing.T) {
 	c, err := Load(filepath.Join(t.TempDir(), "absent.yaml"))
-	if err != nil || c != Default() {
+	if err != nil || !reflect.DeepEqual(c, Default()) {
 		t.Fatalf("absent file: %+v %v", c, err)
 	}
 	c, err = Load(write(t, "node: worker-3\ndrainTimeout: 90s\nforceDrain: true\napiTimeout: 2\npodGracePeriod: 0\nevents: false\n"))
@@ -32,6 +32,25 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+func TestLoadSlots(t *testing.T) {
+	c, err := Load(write(t, "drainTimeout: 7m\nslots:\n  gate: required\n  maxUnavailable: 3\n  settle: 45s\n  pools:\n  - name: gpu\n    selector: pool=gpu\n    maxUnavailable: 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Slots
+	if s.Gate != GateRequired || s.MaxUnavailable != 3 || s.Settle.D() != 45*time.Second || len(s.Pools) != 1 ||
+		s.Pools[0] != (Pool{Name: "gpu", Selector: "pool=gpu", MaxUnavailable: 1}) || s.Lease != "reboot-slots" || s.Namespace != "gnsh" {
+		t.Fatalf("%+v", s)
+	}
+	if c.SlotWait() != 7*time.Minute {
+		t.Fatalf("slot wait %s, want drainTimeout", c.SlotWait())
+	}
+	c, err = Load(write(t, "slots:\n  wait: 2m\n"))
+	if err != nil || c.SlotWait() != 2*time.Minute {
+		t.Fatalf("%v %s", err, c.SlotWait())
+	}
+}
+
 func TestLoadErrors(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
 		{"drian: false\n", `unknown key "drian"`},
@@ -40,6 +59,15 @@ func TestLoadErrors(t *testing.T) {
 		{"podGracePeriod: -1\n", "podGracePeriod must be 0 or more"},
 		{"drain: [\n", "yaml"},
 		{"drainTimeout: 1m\ndrainTimeout: 2m\n", `: yaml: unmarshal errors: line 2: key "drainTimeout" already set in map`},
+		{"slots:\n  gate: maybe\n", `slots.gate: "maybe": use off, optional or required`},
+		{"slots:\n  maxUnavailable: 0\n", "slots.maxUnavailable must be 1 or more"},
+		{"slots:\n  lease: Reboot_Slots\n", "use Kubernetes names"},
+		{"slots:\n  renew: 1ms\n", "slots.renew must be 1s or more"},
+		{"slots:\n  pools:\n  - name: a\n    selector: 'pool in (x'\n    maxUnavailable: 1\n", "slots.pools a: selector"},
+		{"slots:\n  pools:\n  - name: a\n    selector: ''\n    maxUnavailable: 1\n", "slots.pools a: selector"},
+		{"slots:\n  pools:\n  - name: a\n    selector: p=1\n    maxUnavailable: 0\n", "slots.pools a: maxUnavailable must be 1 or more"},
+		{"slots:\n  pools:\n  - {name: a, selector: p=1, maxUnavailable: 1}\n  - {name: a, selector: p=2, maxUnavailable: 1}\n", "needs a name of its own"},
+		{"slots:\n  gaet: off\n", `unknown key "gaet"`},
 	} {
 		p := write(t, c.yaml)
 		_, err := Load(p)
@@ -52,7 +80,7 @@ func TestLoadErrors(t *testing.T) {
 // The shipped example documents every key with its default value.
 func TestExampleIsTheDefault(t *testing.T) {
 	c, err := Load("../../install/gnsh/config.yaml")
-	if err != nil || c != Default() {
+	if err != nil || !reflect.DeepEqual(c, Default()) {
 		t.Fatalf("%+v %v", c, err)
 	}
 	example, _ := os.ReadFile("../../install/gnsh/config.yaml")
@@ -80,7 +108,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Parse(b)
 		if err != nil {
-			if c != Default() || strings.Contains(err.Error(), "\n") {
+			if !reflect.DeepEqual(c, Default()) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("error %q with %+v", err, c)
 			}
 			return
@@ -92,6 +120,9 @@ func FuzzParse(f *testing.F) {
 		}
 		if c.PodGracePeriod != nil && *c.PodGracePeriod < 0 {
 			t.Fatalf("negative grace in %+v", c)
+		}
+		if c.Slots.MaxUnavailable < 1 || c.Slots.Renew.D() < time.Second || c.SlotWait() <= 0 {
+			t.Fatalf("slots out of range in %+v", c.Slots)
 		}
 	})
 }

@@ -16,7 +16,8 @@
 #   GNSH_K8S_BIN   directory with the binaries (default: run build.sh)
 #   CP_NODES       node identities to create at start (default "node1")
 #   CP_KWOK=1      also run kwok for Nodes annotated kwok.x-k8s.io/node=fake
-#   CP_AUDIT=1     audit log of every request at level Metadata (JSON lines,
+#   CP_AUDIT=1     audit log of every request at level Metadata (writes of
+#                  Leases in namespace gnsh at RequestResponse) (JSON lines,
 #                  stage RequestReceived omitted, blocking mode: none lost)
 #                  in DIR/logs/audit.log (rotated at 1 GB to audit-*.log)
 #   CP_TIMEOUT     seconds to wait for readiness (default 60)
@@ -190,8 +191,12 @@ try_start() {
 	rm -rf "$D/etcd"
 	set --
 	if [ "${CP_AUDIT:-0}" = 1 ]; then
+		# Writes of gnsh's slots Lease with their answers (the record each
+		# version holds); every other request at level Metadata.
 		printf '%s\n' "apiVersion: audit.k8s.io/v1" "kind: Policy" "omitStages: [RequestReceived]" \
-			"rules:" "- level: Metadata" >"$D/audit-policy.yaml"
+			"rules:" "- level: RequestResponse" "  namespaces: [gnsh]" "  verbs: [create, update, patch, delete]" \
+			"  resources: [{group: coordination.k8s.io, resources: [leases]}]" \
+			"- level: Metadata" >"$D/audit-policy.yaml"
 		rm -f "$D"/logs/audit*.log
 		set -- --audit-policy-file="$D/audit-policy.yaml" --audit-log-path="$D/logs/audit.log" \
 			--audit-log-format=json --audit-log-mode=blocking --audit-log-maxsize=1024

@@ -130,7 +130,34 @@ type Rule struct {
 	hits     atomic.Int64
 	released chan struct{} // closed by Remove: hung requests go on
 	once     sync.Once
+	// every: the rule decides only each every-th matching request (the
+	// others pass, after delay); 0 or 1 = each.
+	every   int64
+	seen    atomic.Int64
+	delay   time.Duration
+	delayed atomic.Int64
 }
+
+// Every makes the rule decide only every n-th request it matches (the
+// n-th, 2n-th, …); the others pass through. It returns r.
+func (r *Rule) Every(n int) *Rule {
+	r.p.mu.Lock()
+	r.every = int64(n)
+	r.p.mu.Unlock()
+	return r
+}
+
+// Delay holds each matching request the rule does not fail for d before
+// passing it on (a slow API server, or a slow network). It returns r.
+func (r *Rule) Delay(d time.Duration) *Rule {
+	r.p.mu.Lock()
+	r.delay = d
+	r.p.mu.Unlock()
+	return r
+}
+
+// Delayed is how many requests the rule delayed.
+func (r *Rule) Delayed() int { return int(r.delayed.Load()) }
 
 // ForControlPlane starts a proxy in front of cp, with cp's serving
 // certificate and CA and its admin certificate as impersonator, and
@@ -377,6 +404,21 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.mu.Unlock()
 	}()
 	if rule != nil {
+		p.mu.Lock()
+		every, delay := rule.every, rule.delay
+		p.mu.Unlock()
+		if n := rule.seen.Add(1); every > 1 && n%every != 0 {
+			if delay > 0 {
+				rule.delayed.Add(1)
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(delay):
+				}
+			}
+			p.pass(rec, r)
+			return
+		}
 		rule.hits.Add(1)
 		switch rule.action {
 		case Fail:

@@ -1,0 +1,424 @@
+package slots
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// ControlPlaneLabel marks control-plane nodes (kubeadm's and most
+// installers'): at most one of them is out at once, and only while etcd
+// keeps its quorum.
+const ControlPlaneLabel = "node-role.kubernetes.io/control-plane"
+
+// NodeState is what the rules need of a Node.
+type NodeState struct {
+	Name          string
+	UID           types.UID
+	Labels        map[string]string
+	Ready         bool // condition Ready is True
+	Unschedulable bool // cordoned, by anyone
+	Deleting      bool // deletionTimestamp set
+	Boot          string
+	ControlPlane  bool
+}
+
+// StateOf reads a Node.
+func StateOf(n *corev1.Node) NodeState {
+	s := NodeState{Name: n.Name, UID: n.UID, Labels: n.Labels, Unschedulable: n.Spec.Unschedulable,
+		Deleting: n.DeletionTimestamp != nil, Boot: n.Status.NodeInfo.BootID}
+	_, s.ControlPlane = n.Labels[ControlPlaneLabel]
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			s.Ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	return s
+}
+
+// out says why a node counts as out, "" if it does not.
+func (n NodeState) out() string {
+	var why []string
+	if !n.Ready {
+		why = append(why, "NotReady")
+	}
+	if n.Unschedulable {
+		why = append(why, "cordoned")
+	}
+	if n.Deleting {
+		why = append(why, "being deleted")
+	}
+	return strings.Join(why, ", ")
+}
+
+// Member is an etcd member seen as its static pod (etcd-NODE in
+// kube-system).
+type Member struct {
+	Pod   string
+	Node  string
+	Ready bool
+}
+
+// Pool is a set of nodes with a limit.
+type Pool struct {
+	Name     string
+	Selector labels.Selector
+	Max      int
+}
+
+// Limits are the gate's limits.
+type Limits struct {
+	Max   int // cluster-wide
+	Pools []Pool
+	// Settle is how long a node back on a new boot must have been Ready
+	// and schedulable before its slot is freed without its agent.
+	Settle time.Duration
+}
+
+// World is the cluster as one decision sees it.
+type World struct {
+	Nodes map[string]NodeState
+	// Etcd lists the etcd members, when their pods could be read
+	// (EtcdKnown); a cluster whose etcd runs elsewhere has none.
+	Etcd      []Member
+	EtcdKnown bool
+}
+
+// Observations are what this process saw of the record over time
+// (tracker.go): the rules that free a slot or drop a waiter depend on how
+// long something has lasted, measured here.
+type Observations interface {
+	// Silent is how long e's Beat has not changed.
+	Silent(e Entry) time.Duration
+	// Settled is how long e's node has been up on another boot than
+	// e.Boot, Ready, schedulable (unless e.WasUnschedulable) and, for a
+	// control-plane node, with its etcd member Ready; 0 if it is not now.
+	Settled(e Entry) time.Duration
+}
+
+// Ask is one node asking for a slot.
+type Ask struct {
+	Entry       Entry // Node, UID, Boot, Action, Who, Since, Renew, WasUnschedulable
+	ForceQuorum bool  // --force-quorum: the etcd quorum does not hold it back
+	// Ticket (HasTicket) is the place it was given before: a waiter that
+	// others dropped (its renewals late, not stopped) comes back in it.
+	Ticket    int64
+	HasTicket bool
+}
+
+// Out is a node that counts against a limit, and why.
+type Out struct {
+	Node string
+	Why  string
+}
+
+// Block is a limit that holds a node back.
+type Block struct {
+	Limit string // "cluster", "pool gpu", "control plane", "etcd quorum", "queue"
+	Max   int
+	Out   []Out
+}
+
+func (b Block) String() string {
+	var s []string
+	for _, o := range b.Out {
+		s = append(s, o.Node+" ("+o.Why+")")
+	}
+	switch b.Limit {
+	case LimitQuorum:
+		return "etcd would lose its quorum: " + strings.Join(s, ", ")
+	case LimitQueue:
+		return "earlier in the queue: " + strings.Join(s, ", ")
+	}
+	return fmt.Sprintf("%s limit %d: %s", b.Limit, b.Max, strings.Join(s, ", "))
+}
+
+// Names of limits that are not pools.
+const (
+	LimitCluster      = "cluster"
+	LimitControlPlane = "control plane"
+	LimitQuorum       = "etcd quorum"
+	LimitQueue        = "queue"
+)
+
+// Freed is a holder whose slot the rules free, or a waiter they drop.
+type Freed struct {
+	Entry Entry
+	Why   string
+}
+
+// Verdict is the outcome of one decision.
+type Verdict struct {
+	Admitted bool
+	// Already: the node held a slot before this decision (asked again).
+	Already bool
+	Record  Record // the record to write when Changed
+	Changed bool
+	Self    Entry   // this node's entry in Record
+	Blocks  []Block // why it waits (not Admitted)
+	Place   int     // its place among the waiters, from 1 (not Admitted)
+	// Reclaimed are holders freed, Dropped waiters dropped, by this
+	// decision; Gone lists those freed or dropped because their Node is
+	// gone (a caller confirms that with a fresh read before writing).
+	Reclaimed []Freed
+	Dropped   []Freed
+	// QuorumWarning: the node is a control-plane node of an etcd of one or
+	// two members, which loses its quorum whatever the order.
+	QuorumWarning string
+}
+
+// Decide is the gate's rule: from the record, the cluster and what this
+// process observed, whether a's node may take a slot now, and the record
+// that says so (a holder entry), or that it waits (a waiter entry, in
+// arrival order). Stale entries are freed first. It changes nothing it is
+// given.
+func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
+	v := Verdict{Record: rec.clone()}
+	v.Record.Version = Schema
+	v.reclaim(w, lim, obs)
+	me := a.Entry
+
+	// Asked again: the node holds a slot (two admins, a retried task, or
+	// the node rebooted and asks before its agent freed the slot).
+	if h, ok := v.Record.Holder(me.Node); ok && h.UID == me.UID {
+		v.Admitted, v.Already = true, true
+		if h.Boot != me.Boot {
+			h.Boot, h.Phase, h.Beat, h.Action, h.Who, h.Since, h.Renew = me.Boot, Admitted, 0, me.Action, me.Who, me.Since, me.Renew
+			h.WasUnschedulable = me.WasUnschedulable
+			v.Record.Holders = append(without(v.Record.Holders, me.Node), h)
+		}
+		v.Record.Waiters = without(v.Record.Waiters, me.Node)
+		v.Self = h
+		v.finish(rec)
+		return v
+	}
+	if ws, ok := v.Record.Waiter(me.Node); ok && ws.UID == me.UID && ws.Boot == me.Boot {
+		me.Ticket, me.Beat, me.Since = ws.Ticket, ws.Beat, ws.Since
+	} else if a.HasTicket && a.Ticket < v.Record.Next {
+		me.Ticket = a.Ticket
+	} else {
+		me.Ticket = v.Record.Next
+		v.Record.Next++
+	}
+	v.Record.Waiters = without(v.Record.Waiters, me.Node)
+
+	self, ok := w.Nodes[me.Node]
+	if !ok { // the caller read its own Node; a world without it is a bug
+		self = NodeState{Name: me.Node, UID: me.UID}
+	}
+	held := holdersOut(v.Record.Holders)
+	// Earlier waiters that fit go first: this node takes a slot only if it
+	// fits beside them (first fit in arrival order).
+	sim := maps(held)
+	var ahead []Out
+	for _, e := range v.Record.Waiters {
+		if e.Ticket >= me.Ticket {
+			break
+		}
+		n, ok := w.Nodes[e.Node]
+		if !ok {
+			continue
+		}
+		if len(blocks(n, sim, w, lim, false)) == 0 {
+			sim[e.Node] = "waiting before it"
+			ahead = append(ahead, Out{Node: e.Node, Why: "waiting since " + e.Since.Local().Format("15:04:05")})
+		}
+	}
+	bs := blocks(self, sim, w, lim, a.ForceQuorum)
+	if len(bs) == 0 {
+		v.Admitted = true
+		me.Phase, me.Beat = Admitted, 0
+		v.Record.Holders = append(v.Record.Holders, me)
+		v.Self = me
+		v.QuorumWarning = quorumWarning(self, w)
+		v.finish(rec)
+		return v
+	}
+	if len(blocks(self, held, w, lim, a.ForceQuorum)) == 0 {
+		bs = []Block{{Limit: LimitQueue, Out: ahead}}
+	}
+	v.Blocks = bs
+	me.Phase = ""
+	v.Record.Waiters = append(v.Record.Waiters, me)
+	v.Self = me
+	v.finish(rec)
+	for i, e := range v.Record.Waiters {
+		if e.Node == me.Node {
+			v.Place = i + 1
+		}
+	}
+	return v
+}
+
+func (v *Verdict) finish(old Record) {
+	v.Record.sort()
+	v.Changed = !v.Record.Equal(old)
+}
+
+// reclaim frees the slots of holders that are gone, back and settled
+// without their agent's release, or whose shutdown was given up, and drops
+// waiters that are gone. A holder whose node is down (NotReady) keeps its
+// slot whatever the time.
+func (v *Verdict) reclaim(w World, lim Limits, obs Observations) {
+	keep := v.Record.Holders[:0:0]
+	for _, h := range v.Record.Holders {
+		if why := freeWhy(h, w, lim.Settle, obs); why != "" {
+			v.Reclaimed = append(v.Reclaimed, Freed{h, why})
+			continue
+		}
+		keep = append(keep, h)
+	}
+	v.Record.Holders = keep
+	waiting := v.Record.Waiters[:0:0]
+	for _, e := range v.Record.Waiters {
+		n, ok := w.Nodes[e.Node]
+		switch {
+		case !ok || n.UID != e.UID:
+			v.Dropped = append(v.Dropped, Freed{e, WhyGone})
+		case obs.Silent(e) >= 3*e.renewPeriod():
+			v.Dropped = append(v.Dropped, Freed{e, fmt.Sprintf("its waiter stopped renewing %s ago", obs.Silent(e).Round(time.Second))})
+		default:
+			waiting = append(waiting, e)
+		}
+	}
+	v.Record.Waiters = waiting
+}
+
+// WhyGone is why the entry of a node whose Node is gone is freed.
+const WhyGone = "its Node is gone"
+
+// freeWhy says why h's slot is free, "" if it is not.
+func freeWhy(h Entry, w World, settle time.Duration, obs Observations) string {
+	n, ok := w.Nodes[h.Node]
+	switch {
+	case !ok || n.UID != h.UID:
+		return WhyGone
+	case !n.Ready:
+		return "" // down: it counts, however long
+	case n.Boot != h.Boot:
+		if d := obs.Settled(h); d > 0 && d >= settle {
+			return fmt.Sprintf("it is back on a new boot, Ready and schedulable for %s, and its node agent did not free the slot", d.Round(time.Second))
+		}
+	case obs.Silent(h) >= 3*h.renewPeriod():
+		return fmt.Sprintf("its shutdown was given up: the same boot, Ready, and no renewal for %s", obs.Silent(h).Round(time.Second))
+	}
+	return ""
+}
+
+// holdersOut maps each holder to why it counts.
+func holdersOut(hs []Entry) map[string]string {
+	m := make(map[string]string, len(hs))
+	for _, h := range hs {
+		m[h.Node] = "holds a slot: " + string(h.Phase) + " since " + h.Since.Local().Format("15:04:05")
+		if h.Who != "" {
+			m[h.Node] += ", " + h.Action + " by " + h.Who
+		}
+	}
+	return m
+}
+
+func maps(m map[string]string) map[string]string {
+	c := make(map[string]string, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+// blocks lists the limits that hold n back, with held (node → why) taking
+// slots: the cluster's, each pool's n is in, the control plane's and etcd's
+// quorum. Each counts the held nodes in its scope and the scope's other
+// nodes that are out (NotReady, cordoned, being deleted), plus n.
+func blocks(n NodeState, held map[string]string, w World, lim Limits, forceQuorum bool) []Block {
+	var bs []Block
+	check := func(name string, max int, in func(NodeState) bool) {
+		var out []Out
+		seen := map[string]bool{n.Name: true}
+		for node, why := range held {
+			s, known := w.Nodes[node]
+			if seen[node] || known && !in(s) || !known && name != LimitCluster {
+				continue
+			}
+			seen[node] = true
+			out = append(out, Out{node, why})
+		}
+		for _, s := range w.Nodes {
+			if seen[s.Name] || !in(s) {
+				continue
+			}
+			if why := s.out(); why != "" {
+				seen[s.Name] = true
+				out = append(out, Out{s.Name, why})
+			}
+		}
+		if len(out)+1 > max {
+			slices.SortFunc(out, func(a, b Out) int { return strings.Compare(a.Node, b.Node) })
+			bs = append(bs, Block{Limit: name, Max: max, Out: out})
+		}
+	}
+	check(LimitCluster, lim.Max, func(NodeState) bool { return true })
+	for _, p := range lim.Pools {
+		if p.Selector.Matches(labels.Set(n.Labels)) {
+			check("pool "+p.Name, p.Max, func(s NodeState) bool { return p.Selector.Matches(labels.Set(s.Labels)) })
+		}
+	}
+	if n.ControlPlane {
+		check(LimitControlPlane, 1, func(s NodeState) bool { return s.ControlPlane })
+		if !forceQuorum {
+			if b, ok := quorum(n, held, w); !ok {
+				bs = append(bs, b)
+			}
+		}
+	}
+	return bs
+}
+
+// quorum checks that etcd keeps a majority with n down besides the held
+// nodes: its members that remain (each Ready, not on n, not on a held node)
+// must be more than half of all. With one or two members no majority can
+// be kept and it does not hold n back (quorumWarning says so).
+func quorum(n NodeState, held map[string]string, w World) (Block, bool) {
+	total := len(w.Etcd)
+	if !w.EtcdKnown || total < 3 {
+		return Block{}, true
+	}
+	var down []Out
+	for _, m := range w.Etcd {
+		switch _, h := held[m.Node]; {
+		case m.Node == n.Name:
+		case !m.Ready:
+			down = append(down, Out{m.Pod, "not Ready"})
+		case h:
+			down = append(down, Out{m.Pod, "its node " + m.Node + " holds a slot"})
+		}
+	}
+	remain := total - len(down)
+	for _, m := range w.Etcd {
+		if m.Node == n.Name {
+			remain--
+		}
+	}
+	if remain > total/2 {
+		return Block{}, true
+	}
+	return Block{Limit: LimitQuorum, Max: total, Out: down}, false
+}
+
+// quorumWarning is the warning for a control-plane node of an etcd that
+// cannot keep a majority without it.
+func quorumWarning(n NodeState, w World) string {
+	if !n.ControlPlane || !w.EtcdKnown || len(w.Etcd) == 0 || len(w.Etcd) >= 3 {
+		return ""
+	}
+	for _, m := range w.Etcd {
+		if m.Node == n.Name {
+			return fmt.Sprintf("etcd has %d member(s), one of them on %s: it is unavailable until %s is back", len(w.Etcd), n.Name, n.Name)
+		}
+	}
+	return ""
+}

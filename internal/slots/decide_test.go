@@ -1,0 +1,267 @@
+package slots
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func node(name string, mods ...func(*NodeState)) NodeState {
+	n := NodeState{Name: name, UID: types.UID("uid-" + name), Ready: true, Boot: "boot-" + name, Labels: map[string]string{}}
+	for _, m := range mods {
+		m(&n)
+	}
+	return n
+}
+
+func notReady(n *NodeState) { n.Ready = false }
+func cordoned(n *NodeState) { n.Unschedulable = true }
+func cp(n *NodeState)       { n.ControlPlane = true; n.Labels[ControlPlaneLabel] = "" }
+func label(k, v string) func(*NodeState) {
+	return func(n *NodeState) { n.Labels[k] = v }
+}
+func rebooted(n *NodeState) { n.Boot += "-2" }
+
+func world(ns ...NodeState) World {
+	w := World{Nodes: map[string]NodeState{}}
+	for _, n := range ns {
+		w.Nodes[n.Name] = n
+	}
+	return w
+}
+
+func ask(n string) Ask {
+	return Ask{Entry: Entry{Node: n, UID: types.UID("uid-" + n), Boot: "boot-" + n, Action: "reboot", Who: "root", Renew: 10}}
+}
+
+func holder(n string, ticket int64) Entry {
+	return Entry{Node: n, UID: types.UID("uid-" + n), Boot: "boot-" + n, Ticket: ticket, Phase: Draining, Renew: 10}
+}
+
+// still: nothing lasted (a process that just started).
+type still struct{}
+
+func (still) Silent(Entry) time.Duration  { return 0 }
+func (still) Settled(Entry) time.Duration { return 0 }
+
+var one = Limits{Max: 1, Settle: 30 * time.Second}
+
+func names(bs []Block) string {
+	var s []string
+	for _, b := range bs {
+		s = append(s, b.String())
+	}
+	return strings.Join(s, "; ")
+}
+
+func TestDecideFreeSlot(t *testing.T) {
+	v := Decide(Record{}, world(node("a"), node("b")), one, still{}, ask("a"))
+	if !v.Admitted || v.Already || !v.Changed || len(v.Record.Holders) != 1 || v.Record.Holders[0].Phase != Admitted || v.Record.Next != 1 {
+		t.Fatalf("%+v", v)
+	}
+	// Asking again is the same slot, and changes nothing.
+	v2 := Decide(v.Record, world(node("a"), node("b")), one, still{}, ask("a"))
+	if !v2.Admitted || !v2.Already || v2.Changed {
+		t.Fatalf("again: %+v", v2)
+	}
+}
+
+func TestDecideCountsHoldersAndNodesOut(t *testing.T) {
+	lim := Limits{Max: 2}
+	rec := Record{Next: 5, Holders: []Entry{holder("a", 1)}}
+	// a holds a slot and is cordoned (counted once); c is NotReady: b waits.
+	v := Decide(rec, world(node("a", cordoned), node("b"), node("c", notReady)), lim, still{}, ask("b"))
+	if v.Admitted || v.Place != 1 || !v.Changed || len(v.Record.Waiters) != 1 || v.Record.Waiters[0].Ticket != 5 {
+		t.Fatalf("%+v", v)
+	}
+	if got := names(v.Blocks); !strings.Contains(got, "cluster limit 2: a (holds a slot") || !strings.Contains(got, "c (NotReady)") {
+		t.Fatalf("blocks: %s", got)
+	}
+	// An admin's cordon counts too.
+	v = Decide(Record{}, world(node("a", cordoned), node("b")), one, still{}, ask("b"))
+	if v.Admitted || names(v.Blocks) != "cluster limit 1: a (cordoned)" {
+		t.Fatalf("%+v", v)
+	}
+	// The asking node's own cordon does not count twice.
+	v = Decide(Record{}, world(node("a"), node("b", cordoned)), one, still{}, ask("b"))
+	if !v.Admitted {
+		t.Fatalf("%+v", v)
+	}
+}
+
+func TestDecidePools(t *testing.T) {
+	lim := Limits{Max: 3, Pools: []Pool{{Name: "x", Selector: labels.SelectorFromSet(labels.Set{"pool": "x"}), Max: 2}}}
+	x := label("pool", "x")
+	y := label("pool", "y")
+	w := world(node("x1", x), node("x2", x), node("x3", x), node("y1", y))
+	var rec Record
+	var admitted []string
+	for _, n := range []string{"x1", "x2", "x3", "y1"} {
+		v := Decide(rec, w, lim, still{}, ask(n))
+		rec = v.Record
+		if v.Admitted {
+			admitted = append(admitted, n)
+		} else if n != "x3" || !strings.Contains(names(v.Blocks), "pool x limit 2") {
+			t.Fatalf("%s: %s", n, names(v.Blocks))
+		}
+	}
+	if strings.Join(admitted, ",") != "x1,x2,y1" {
+		t.Fatalf("admitted %v", admitted)
+	}
+}
+
+func TestDecideFirstFitInArrivalOrder(t *testing.T) {
+	lim := Limits{Max: 2, Pools: []Pool{{Name: "x", Selector: labels.SelectorFromSet(labels.Set{"pool": "x"}), Max: 1}}}
+	x := label("pool", "x")
+	w := world(node("x1", x), node("x2", x), node("y1"), node("y2"))
+	rec := Record{Next: 3, Holders: []Entry{holder("x1", 0)}, Waiters: []Entry{{Node: "x2", UID: "uid-x2", Boot: "boot-x2", Ticket: 1, Renew: 10}, {Node: "y1", UID: "uid-y1", Boot: "boot-y1", Ticket: 2, Renew: 10}}}
+	// x2 is held back by its pool; y1 (after it) fits and goes; y2, a newcomer,
+	// does not pass y1, which is earlier and fits.
+	v := Decide(rec, w, lim, still{}, ask("y2"))
+	if v.Admitted || v.Place != 3 || names(v.Blocks) != "earlier in the queue: y1 (waiting since "+(time.Time{}).Local().Format("15:04:05")+")" {
+		t.Fatalf("%+v: %s", v, names(v.Blocks))
+	}
+	v = Decide(v.Record, w, lim, still{}, ask("y1"))
+	if !v.Admitted || v.Self.Ticket != 2 {
+		t.Fatalf("%+v", v)
+	}
+}
+
+func TestDecideControlPlaneAndQuorum(t *testing.T) {
+	lim := Limits{Max: 3}
+	etcd := func(ready ...bool) []Member {
+		var ms []Member
+		for i, r := range ready {
+			n := string(rune('a' + i))
+			ms = append(ms, Member{Pod: "etcd-" + n, Node: n, Ready: r})
+		}
+		return ms
+	}
+	w := world(node("a", cp), node("b", cp), node("c", cp))
+	w.EtcdKnown = true
+	w.Etcd = etcd(true, true, true)
+	v := Decide(Record{}, w, lim, still{}, ask("a"))
+	if !v.Admitted || v.QuorumWarning != "" {
+		t.Fatalf("%+v", v)
+	}
+	// A second control-plane node waits for the first.
+	v2 := Decide(v.Record, w, lim, still{}, ask("b"))
+	if v2.Admitted || !strings.Contains(names(v2.Blocks), "control plane limit 1: a (holds a slot") {
+		t.Fatalf("%s", names(v2.Blocks))
+	}
+	// An etcd member not Ready refuses a reboot of another control-plane node.
+	w.Etcd = etcd(true, false, true)
+	v = Decide(Record{}, w, lim, still{}, ask("a"))
+	if v.Admitted || names(v.Blocks) != "etcd would lose its quorum: etcd-b (not Ready)" {
+		t.Fatalf("%s", names(v.Blocks))
+	}
+	a := ask("a")
+	a.ForceQuorum = true
+	if v = Decide(Record{}, w, lim, still{}, a); !v.Admitted {
+		t.Fatalf("--force-quorum: %s", names(v.Blocks))
+	}
+	// The member that is not Ready is the asking node's own: the other two
+	// keep the quorum.
+	if v = Decide(Record{}, w, lim, still{}, ask("b")); !v.Admitted {
+		t.Fatalf("%s", names(v.Blocks))
+	}
+	// One or two members: no majority can be kept; a warning, not a refusal.
+	w = world(node("a", cp), node("b"))
+	w.EtcdKnown, w.Etcd = true, etcd(true)
+	if v = Decide(Record{}, w, lim, still{}, ask("a")); !v.Admitted || !strings.Contains(v.QuorumWarning, "1 member(s)") {
+		t.Fatalf("%+v", v)
+	}
+}
+
+// lasted: every entry silent, every node settled, for d.
+type lasted time.Duration
+
+func (l lasted) Silent(Entry) time.Duration  { return time.Duration(l) }
+func (l lasted) Settled(Entry) time.Duration { return time.Duration(l) }
+
+func TestDecideReclaims(t *testing.T) {
+	rec := Record{Next: 2, Holders: []Entry{holder("a", 0)}, Waiters: []Entry{{Node: "c", UID: "uid-c", Boot: "boot-c", Ticket: 1, Renew: 10}}}
+	for _, c := range []struct {
+		name string
+		a    NodeState
+		obs  Observations
+		why  string // "" = kept
+	}{
+		{"node gone", NodeState{}, still{}, WhyGone},
+		{"node re-made", node("a", func(n *NodeState) { n.UID = "other" }), still{}, WhyGone},
+		{"down a long time", node("a", notReady), lasted(24 * time.Hour), ""},
+		{"down on a new boot", node("a", notReady, rebooted), lasted(24 * time.Hour), ""},
+		{"back, not settled long enough", node("a", rebooted), lasted(29 * time.Second), ""},
+		{"back and settled", node("a", rebooted), lasted(30 * time.Second), "back on a new boot"},
+		{"same boot, renewing", node("a"), lasted(29 * time.Second), ""},
+		{"same boot, silent", node("a"), lasted(30 * time.Second), "given up"},
+		{"same boot, silent, NotReady", node("a", notReady), lasted(time.Hour), ""},
+	} {
+		w := world(node("b"), node("c"))
+		if c.a.Name != "" {
+			w.Nodes["a"] = c.a
+		}
+		v := Decide(rec, w, Limits{Max: 1, Settle: 30 * time.Second}, c.obs, ask("b"))
+		switch {
+		case c.why == "" && (len(v.Reclaimed) != 0 || v.Admitted):
+			t.Errorf("%s: freed %+v", c.name, v.Reclaimed)
+		case c.why != "" && (len(v.Reclaimed) != 1 || !strings.Contains(v.Reclaimed[0].Why, c.why)):
+			t.Errorf("%s: freed %+v, want %q", c.name, v.Reclaimed, c.why)
+		case c.why != "" && c.obs == (still{}) && !v.Admitted:
+			// the earlier waiter c is first in line once the slot is free
+			if names(v.Blocks) != "earlier in the queue: c (waiting since "+(time.Time{}).Local().Format("15:04:05")+")" {
+				t.Errorf("%s: %s", c.name, names(v.Blocks))
+			}
+		}
+	}
+	// A waiter silent for 3 of its periods is dropped.
+	v := Decide(Record{Next: 2, Waiters: rec.Waiters}, world(node("b"), node("c")), one, lasted(30*time.Second), ask("b"))
+	if !v.Admitted || len(v.Dropped) != 1 || v.Dropped[0].Entry.Node != "c" {
+		t.Fatalf("%+v", v)
+	}
+}
+
+func TestDecideRebootedHolderAsksAgain(t *testing.T) {
+	rec := Record{Next: 1, Holders: []Entry{{Node: "a", UID: "uid-a", Boot: "old", Phase: Back, Beat: 7, Renew: 10}}}
+	v := Decide(rec, world(node("a"), node("b", cordoned)), one, still{}, ask("a"))
+	if !v.Admitted || !v.Already || !v.Changed || v.Self.Boot != "boot-a" || v.Self.Phase != Admitted || v.Self.Beat != 0 {
+		t.Fatalf("%+v", v)
+	}
+}
+
+func TestTrackerMeasuresLocally(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	tr := &Tracker{Clock: clk}
+	h := holder("a", 0)
+	rec := Record{Holders: []Entry{h}}
+	w := world(node("a", rebooted))
+	tr.Observe(rec, w)
+	if tr.Silent(h) != 0 || tr.Settled(h) != 0 {
+		t.Fatal("first sight lasted")
+	}
+	clk.SetTime(clk.Now().Add(20 * time.Second))
+	tr.Observe(rec, w)
+	if tr.Silent(h) != 20*time.Second || tr.Settled(h) != 20*time.Second {
+		t.Fatalf("%s %s", tr.Silent(h), tr.Settled(h))
+	}
+	// A renewal restarts the silence; a cordon ends the settling.
+	h.Beat++
+	rec.Holders[0] = h
+	w.Nodes["a"] = node("a", rebooted, cordoned)
+	tr.Observe(rec, w)
+	if tr.Silent(h) != 0 || tr.Settled(h) != 0 {
+		t.Fatalf("%s %s", tr.Silent(h), tr.Settled(h))
+	}
+	// An entry's times are the entry's: a holder's record written with
+	// another clock (its Since a day ahead) changes nothing here.
+	h.Since = clk.Now().Add(24 * time.Hour)
+	rec.Holders[0] = h
+	tr.Observe(rec, w)
+	if tr.HeldFor(h) != 20*time.Second {
+		t.Fatalf("held for %s", tr.HeldFor(h))
+	}
+}

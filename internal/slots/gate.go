@@ -1,0 +1,819 @@
+package slots
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+)
+
+// Event reasons the gate posts on Nodes.
+const (
+	ReasonWaiting        = "GnshSlotWaiting"
+	ReasonTaken          = "GnshSlotTaken"
+	ReasonReleased       = "GnshSlotReleased"
+	ReasonReclaimed      = "GnshSlotReclaimed"
+	ReasonQuorumRefused  = "GnshQuorumRefused"
+	ReasonQuorumOverride = "GnshQuorumOverridden"
+	ReasonHeldLong       = "GnshSlotHeldLong"
+)
+
+// Gate takes, renews and frees slots in one Lease.
+type Gate struct {
+	C          kubernetes.Interface
+	Namespace  string
+	Name       string
+	Limits     Limits
+	Renew      time.Duration // the period this process renews its entry at
+	WarnAfter  time.Duration // a holder seen this long gets a Warning Event
+	APITimeout time.Duration // bound of each request
+	Clock      clock.WithTicker
+	// Event posts an Event on a Node, best effort (nil: none).
+	Event func(ctx context.Context, node, typ, reason, msg string)
+	// Status shows where a waiting node stands; it is called again only
+	// when that changes.
+	Status func(string)
+	// Debug prints a debug line (nil: none).
+	Debug func(string)
+}
+
+func (g *Gate) clock() clock.WithTicker {
+	if g.Clock == nil {
+		return clock.RealClock{}
+	}
+	return g.Clock
+}
+
+func (g *Gate) debugf(format string, args ...any) {
+	if g.Debug != nil {
+		g.Debug(fmt.Sprintf(format, args...))
+	}
+}
+
+func (g *Gate) event(ctx context.Context, node, typ, reason, format string, args ...any) {
+	if g.Event != nil {
+		g.Event(ctx, node, typ, reason, fmt.Sprintf(format, args...))
+	}
+}
+
+// Where names the Lease: NAMESPACE/NAME.
+func (g *Gate) Where() string { return g.Namespace + "/" + g.Name }
+
+// UnavailableError: the gate cannot be used (no permission, no namespace,
+// a record of a newer gnsh, the API server failing).
+type UnavailableError struct {
+	Where string
+	Err   error
+}
+
+func (e *UnavailableError) Error() string {
+	var newer *NewerError
+	switch {
+	case errors.As(e.Err, &newer):
+		return newer.Error()
+	case apierrors.IsForbidden(e.Err):
+		return fmt.Sprintf("these credentials may not use the Lease %s (%s): the gate needs gnsh's own identity (install/kubernetes/rbac.yaml, /etc/gnsh/kubeconfig); the kubelet's cannot", e.Where, reasonOf(e.Err))
+	case apierrors.IsNotFound(e.Err):
+		return fmt.Sprintf("the Lease %s cannot be made (%s): apply install/kubernetes/rbac.yaml, which creates its namespace", e.Where, reasonOf(e.Err))
+	}
+	return fmt.Sprintf("the Lease %s: %v", e.Where, e.Err)
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+func reasonOf(err error) string {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) && st.Status().Message != "" {
+		return st.Status().Message
+	}
+	return err.Error()
+}
+
+// WaitError: no slot came within the wait.
+type WaitError struct {
+	Waited time.Duration
+	Blocks []Block
+}
+
+func (e *WaitError) Error() string {
+	var s []string
+	for _, b := range e.Blocks {
+		s = append(s, b.String())
+	}
+	return fmt.Sprintf("no reboot slot within %s: %s", e.Waited.Round(time.Second), strings.Join(s, "; "))
+}
+
+// Request is a node asking for a slot.
+type Request struct {
+	Ask
+	Self NodeState    // the asking node as it just read its Node
+	Wait time.Duration // how long it may wait
+}
+
+// snapshot is one state of the Lease and the cluster.
+type snapshot struct {
+	lease *coordinationv1.Lease // nil: there is none yet
+	rec   Record
+	world World
+}
+
+// Acquire takes a slot for r's node, waiting in arrival order while the
+// limits hold it back (at most r.Wait: then a *WaitError). Cancelling ctx
+// withdraws its place. A *UnavailableError says the gate cannot be used.
+// The first attempt reads the Lease and the Nodes once and writes once;
+// only a node that must wait watches them.
+func (g *Gate) Acquire(ctx context.Context, r Request) (*Slot, Verdict, error) {
+	a := &acquirer{g: g, r: r, tr: &Tracker{Clock: g.clock()}, start: g.clock().Now()}
+	s, v, err := a.run(ctx)
+	a.stopWatches()
+	return s, v, err
+}
+
+type acquirer struct {
+	g     *Gate
+	r     Request
+	tr    *Tracker
+	start time.Time
+
+	lastBeat  time.Time // when its waiter entry was last renewed
+	lastState string
+	waited    bool // it waited (told, Event posted)
+	quorum    bool // GnshQuorumRefused posted
+
+	watching  bool
+	stopWatch context.CancelFunc
+	kick      chan struct{}
+	leases    cache.Store
+	nodes     cache.Store
+	etcd      []Member
+	etcdKnown bool
+	etcdAt    time.Time
+	fresh     *coordinationv1.Lease // read after a conflict: newer than the watch's
+}
+
+func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
+	g := a.g
+	deadline := a.start.Add(a.r.Wait)
+	backoff := 10 * time.Millisecond
+	tick := g.clock().NewTicker(time.Second)
+	defer tick.Stop()
+	var v Verdict
+	for {
+		snap, err := a.read(ctx)
+		if err != nil {
+			return nil, v, a.fail(ctx, err)
+		}
+		v = a.decide(ctx, snap)
+		if !v.Admitted && g.clock().Since(a.lastBeat) >= g.Renew && v.Self.Ticket < v.Record.Next {
+			// Renew its waiter entry (its first write counts as one).
+			for i := range v.Record.Waiters {
+				if v.Record.Waiters[i].Node == a.r.Entry.Node && !a.lastBeat.IsZero() {
+					v.Record.Waiters[i].Beat++
+					v.Changed = true
+				}
+			}
+		}
+		if v.Changed {
+			err := a.write(ctx, snap, v)
+			if err == nil && !v.Admitted {
+				// Its place: kept if others ever drop it by mistake.
+				a.r.Ask.Ticket, a.r.Ask.HasTicket = v.Self.Ticket, true
+			}
+			switch {
+			case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
+				// Another node wrote first: decide again from fresh state.
+				a.fresh = nil
+				if err := a.sleep(ctx, jitter(backoff)); err != nil {
+					return nil, v, a.fail(ctx, err)
+				}
+				backoff = min(2*backoff, time.Second)
+				if a.watching {
+					a.refetch(ctx)
+				}
+				continue
+			case err != nil:
+				return nil, v, a.fail(ctx, err)
+			}
+			backoff = 10 * time.Millisecond
+			if !v.Admitted {
+				a.lastBeat = g.clock().Now()
+			}
+			a.report(ctx, v)
+		}
+		if v.Admitted {
+			if v.Changed || !v.Already {
+				g.event(ctx, a.r.Entry.Node, "Normal", ReasonTaken, "Took a reboot slot of %s for %s requested by %s%s",
+					g.Where(), a.r.Entry.Action, a.r.Entry.Who, a.waitedFor())
+			}
+			if a.r.ForceQuorum && a.r.Self.ControlPlane {
+				g.event(ctx, a.r.Entry.Node, "Warning", ReasonQuorumOverride, "%s requested by %s with --force-quorum: the etcd quorum guard is overridden", a.r.Entry.Action, a.r.Entry.Who)
+			}
+			return g.hold(v.Self), v, nil
+		}
+		a.tell(ctx, v)
+		if !g.clock().Now().Before(deadline) {
+			a.withdraw()
+			return nil, v, &WaitError{Waited: g.clock().Since(a.start), Blocks: v.Blocks}
+		}
+		if !a.watching {
+			if err := a.watch(ctx); err != nil {
+				a.withdraw()
+				return nil, v, a.fail(ctx, err)
+			}
+		}
+		left := g.clock().NewTimer(deadline.Sub(g.clock().Now()))
+		select {
+		case <-ctx.Done():
+			left.Stop()
+			a.withdraw()
+			return nil, v, ctx.Err()
+		case <-a.kick:
+		case <-tick.C():
+		case <-left.C():
+		}
+		left.Stop()
+	}
+}
+
+func (a *acquirer) waitedFor() string {
+	if !a.waited {
+		return ""
+	}
+	return fmt.Sprintf(" after waiting %s", a.g.clock().Since(a.start).Round(time.Second))
+}
+
+// fail turns an error into what Acquire returns.
+func (a *acquirer) fail(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		a.withdraw()
+		return ctx.Err()
+	}
+	// Its waiter entry, if any, is left: others drop it once it is no
+	// longer renewed (a withdrawal would wait on the failing server).
+	return &UnavailableError{Where: a.g.Where(), Err: err}
+}
+
+func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d) }
+
+func (a *acquirer) sleep(ctx context.Context, d time.Duration) error {
+	t := a.g.clock().NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+		return nil
+	}
+}
+
+// decide makes the decision for one snapshot; a holder or waiter whose
+// Node seems gone is checked with a fresh read first (a watch can lag).
+func (a *acquirer) decide(ctx context.Context, snap snapshot) Verdict {
+	a.tr.Observe(snap.rec, snap.world)
+	v := Decide(snap.rec, snap.world, a.g.Limits, a.tr, a.r.Ask)
+	var recheck []string
+	for _, f := range append(v.Reclaimed[:len(v.Reclaimed):len(v.Reclaimed)], v.Dropped...) {
+		if f.Why == WhyGone {
+			recheck = append(recheck, f.Entry.Node)
+		}
+	}
+	if len(recheck) == 0 {
+		return v
+	}
+	for _, name := range recheck {
+		rctx, cancel := context.WithTimeout(ctx, a.g.APITimeout)
+		n, err := a.g.C.CoreV1().Nodes().Get(rctx, name, metav1.GetOptions{})
+		cancel()
+		if err == nil {
+			snap.world.Nodes[name] = StateOf(n)
+		} else if !apierrors.IsNotFound(err) {
+			// Not sure: keep it, and so count it.
+			snap.world.Nodes[name] = NodeState{Name: name, UID: uidOf(snap.rec, name)}
+		}
+	}
+	return Decide(snap.rec, snap.world, a.g.Limits, a.tr, a.r.Ask)
+}
+
+func uidOf(rec Record, node string) (uid types.UID) {
+	if h, ok := rec.Holder(node); ok {
+		return h.UID
+	}
+	w, _ := rec.Waiter(node)
+	return w.UID
+}
+
+// report posts the Events of a decision written: slots freed by it.
+func (a *acquirer) report(ctx context.Context, v Verdict) {
+	for _, f := range v.Reclaimed {
+		a.g.event(ctx, f.Entry.Node, "Warning", ReasonReclaimed, "Reboot slot of %s (%s by %s) freed by gnsh on %s: %s",
+			f.Entry.Node, f.Entry.Action, f.Entry.Who, a.r.Entry.Node, f.Why)
+		a.g.debugf("freed the slot of %s: %s", f.Entry.Node, f.Why)
+	}
+	for _, f := range v.Dropped {
+		a.g.debugf("dropped %s from the queue: %s", f.Entry.Node, f.Why)
+	}
+}
+
+// tell says why it waits (when that changes), posts GnshSlotWaiting
+// once, GnshQuorumRefused once, and a Warning on each holder seen longer
+// than WarnAfter.
+func (a *acquirer) tell(ctx context.Context, v Verdict) {
+	g := a.g
+	var why []string
+	quorum := false
+	for _, b := range v.Blocks {
+		why = append(why, b.String())
+		quorum = quorum || b.Limit == LimitQuorum
+	}
+	state := fmt.Sprintf("waiting for a reboot slot (place %d in the queue of %s): %s", v.Place, g.Where(), strings.Join(why, "; "))
+	if state != a.lastState && g.Status != nil {
+		g.Status(state)
+	}
+	a.lastState = state
+	if !a.waited {
+		a.waited = true
+		g.event(ctx, a.r.Entry.Node, "Normal", ReasonWaiting, "%s requested by %s waits for a reboot slot (place %d): %s",
+			a.r.Entry.Action, a.r.Entry.Who, v.Place, strings.Join(why, "; "))
+	}
+	if quorum && !a.quorum {
+		a.quorum = true
+		g.event(ctx, a.r.Entry.Node, "Warning", ReasonQuorumRefused, "%s requested by %s held back: %s; --force-quorum overrides",
+			a.r.Entry.Action, a.r.Entry.Who, strings.Join(why, "; "))
+	}
+	if g.WarnAfter > 0 && v.Place == 1 {
+		for _, h := range a.tr.Overdue(v.Record, g.WarnAfter) {
+			g.event(ctx, h.Node, "Warning", ReasonHeldLong, "%s has held a reboot slot of %s for more than %s (%s by %s, %s); it is freed once the node is back and settled, or by 'gnsh slots release --node %s'",
+				h.Node, g.Where(), g.WarnAfter, h.Action, h.Who, h.Phase, h.Node)
+		}
+	}
+}
+
+// withdraw removes this node's waiter entry (SIGINT, the wait ran out), a
+// bounded best effort: an entry left behind is dropped by others once it
+// is no longer renewed.
+func (a *acquirer) withdraw() {
+	if a.lastBeat.IsZero() {
+		return // it never wrote one
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*a.g.APITimeout)
+	defer cancel()
+	me := a.r.Entry
+	_, err := a.g.Update(ctx, func(rec *Record) bool {
+		w, ok := rec.Waiter(me.Node)
+		if !ok || w.UID != me.UID || w.Boot != me.Boot {
+			return false
+		}
+		rec.Waiters = without(rec.Waiters, me.Node)
+		return true
+	})
+	if err != nil {
+		a.g.debugf("withdrawing from the queue of %s: %v", a.g.Where(), err)
+	}
+}
+
+// read returns the current state: from the watches once they run, else
+// read now.
+func (a *acquirer) read(ctx context.Context) (snapshot, error) {
+	g := a.g
+	var snap snapshot
+	var nodes []corev1.Node
+	if a.watching {
+		snap.lease = a.leaseNow()
+		for _, o := range a.nodes.List() {
+			nodes = append(nodes, *o.(*corev1.Node))
+		}
+	} else {
+		l, err := g.get(ctx)
+		if err != nil {
+			return snap, err
+		}
+		snap.lease = l
+		lctx, cancel := context.WithTimeout(ctx, g.APITimeout)
+		// A consistent read: a cached list can miss a Node's latest state.
+		nl, err := g.C.CoreV1().Nodes().List(lctx, metav1.ListOptions{})
+		cancel()
+		if err != nil {
+			return snap, err
+		}
+		nodes = nl.Items
+	}
+	snap.world.Nodes = make(map[string]NodeState, len(nodes)+1)
+	for i := range nodes {
+		s := StateOf(&nodes[i])
+		snap.world.Nodes[s.Name] = s
+	}
+	// Its own Node as it just read it, until the watch has a newer one.
+	if cur, ok := snap.world.Nodes[a.r.Self.Name]; !a.watching || !ok || cur.UID != a.r.Self.UID {
+		snap.world.Nodes[a.r.Self.Name] = a.r.Self
+	}
+	snap.rec = Record{Version: Schema}
+	if snap.lease != nil {
+		rec, err := Decode(snap.lease)
+		if err != nil {
+			return snap, err
+		}
+		snap.rec = rec
+	}
+	if a.needEtcd(snap) {
+		a.readEtcd(ctx)
+	}
+	snap.world.Etcd, snap.world.EtcdKnown = a.etcd, a.etcdKnown
+	return snap, nil
+}
+
+// needEtcd: this node or a waiter is a control-plane node.
+func (a *acquirer) needEtcd(snap snapshot) bool {
+	if a.r.Self.ControlPlane {
+		return true
+	}
+	for _, w := range snap.rec.Waiters {
+		if snap.world.Nodes[w.Node].ControlPlane {
+			return true
+		}
+	}
+	return false
+}
+
+// readEtcd lists the etcd members (static pods etcd-* in kube-system), at
+// most once a second. Without permission the members are unknown: the
+// control-plane limit still holds.
+func (a *acquirer) readEtcd(ctx context.Context) {
+	if !a.etcdAt.IsZero() && a.g.clock().Since(a.etcdAt) < time.Second {
+		return
+	}
+	a.etcdAt = a.g.clock().Now()
+	ms, err := a.g.EtcdMembers(ctx)
+	if err != nil {
+		if a.etcdKnown || a.etcdAt.Equal(a.start) || a.etcd == nil {
+			a.g.debugf("etcd members not known: %v", err)
+		}
+		a.etcdKnown = false
+		return
+	}
+	a.etcd, a.etcdKnown = ms, true
+}
+
+// EtcdMembers lists the static etcd pods of kube-system (etcd-NODE, mirror
+// pods or labelled component=etcd).
+func (g *Gate) EtcdMembers(ctx context.Context) ([]Member, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.APITimeout)
+	defer cancel()
+	pl, err := g.C.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var ms []Member
+	for _, p := range pl.Items {
+		if !strings.HasPrefix(p.Name, "etcd-") || p.Spec.NodeName == "" {
+			continue
+		}
+		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; !mirror && p.Labels["component"] != "etcd" {
+			continue
+		}
+		m := Member{Pod: p.Name, Node: p.Spec.NodeName}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				m.Ready = c.Status == corev1.ConditionTrue
+			}
+		}
+		ms = append(ms, m)
+	}
+	return ms, nil
+}
+
+// write stores v.Record with a compare-and-swap on the snapshot's
+// resourceVersion (or creates the Lease).
+func (a *acquirer) write(ctx context.Context, snap snapshot, v Verdict) error {
+	l, err := a.g.put(ctx, snap.lease, v.Record)
+	if err == nil && a.watching {
+		a.fresh = l
+	}
+	return err
+}
+
+// watch starts watching the Lease and the Nodes: a change kicks a new
+// decision.
+func (a *acquirer) watch(ctx context.Context) error {
+	g := a.g
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.stopWatch, a.kick = cancel, make(chan struct{}, 1)
+	kick := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { a.poke() },
+		UpdateFunc: func(any, any) { a.poke() },
+		DeleteFunc: func(any) { a.poke() },
+	}
+	leaseLW := cache.NewListWatchFromClient(g.C.CoordinationV1().RESTClient(), "leases", g.Namespace,
+		fields.OneTermEqualSelector("metadata.name", g.Name))
+	nodeLW := cache.NewListWatchFromClient(g.C.CoreV1().RESTClient(), "nodes", metav1.NamespaceAll, fields.Everything())
+	var ctrls []cache.Controller
+	a.leases, ctrls = nil, nil
+	ls, lc := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: leaseLW, ObjectType: &coordinationv1.Lease{}, Handler: kick})
+	ns, nc := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: nodeLW, ObjectType: &corev1.Node{}, Handler: kick})
+	a.leases, a.nodes = ls, ns
+	ctrls = append(ctrls, lc, nc)
+	for _, c := range ctrls {
+		go c.RunWithContext(wctx)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 3*g.APITimeout)
+	defer scancel()
+	for _, c := range ctrls {
+		if !cache.WaitForCacheSync(sctx.Done(), c.HasSynced) {
+			cancel()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("watching the Lease %s and the Nodes: not in sync within %s", g.Where(), 3*g.APITimeout)
+		}
+	}
+	a.watching = true
+	return nil
+}
+
+func (a *acquirer) poke() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (a *acquirer) stopWatches() {
+	if a.stopWatch != nil {
+		a.stopWatch()
+	}
+}
+
+// refetch reads the Lease after a conflict: the watch may not have the
+// version that won yet.
+func (a *acquirer) refetch(ctx context.Context) {
+	l, err := a.g.get(ctx)
+	if err == nil {
+		a.fresh = l
+	}
+}
+
+// leaseNow is the newest Lease known: the watch's, or one read or
+// written since that is newer.
+func (a *acquirer) leaseNow() *coordinationv1.Lease {
+	var watched *coordinationv1.Lease
+	if o, ok, _ := a.leases.GetByKey(a.g.Namespace + "/" + a.g.Name); ok {
+		watched = o.(*coordinationv1.Lease)
+	}
+	if a.fresh != nil && (watched == nil || newer(a.fresh, watched)) {
+		return a.fresh
+	}
+	return watched
+}
+
+// newer reports whether a is a later version of the Lease than b. The
+// resourceVersions of one object from one API server increase; they are
+// compared as numbers when they are (etcd's are), else a wins.
+func newer(a, b *coordinationv1.Lease) bool {
+	var x, y uint64
+	if _, err := fmt.Sscan(a.ResourceVersion, &x); err != nil {
+		return true
+	}
+	if _, err := fmt.Sscan(b.ResourceVersion, &y); err != nil {
+		return true
+	}
+	return x > y
+}
+
+// get reads the Lease; nil when there is none.
+func (g *Gate) get(ctx context.Context) (*coordinationv1.Lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.APITimeout)
+	defer cancel()
+	l, err := g.C.CoordinationV1().Leases(g.Namespace).Get(ctx, g.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return l, err
+}
+
+// put writes rec over l (its resourceVersion as precondition), or creates
+// the Lease when l is nil (AlreadyExists if another node did first).
+func (g *Gate) put(ctx context.Context, l *coordinationv1.Lease, rec Record) (*coordinationv1.Lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.APITimeout)
+	defer cancel()
+	if l == nil {
+		nl := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: g.Name, Namespace: g.Namespace,
+			Labels: map[string]string{"app.kubernetes.io/name": "gnsh"}}}
+		rec.Encode(nl)
+		return g.C.CoordinationV1().Leases(g.Namespace).Create(ctx, nl, metav1.CreateOptions{})
+	}
+	l = l.DeepCopy()
+	rec.Encode(l)
+	return g.C.CoordinationV1().Leases(g.Namespace).Update(ctx, l, metav1.UpdateOptions{})
+}
+
+// Update applies change to the record, compare-and-swap, again from fresh
+// state after each conflict, until it is written or change makes no
+// change (false). It returns the record as it now stands.
+func (g *Gate) Update(ctx context.Context, change func(*Record) bool) (Record, error) {
+	backoff := 10 * time.Millisecond
+	for {
+		l, err := g.get(ctx)
+		if err != nil {
+			return Record{}, err
+		}
+		rec := Record{Version: Schema}
+		if l != nil {
+			if rec, err = Decode(l); err != nil {
+				return Record{}, err
+			}
+		}
+		if !change(&rec) {
+			return rec, nil
+		}
+		_, err = g.put(ctx, l, rec)
+		switch {
+		case err == nil:
+			return rec, nil
+		case !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err):
+			return Record{}, err
+		}
+		t := g.clock().NewTimer(jitter(backoff))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Record{}, ctx.Err()
+		case <-t.C():
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// Read returns the record as it stands (empty without a Lease).
+func (g *Gate) Read(ctx context.Context) (Record, *coordinationv1.Lease, error) {
+	l, err := g.get(ctx)
+	if err != nil || l == nil {
+		return Record{Version: Schema}, l, err
+	}
+	rec, err := Decode(l)
+	return rec, l, err
+}
+
+// Slot is a slot held by this process: renewed until Release or Keep.
+type Slot struct {
+	g     *Gate
+	mu    sync.Mutex
+	entry Entry
+	// lost is set when the entry was found gone (freed by an admin or
+	// reclaimed): renewing stops.
+	lost    bool
+	kick    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	stopped bool
+	// Lost, if set, is called once when the slot is found freed by
+	// someone else.
+	Lost func(string)
+}
+
+func (g *Gate) hold(e Entry) *Slot {
+	s := &Slot{g: g, entry: e, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go s.renew()
+	return s
+}
+
+// Entry is the slot's entry as last written.
+func (s *Slot) Entry() Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.entry
+}
+
+// SetPhase records the holder's phase with the next renewal, which comes
+// at once.
+func (s *Slot) SetPhase(p Phase) {
+	s.mu.Lock()
+	s.entry.Phase = p
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// renew bumps the entry's Beat every Renew period, and writes phase
+// changes, until stopped.
+func (s *Slot) renew() {
+	defer close(s.done)
+	t := s.g.clock().NewTicker(s.g.Renew)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C():
+		case <-s.kick:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*s.g.APITimeout)
+		err := s.write(ctx, func(h *Entry) { h.Beat++ })
+		cancel()
+		if err != nil {
+			s.g.debugf("renewing the slot of %s: %v", s.entry.Node, err)
+		}
+		if s.isLost() {
+			return
+		}
+	}
+}
+
+func (s *Slot) isLost() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost
+}
+
+// write changes this slot's holder entry (when it is still this one).
+func (s *Slot) write(ctx context.Context, change func(*Entry)) error {
+	s.mu.Lock()
+	me := s.entry
+	s.mu.Unlock()
+	found := true
+	_, err := s.g.Update(ctx, func(rec *Record) bool {
+		for i, h := range rec.Holders {
+			if h.Node == me.Node && h.UID == me.UID && h.Boot == me.Boot && h.Ticket == me.Ticket {
+				h.Phase = me.Phase
+				change(&h)
+				rec.Holders[i] = h
+				me = h
+				return true
+			}
+		}
+		found = false
+		return false
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !found {
+		if !s.lost && s.Lost != nil {
+			s.Lost(fmt.Sprintf("the reboot slot of %s in %s was freed by someone else ('gnsh slots release', or a node that found it stale)", me.Node, s.g.Where()))
+		}
+		s.lost = true
+		return nil
+	}
+	s.entry.Beat = me.Beat
+	return nil
+}
+
+// halt stops the renewals and waits for the last one to end.
+func (s *Slot) halt() {
+	s.mu.Lock()
+	stopped := s.stopped
+	s.stopped = true
+	s.mu.Unlock()
+	if !stopped {
+		close(s.stop)
+	}
+	<-s.done
+}
+
+// Keep stops renewing and leaves the slot held, its phase written
+// (bounded by ctx): after a hand-off, the node agent keeps it and frees
+// it after the next boot.
+func (s *Slot) Keep(ctx context.Context, p Phase) error {
+	s.halt()
+	s.mu.Lock()
+	s.entry.Phase = p
+	s.mu.Unlock()
+	return s.write(ctx, func(h *Entry) { h.Beat++ })
+}
+
+// Release stops renewing and frees the slot (when it is still this
+// one's), bounded by ctx; why goes into the GnshSlotReleased Event.
+func (s *Slot) Release(ctx context.Context, why string) error {
+	s.halt()
+	me := s.Entry()
+	freed := false
+	_, err := s.g.Update(ctx, func(rec *Record) bool {
+		for _, h := range rec.Holders {
+			if h.Node == me.Node && h.UID == me.UID && h.Boot == me.Boot && h.Ticket == me.Ticket {
+				rec.Holders = without(rec.Holders, me.Node)
+				freed = true
+				return true
+			}
+		}
+		return false
+	})
+	if err == nil && freed {
+		s.g.event(ctx, me.Node, "Normal", ReasonReleased, "Freed the reboot slot of %s: %s", s.g.Where(), why)
+	}
+	return err
+}

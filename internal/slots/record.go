@@ -1,0 +1,200 @@
+// Package slots is gnsh's cluster-level gate: a node drains and goes down
+// only while it holds a reboot slot, and at most so many nodes hold one or
+// are out for any other reason (NotReady, cordoned, being deleted), in the
+// whole cluster, in each pool and among the control-plane nodes, whose etcd
+// quorum is kept.
+//
+// The slots are one record in one coordination.k8s.io/v1 Lease, which every
+// node reads and writes with a compare-and-swap (the resourceVersion
+// precondition of an update): a decision is made from one version of the
+// record and of the Nodes and is written only if the record is still that
+// version; after a conflict it is made again from fresh state. Nothing here
+// compares another machine's clock with this one's: durations are measured
+// on the local monotonic clock from changes this process saw (tracker.go).
+//
+// It is split by concern:
+//
+//   - record.go: the record (holders, waiters) and its encoding in the Lease;
+//   - decide.go: the rules, one pure function from the record and the
+//     cluster's state to a verdict;
+//   - tracker.go: what this process observed, and for how long;
+//   - gate.go: taking a slot (waiting in order), renewing and releasing it;
+//   - keeper.go: the node agent's part: renew while a shutdown relies on
+//     the slot, free it after the next boot.
+package slots
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Annotation holds the record (JSON) on the Lease.
+const Annotation = "gnsh.io/slots"
+
+// Schema is the record's version this gnsh writes. A record of a later
+// version was written by a newer gnsh: this one reads it but never
+// overwrites it (the gate is unavailable until the node is upgraded).
+const Schema = 1
+
+// Phase is where a holder is.
+type Phase string
+
+// Phases of a holder, in order.
+const (
+	// Admitted: the slot is taken; the node is not cordoned yet.
+	Admitted Phase = "admitted"
+	// Draining: cordoned, pods being evicted.
+	Draining Phase = "draining"
+	// ShuttingDown: drained and handed to systemd-logind (or scheduled).
+	ShuttingDown Phase = "shutting-down"
+	// Back: the node agent saw the node up on a new boot; the slot is
+	// freed once the node has been Ready and uncordoned for the settle
+	// time.
+	Back Phase = "back"
+)
+
+// Entry is a holder or a waiter.
+type Entry struct {
+	Node string    `json:"node"`
+	UID  types.UID `json:"uid"`  // the Node's UID when the entry was made: a new Node of that name is another node
+	Boot string    `json:"boot"` // the node's boot ID when the entry was made
+	// Ticket is the place in arrival order (Record.Next when the entry was
+	// made); a waiter keeps it when admitted.
+	Ticket int64  `json:"ticket"`
+	Phase  Phase  `json:"phase,omitempty"` // holders only
+	Action string `json:"action,omitempty"`
+	Who    string `json:"who,omitempty"` // user (and tty) who asked
+	// Since is when the entry was made, by the writer's clock: shown to
+	// admins, never compared with another clock.
+	Since time.Time `json:"since"`
+	// Beat goes up by one with each renewal; Renew is the period (seconds)
+	// its writer renews at. Silent for 3 periods, as seen by another
+	// process's own clock, is gone (tracker.go).
+	Beat  int64 `json:"beat"`
+	Renew int64 `json:"renewSeconds"`
+	// WasUnschedulable: the node was cordoned (not by this gnsh) when it
+	// was admitted, so no cordon of gnsh's is lifted after its boot.
+	WasUnschedulable bool `json:"wasUnschedulable,omitempty"`
+}
+
+// key identifies one entry over its life: a new boot, a new Node of the
+// same name or a new ticket is another entry.
+func (e Entry) key() string {
+	return fmt.Sprintf("%s/%s/%s/%d", e.Node, e.UID, e.Boot, e.Ticket)
+}
+
+// renewPeriod is the entry's renewal period (at least a second).
+func (e Entry) renewPeriod() time.Duration {
+	return time.Duration(max(e.Renew, 1)) * time.Second
+}
+
+// Record is the Lease's content.
+type Record struct {
+	Version int     `json:"version"`
+	Next    int64   `json:"next"` // the next ticket
+	Holders []Entry `json:"holders"`
+	Waiters []Entry `json:"waiters"`
+}
+
+// NewerError is a record written by a newer gnsh.
+type NewerError struct{ Version int }
+
+func (e *NewerError) Error() string {
+	return fmt.Sprintf("the slots record is version %d, written by a newer gnsh (this one writes %d): upgrade gnsh on this node", e.Version, Schema)
+}
+
+// Decode reads the record of a Lease. A Lease without one has an empty
+// record.
+func Decode(l *coordinationv1.Lease) (Record, error) {
+	r := Record{Version: Schema}
+	s, ok := l.Annotations[Annotation]
+	if !ok || strings.TrimSpace(s) == "" {
+		return r, nil
+	}
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return Record{}, fmt.Errorf("the slots record in Lease %s/%s (annotation %s) is not valid: %v; "+
+			"'gnsh slots reset' (or deleting the Lease) starts a new one", l.Namespace, l.Name, Annotation, err)
+	}
+	if r.Version > Schema {
+		return Record{}, &NewerError{r.Version}
+	}
+	r.Version = Schema
+	r.sort()
+	return r, nil
+}
+
+// Encode writes r into l: the annotation, and the holders' names as the
+// Lease's holderIdentity (what `kubectl get lease` shows).
+func (r Record) Encode(l *coordinationv1.Lease) {
+	r.sort()
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic(err) // plain data: cannot fail
+	}
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[Annotation] = string(b)
+	names := make([]string, 0, len(r.Holders))
+	for _, h := range r.Holders {
+		names = append(names, h.Node)
+	}
+	if len(names) == 0 {
+		l.Spec.HolderIdentity = nil
+	} else {
+		s := strings.Join(names, ",")
+		l.Spec.HolderIdentity = &s
+	}
+}
+
+func (r *Record) sort() {
+	byTicket := func(a, b Entry) int { return cmp.Compare(a.Ticket, b.Ticket) }
+	slices.SortStableFunc(r.Holders, byTicket)
+	slices.SortStableFunc(r.Waiters, byTicket)
+}
+
+// Equal reports whether two records say the same.
+func (r Record) Equal(o Record) bool {
+	a, _ := json.Marshal(r)
+	b, _ := json.Marshal(o)
+	return string(a) == string(b)
+}
+
+func (r Record) clone() Record {
+	c := r
+	c.Holders = slices.Clone(r.Holders)
+	c.Waiters = slices.Clone(r.Waiters)
+	return c
+}
+
+// Holder is node's holder entry, if any.
+func (r Record) Holder(node string) (Entry, bool) {
+	for _, h := range r.Holders {
+		if h.Node == node {
+			return h, true
+		}
+	}
+	return Entry{}, false
+}
+
+// Waiter is node's waiter entry, if any.
+func (r Record) Waiter(node string) (Entry, bool) {
+	for _, w := range r.Waiters {
+		if w.Node == node {
+			return w, true
+		}
+	}
+	return Entry{}, false
+}
+
+// without returns es without node's entries.
+func without(es []Entry, node string) []Entry {
+	return slices.DeleteFunc(slices.Clone(es), func(e Entry) bool { return e.Node == node })
+}
