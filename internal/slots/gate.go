@@ -119,7 +119,7 @@ func (e *WaitError) Error() string {
 // Request is a node asking for a slot.
 type Request struct {
 	Ask
-	Self NodeState    // the asking node as it just read its Node
+	Self NodeState     // the asking node as it just read its Node
 	Wait time.Duration // how long it may wait
 }
 
