@@ -192,6 +192,10 @@ func Parse(b []byte) (Config, error) {
 
 // check validates the slots section: one line naming the key and the fix.
 func (s *Slots) check() error {
+	if s.Gate == "false" {
+		// YAML 1.1 reads an unquoted off as false.
+		s.Gate = GateOff
+	}
 	switch s.Gate {
 	case GateOff, GateOptional, GateRequired:
 	default:

@@ -45,6 +45,11 @@ func TestLoadSlots(t *testing.T) {
 	if c.SlotWait() != 7*time.Minute {
 		t.Fatalf("slot wait %s, want drainTimeout", c.SlotWait())
 	}
+	for _, off := range []string{"off", `"off"`, "false"} {
+		if c, err = Load(write(t, "slots:\n  gate: "+off+"\n")); err != nil || c.Slots.Gate != GateOff {
+			t.Errorf("gate: %s: %q %v", off, c.Slots.Gate, err)
+		}
+	}
 	c, err = Load(write(t, "slots:\n  wait: 2m\n"))
 	if err != nil || c.SlotWait() != 2*time.Minute {
 		t.Fatalf("%v %s", err, c.SlotWait())

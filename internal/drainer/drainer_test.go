@@ -198,7 +198,7 @@ func TestDrainThenHandOff(t *testing.T) {
 	if !n.Spec.Unschedulable || o == nil || o.Action != "reboot" || o.User != "alice" || o.TTY != "pts/3" || o.BootID != "boot-1" || o.When != nil {
 		t.Fatalf("node %+v owner %+v", n.Spec, o)
 	}
-	if got := strings.Join(f.reasons(), " "); got != "GnshDrainStarted GnshDrainFinished GnshShutdown" {
+	if got := strings.Join(f.reasons(), " "); got != "GnshSlotTaken GnshDrainStarted GnshDrainFinished GnshShutdown" {
 		t.Fatalf("events %q", got)
 	}
 	if !strings.Contains(d.stderr.String(), "gnsh: drained node1 in ") {
@@ -250,7 +250,7 @@ func TestBlockedRefusesAndUncordons(t *testing.T) {
 	if patches != 2 || unlocked != 0 {
 		t.Fatalf("%d Node patches (want the cordon and its undo), %d of them without the drain lock held", patches, unlocked)
 	}
-	if got := strings.Join(f.reasons(), " "); got != "GnshDrainStarted GnshDrainFailed" {
+	if got := strings.Join(f.reasons(), " "); got != "GnshSlotTaken GnshDrainStarted GnshDrainFailed GnshSlotReleased" {
 		t.Fatalf("events %q", got)
 	}
 	if d.Signal.Mode() != signals.Default {
@@ -673,7 +673,7 @@ func TestKubeletDeadHandsOff(t *testing.T) {
 	if !strings.Contains(d.stderr.String(), "; rebooting without waiting for them") || !f.node(t).Spec.Unschedulable {
 		t.Fatalf("stderr %q", d.stderr)
 	}
-	if got := strings.Join(f.reasons(), " "); got != "GnshDrainStarted GnshDrainFailed GnshShutdown" {
+	if got := strings.Join(f.reasons(), " "); got != "GnshSlotTaken GnshDrainStarted GnshDrainFailed GnshShutdown" {
 		t.Fatalf("events %q", got)
 	}
 }

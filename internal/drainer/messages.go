@@ -119,6 +119,12 @@ func (r *run) tell(o outcome, v verdict, err error) string {
 			err, verb, verb)
 	case kubeletDown:
 		return fmt.Sprintf("%v; %s without waiting for them", err, going)
+	case noSlot:
+		return fmt.Sprintf("gnsh: %v\ngnsh: %s refused. Run it again later; or free a slot with 'gnsh slots release --node NODE' (admin credentials); or go without the gate (and without a drain) with --no-drain or -f.",
+			err, verb)
+	case gateDown:
+		return fmt.Sprintf("gnsh: reboot slots: %v\ngnsh: %s refused (slots.gate: required in %s). Fix the gate, or go without it (and without a drain) with --no-drain or -f.",
+			err, verb, r.d.configPath())
 	}
 	// apiFailed, notRegistered, otherMachine: the cluster's side. A cordon
 	// made stays: the node agent lifts it after the boot.

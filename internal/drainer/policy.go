@@ -19,10 +19,12 @@ const (
 	// and a drain under it finished (only the agent's drain ahead of a
 	// schedule looks for it).
 	drainedBefore
+	noSlot   // no reboot slot within slots.wait: the limits held it back
+	gateDown // the reboot-slot gate cannot be used, and slots.gate is required
 )
 
 var outcomeNames = [...]string{"drained", "not a node", "bad config", "not permitted", "lock held", "API failed",
-	"not registered", "other machine", "kubelet down", "blocked", "interrupted", "already drained"}
+	"not registered", "other machine", "kubelet down", "blocked", "interrupted", "already drained", "no slot", "gate down"}
 
 func (o outcome) String() string { return outcomeNames[o] }
 
@@ -54,6 +56,10 @@ type verdict struct {
 //     timeout (PodDisruptionBudgets, pods not going), unless forceDrain;
 //     and for local reasons the admin can fix at once: an invalid config
 //     file, not being root, another gnsh draining.
+//   - A shutdown waits for a reboot slot (internal/slots) before its
+//     cordon, and is refused when none comes within slots.wait, or when
+//     the gate cannot be used and slots.gate is required (optional: a
+//     warning, and it goes on).
 //   - SIGINT/SIGTERM stop the drain, undo gnsh's cordon and refuse.
 //   - -f never waits and is never refused by the drain.
 //   - gnsh drain (maintenance) succeeds only when drained; its cordon stays
@@ -72,7 +78,7 @@ func decide(o outcome, p purpose, forceDrain bool) verdict {
 		return verdict{proceed: true, warn: true}
 	}
 	switch o {
-	case badConfig, notPermitted, lockHeld:
+	case badConfig, notPermitted, lockHeld, noSlot, gateDown: // nothing cordoned yet
 		return verdict{warn: true}
 	case blocked:
 		if forceDrain {

@@ -194,3 +194,16 @@ func (p *progress) endLine() {
 		p.drawn = false
 	}
 }
+
+// live shows a line that replaces itself: on a terminal the live status
+// line, otherwise a plain line (callers call it only when it changes).
+func (p *progress) live(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[Kgnsh: %s", line)
+		p.drawn = true
+		return
+	}
+	fmt.Fprintf(p.w, "gnsh: %s\n", line)
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/gnsh/gnsh/internal/handoff"
 	"github.com/gnsh/gnsh/internal/kube"
 	"github.com/gnsh/gnsh/internal/legacy"
+	"github.com/gnsh/gnsh/internal/slots"
 )
 
 // run is one drain attempt and, as handoff.Prepared, what stays of it until
@@ -49,6 +50,10 @@ type run struct {
 	agentTimeout time.Duration
 	res          *drain.Result
 	err          error // the error behind the outcome
+	// slot is the reboot slot held (internal/slots), nil without one;
+	// forceQuorum is --force-quorum.
+	slot        *slots.Slot
+	forceQuorum bool
 
 	leaveDrain func() // leaves the signals' Drain mode
 	leaveHold  func() // leaves Hold mode (during the hand-off)
@@ -87,6 +92,7 @@ func (r *run) loadConfig(req *legacy.Request) error {
 	if req != nil && req.Drain.Force {
 		r.cfg.ForceDrain = true
 	}
+	r.forceQuorum = req != nil && req.Drain.ForceQuorum
 	return nil
 }
 
@@ -186,6 +192,9 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 		r.debug("%s: %s", s.node, why)
 	}
 	o := drain.Owner(n) // gnsh's record of the cordon that stands, if any
+	if out, ok := r.takeSlot(ctx, n, o); !ok {
+		return out
+	}
 	if r.ahead && o != nil && o.When != nil && o.When.Equal(*r.own.When) && o.BootID == r.own.BootID {
 		if o.Drained != nil {
 			return drainedBefore
@@ -215,6 +224,7 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 	if err != nil {
 		return r.fail(r.classify(ctx, err), err)
 	}
+	r.slotPhase(slots.Draining)
 	switch {
 	case r.purpose == forForce:
 		if made {
@@ -479,11 +489,16 @@ func (r *run) Finish(ctx context.Context, err error) {
 		r.undo("the " + r.verb + " was not handed off")
 		r.event(ctx, "Warning", ReasonDrainFailed, "%s requested by %s was not handed off: %v", r.verb, r.d.who().User, err)
 	}
+	if err == nil {
+		r.keepSlot()
+	}
 	r.end()
 }
 
-// end releases the lock and leaves the signal modes.
+// end frees a reboot slot still held (no shutdown follows), releases the
+// lock and leaves the signal modes.
 func (r *run) end() {
+	r.releaseSlot("the " + r.verb + " did not happen")
 	r.lock.Release()
 	r.lock = nil
 	r.leaveHold()
@@ -589,6 +604,7 @@ func (c *cancelRun) Finish(ctx context.Context, err error) {
 	if o := drain.Owner(n); o == nil || o.When == nil {
 		return // not gnsh's cordon for a schedule
 	}
+	defer r.freeSlotOf(ctx, n, "the scheduled "+drain.Owner(n).Action+" was cancelled by "+c.d.who().User)
 	// A drain for the schedule may still be running: it would schedule its
 	// shutdown when done, after this cancel.
 	lock, err := c.d.lock("cancel", s.node, false, time.Time{})

@@ -17,6 +17,9 @@ type DrainFlags struct {
 	Skip    bool          // --no-drain
 	Timeout time.Duration // --drain-timeout=DURATION; 0 = the configured one
 	Force   bool          // --force-drain: hand off even when the drain is blocked
+	// ForceQuorum (--force-quorum): a control-plane node takes a reboot
+	// slot even when etcd would lose its quorum.
+	ForceQuorum bool
 }
 
 // Keys of the drain options, out of the range the grammars use.
@@ -24,6 +27,7 @@ const (
 	keyNoDrain rune = 0x200 + iota
 	keyDrainTimeout
 	keyForceDrain
+	keyForceQuorum
 )
 
 // DrainLongOptions are appended to each grammar's long options.
@@ -31,6 +35,7 @@ var DrainLongOptions = []getopt.Long{
 	{Name: "no-drain", Key: keyNoDrain, Exact: true},
 	{Name: "drain-timeout", HasArg: getopt.RequiredArgument, Key: keyDrainTimeout, Exact: true},
 	{Name: "force-drain", Key: keyForceDrain, Exact: true},
+	{Name: "force-quorum", Key: keyForceQuorum, Exact: true},
 }
 
 // DrainOption applies o if it is one of DrainLongOptions and reports
@@ -41,6 +46,8 @@ func (r *Request) DrainOption(o getopt.Option) (bool, error) {
 		r.Drain.Skip = true
 	case keyForceDrain:
 		r.Drain.Force = true
+	case keyForceQuorum:
+		r.Drain.ForceQuorum = true
 	case keyDrainTimeout:
 		d, err := ParseDuration(o.Arg)
 		if err != nil {

@@ -14,7 +14,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -515,13 +517,35 @@ func (a *acquirer) watch(ctx context.Context) error {
 		UpdateFunc: func(any, any) { a.poke() },
 		DeleteFunc: func(any) { a.poke() },
 	}
-	leaseLW := cache.NewListWatchFromClient(g.C.CoordinationV1().RESTClient(), "leases", g.Namespace,
-		fields.OneTermEqualSelector("metadata.name", g.Name))
-	nodeLW := cache.NewListWatchFromClient(g.C.CoreV1().RESTClient(), "nodes", metav1.NamespaceAll, fields.Everything())
+	byName := fields.OneTermEqualSelector("metadata.name", g.Name).String()
+	leases := g.C.CoordinationV1().Leases(g.Namespace)
+	leaseLW := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = byName
+			return leases.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = byName
+			return leases.Watch(ctx, o)
+		},
+	}
+	nodes := g.C.CoreV1().Nodes()
+	nodeLW := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return nodes.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return nodes.Watch(ctx, o)
+		},
+	}
 	var ctrls []cache.Controller
 	a.leases, ctrls = nil, nil
-	ls, lc := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: leaseLW, ObjectType: &coordinationv1.Lease{}, Handler: kick})
-	ns, nc := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: nodeLW, ObjectType: &corev1.Node{}, Handler: kick})
+	// A plain list, then a watch: the lists are small (one Lease, the
+	// Nodes), and fake clientsets have no streaming lists.
+	ls, lc := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: cache.ToListWatcherWithWatchListSemantics(leaseLW, listThenWatch{}),
+		ObjectType: &coordinationv1.Lease{}, Handler: kick})
+	ns, nc := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: cache.ToListWatcherWithWatchListSemantics(nodeLW, listThenWatch{}),
+		ObjectType: &corev1.Node{}, Handler: kick})
 	a.leases, a.nodes = ls, ns
 	ctrls = append(ctrls, lc, nc)
 	for _, c := range ctrls {
@@ -541,6 +565,11 @@ func (a *acquirer) watch(ctx context.Context) error {
 	a.watching = true
 	return nil
 }
+
+// listThenWatch tells client-go's reflector not to use streaming lists.
+type listThenWatch struct{}
+
+func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 func (a *acquirer) poke() {
 	select {
@@ -655,6 +684,29 @@ func (g *Gate) Update(ctx context.Context, change func(*Record) bool) (Record, e
 	}
 }
 
+// Free removes the holders match picks, compare-and-swap, and returns
+// them.
+func (g *Gate) Free(ctx context.Context, match func(Entry) bool) ([]Entry, error) {
+	var freed []Entry
+	_, err := g.Update(ctx, func(rec *Record) bool {
+		freed = nil
+		keep := rec.Holders[:0:0]
+		for _, h := range rec.Holders {
+			if match(h) {
+				freed = append(freed, h)
+			} else {
+				keep = append(keep, h)
+			}
+		}
+		rec.Holders = keep
+		return len(freed) > 0
+	})
+	if err != nil {
+		return nil, err
+	}
+	return freed, nil
+}
+
 // Read returns the record as it stands (empty without a Lease).
 func (g *Gate) Read(ctx context.Context) (Record, *coordinationv1.Lease, error) {
 	l, err := g.get(ctx)
@@ -746,7 +798,7 @@ func (s *Slot) write(ctx context.Context, change func(*Entry)) error {
 	found := true
 	_, err := s.g.Update(ctx, func(rec *Record) bool {
 		for i, h := range rec.Holders {
-			if h.Node == me.Node && h.UID == me.UID && h.Boot == me.Boot && h.Ticket == me.Ticket {
+			if h.same(me) {
 				h.Phase = me.Phase
 				change(&h)
 				rec.Holders[i] = h
@@ -801,18 +853,8 @@ func (s *Slot) Keep(ctx context.Context, p Phase) error {
 func (s *Slot) Release(ctx context.Context, why string) error {
 	s.halt()
 	me := s.Entry()
-	freed := false
-	_, err := s.g.Update(ctx, func(rec *Record) bool {
-		for _, h := range rec.Holders {
-			if h.Node == me.Node && h.UID == me.UID && h.Boot == me.Boot && h.Ticket == me.Ticket {
-				rec.Holders = without(rec.Holders, me.Node)
-				freed = true
-				return true
-			}
-		}
-		return false
-	})
-	if err == nil && freed {
+	freed, err := s.g.Free(ctx, me.same)
+	if err == nil && len(freed) > 0 {
 		s.g.event(ctx, me.Node, "Normal", ReasonReleased, "Freed the reboot slot of %s: %s", s.g.Where(), why)
 	}
 	return err

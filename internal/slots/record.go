@@ -90,6 +90,11 @@ func (e Entry) key() string {
 	return fmt.Sprintf("%s/%s/%s/%d", e.Node, e.UID, e.Boot, e.Ticket)
 }
 
+// same reports whether o is the same entry as e (key).
+func (e Entry) same(o Entry) bool {
+	return e.Node == o.Node && e.UID == o.UID && e.Boot == o.Boot && e.Ticket == o.Ticket
+}
+
 // renewPeriod is the entry's renewal period (at least a second).
 func (e Entry) renewPeriod() time.Duration {
 	return time.Duration(max(e.Renew, 1)) * time.Second

@@ -100,12 +100,15 @@ func testDedicatedIdentity(t *testing.T, r *rig) {
 	t.Logf("ServiceAccount gnsh: %d requests %v", total, verbs)
 
 	// Nothing beyond the rules: no pod GET or DELETE (PDBs are bypassed by
-	// DELETE), no Secrets, no Node list, no DaemonSets.
+	// DELETE), no Secrets, no DaemonSets, no Lease but the slots' (nodes
+	// list is the reboot-slot gate's: test/slotsrig).
 	for what, err := range map[string]error{
 		"get pod":        errOf(c.CoreV1().Pods(ns).Get(ctx, "agent-x1", metav1.GetOptions{})),
 		"delete pod":     c.CoreV1().Pods(ns).Delete(ctx, "agent-x1", metav1.DeleteOptions{}),
 		"list secrets":   errOf(c.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{})),
-		"list nodes":     errOf(c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})),
+		"list leases":    errOf(c.CoordinationV1().Leases("gnsh").List(ctx, metav1.ListOptions{})),
+		"get a lease":    errOf(c.CoordinationV1().Leases("gnsh").Get(ctx, "other", metav1.GetOptions{})),
+		"delete nodes":   c.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}),
 		"get daemonset":  errOf(c.AppsV1().DaemonSets(ns).Get(ctx, "agent", metav1.GetOptions{})),
 		"update node":    errOf(c.CoreV1().Nodes().Update(ctx, r.getNode(t, node), metav1.UpdateOptions{})),
 		"delete event":   c.CoreV1().Events("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}),

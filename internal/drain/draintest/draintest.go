@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -51,6 +52,12 @@ type Cluster struct {
 	stuck     map[string]bool
 	evictions map[string]int
 	total     int
+	// podWatch is closed when the first watch of pods opens: the fake's
+	// watches start from now, not from a resourceVersion as a real API
+	// server's do, so a pod removed before the drain's watch opened would
+	// never be seen to go.
+	podWatch     chan struct{}
+	podWatchOnce sync.Once
 }
 
 // New returns a Cluster holding objs.
@@ -73,8 +80,12 @@ func New(objs ...runtime.Object) *Cluster {
 		}
 	}
 	c := &Cluster{Clientset: fake.NewClientset(objs...), protected: map[string]bool{}, stuck: map[string]bool{},
-		evictions: map[string]int{}}
+		evictions: map[string]int{}, podWatch: make(chan struct{})}
 	c.PrependReactor("create", "pods", c.evict)
+	c.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		c.podWatchOnce.Do(func() { close(c.podWatch) })
+		return false, nil, nil // the fake's own watch, registered as this returns
+	})
 	// The fake tracker does not fill in generateName: accept Events as sent.
 	c.PrependReactor("create", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		return true, a.(k8stesting.CreateAction).GetObject(), nil
@@ -103,6 +114,10 @@ func (c *Cluster) evict(a k8stesting.Action) (bool, runtime.Object, error) {
 	}
 	if !stuck {
 		go func() { // the kubelet removes the pod a little later
+			select {
+			case <-c.podWatch:
+			case <-time.After(5 * time.Second): // a test that never watches
+			}
 			time.Sleep(10 * time.Millisecond)
 			_ = c.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ev.Namespace, ev.Name)
 		}()

@@ -1,0 +1,160 @@
+package drainer
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/gnsh/gnsh/internal/config"
+	"github.com/gnsh/gnsh/internal/drain"
+	"github.com/gnsh/gnsh/internal/slots"
+)
+
+// gate is the reboot-slot gate of the run's configuration, over its
+// session: Events on Nodes (when events are on), the waiting line on the
+// progress line.
+func (r *run) gate() *slots.Gate {
+	g := slots.NewGate(r.sess.c, r.cfg)
+	g.Clock = r.d.clock()
+	g.Event = func(ctx context.Context, node, typ, reason, msg string) {
+		if !r.cfg.Events {
+			return
+		}
+		if err := PostEvent(context.WithoutCancel(ctx), r.sess.c, node, typ, reason, msg, r.cfg.APITimeout.D()); err != nil {
+			r.debug("event %s not posted: %v", reason, err)
+		}
+	}
+	g.Status = r.out.live
+	g.Debug = func(l string) { r.debug("%s", l) }
+	return g
+}
+
+// takeSlot waits for a reboot slot (internal/slots) before the cordon of a
+// shutdown: ok to go on, else the outcome that ends the attempt. The
+// gate is skipped when off, for -f (never here) and for the node agent's
+// drains (ahead of a schedule, or for a shutdown already under way). n is the Node as just read, o gnsh's record of a cordon that
+// stands.
+func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) (outcome, bool) {
+	if r.cfg.Slots.Gate == config.GateOff || r.purpose != forShutdown || r.d.Agent || r.ahead {
+		return drained, true
+	}
+	g := r.gate()
+	wait := r.cfg.SlotWait()
+	req := slots.Request{
+		Ask: slots.Ask{Entry: slots.Entry{Node: n.Name, UID: n.UID, Boot: r.own.BootID, Action: r.verb, Who: r.own.Requester(),
+			Since: r.d.now().UTC().Truncate(time.Second), Renew: int64(r.cfg.Slots.Renew.D() / time.Second),
+			WasUnschedulable: n.Spec.Unschedulable && o == nil},
+			ForceQuorum: r.forceQuorum},
+		Self: slots.StateOf(n), Wait: wait,
+	}
+	start := r.d.now()
+	s, v, err := g.Acquire(ctx, req)
+	r.out.done()
+	var we *slots.WaitError
+	var ue *slots.UnavailableError
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return r.fail(r.classify(ctx, err), err), false
+	case errors.As(err, &we):
+		return r.fail(noSlot, err), false
+	case errors.As(err, &ue) && r.cfg.Slots.Gate == config.GateRequired:
+		return r.fail(gateDown, err), false
+	case errors.As(err, &ue) && kubeletIdentity(err):
+		// The kubelet's credentials cannot use the gate (the Node
+		// authorizer): with the default optional gate that is the
+		// normal case of a node without gnsh's own identity.
+		r.debug("reboot slots not checked: %v", err)
+		return drained, true
+	default:
+		r.warn("reboot slots not checked: %v; going on without a slot (slots.gate: optional)", err)
+		return drained, true
+	}
+	r.slot = s
+	s.Lost = func(m string) { r.warn("%s", m) }
+	waited := r.d.now().Sub(start).Round(time.Second)
+	switch {
+	case v.Already:
+		r.info("%s already holds a reboot slot of %s", n.Name, g.Where())
+	case waited >= time.Second:
+		r.info("took a reboot slot of %s after waiting %s", g.Where(), waited)
+	default:
+		r.debug("took a reboot slot of %s", g.Where())
+	}
+	if v.QuorumWarning != "" {
+		r.warn("%s", v.QuorumWarning)
+	}
+	if r.forceQuorum && req.Self.ControlPlane {
+		r.warn("--force-quorum: the etcd quorum guard was not applied to this control-plane node")
+	}
+	return drained, true
+}
+
+// kubeletIdentity reports whether a gate error is the Node authorizer
+// refusing a kubelet's credentials.
+func kubeletIdentity(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), `"system:node:`)
+}
+
+// slotPhase records the holder's phase (with its next renewal).
+func (r *run) slotPhase(p slots.Phase) {
+	if r.slot != nil {
+		r.slot.SetPhase(p)
+	}
+}
+
+// keepSlot leaves the slot held after a hand-off, its phase
+// shutting-down: the node agent frees it after the next boot (or others
+// do, internal/slots).
+func (r *run) keepSlot() {
+	if r.slot == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*r.cfg.APITimeout.D())
+	defer cancel()
+	if err := r.slot.Keep(ctx, slots.ShuttingDown); err != nil {
+		r.debug("reboot slot: phase not written: %v", err)
+	}
+	r.slot = nil
+}
+
+// releaseSlot frees the slot of a shutdown that does not happen.
+func (r *run) releaseSlot(why string) {
+	if r.slot == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*r.cfg.APITimeout.D())
+	defer cancel()
+	if err := r.slot.Release(ctx, why); err != nil {
+		r.warn("the reboot slot of %s was not freed (%v): it is freed once others see no renewal from it, or by 'gnsh slots release --node %s'",
+			r.sess.node, err, r.sess.node)
+	} else {
+		r.debug("reboot slot freed: %s", why)
+	}
+	r.slot = nil
+}
+
+// freeSlotOf frees the reboot slot this boot of n holds (shutdown -c: the
+// schedule it was taken for is gone), a bounded best effort: the node
+// agent, or any node that finds the slot stale, frees it otherwise.
+func (r *run) freeSlotOf(ctx context.Context, n *corev1.Node, why string) {
+	if r.cfg.Slots.Gate == config.GateOff {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*r.cfg.APITimeout.D())
+	defer cancel()
+	g := r.gate()
+	boot := r.d.bootID()
+	freed, err := g.Free(ctx, func(h slots.Entry) bool { return h.Node == n.Name && h.UID == n.UID && h.Boot == boot })
+	switch {
+	case err != nil && !kubeletIdentity(err):
+		r.debug("reboot slot of %s not freed: %v", n.Name, err)
+	case len(freed) > 0:
+		g.Event(ctx, n.Name, "Normal", slots.ReasonReleased, "Freed the reboot slot of "+g.Where()+": "+why)
+		r.info("the reboot slot of %s in %s is freed", n.Name, g.Where())
+	}
+}

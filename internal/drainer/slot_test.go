@@ -1,0 +1,218 @@
+package drainer
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/gnsh/gnsh/internal/legacy"
+	"github.com/gnsh/gnsh/internal/slots"
+)
+
+// slotRecord reads the slots record from the fake cluster.
+func slotRecord(t *testing.T, f *fakeNode) slots.Record {
+	t.Helper()
+	l, err := f.CoordinationV1().Leases("gnsh").Get(context.Background(), "reboot-slots", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return slots.Record{}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := slots.Decode(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// otherHolder makes node2, holding the only slot.
+func otherHolder(t *testing.T, f *fakeNode) {
+	t.Helper()
+	ctx := context.Background()
+	n2 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node2", UID: "uid-2"},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	if _, err := f.CoreV1().Nodes().Create(ctx, n2, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "reboot-slots", Namespace: "gnsh"}}
+	slots.Record{Version: slots.Schema, Next: 1, Holders: []slots.Entry{{Node: "node2", UID: "uid-2", Boot: "b2", Phase: slots.Draining,
+		Action: "reboot", Who: "bob@pts/1", Renew: 10}}}.Encode(l)
+	if _, err := f.CoordinationV1().Leases("gnsh").Create(ctx, l, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The slot is taken before the cordon, kept (shutting-down) after a
+// hand-off, and freed when the hand-off is refused.
+func TestSlotTakenKeptAndFreed(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	p, err := d.prepare(t, reboot())
+	if err != nil || p == nil {
+		t.Fatal(p, err)
+	}
+	rec := slotRecord(t, f)
+	if h, ok := rec.Holder("node1"); !ok || h.Boot != "boot-1" || h.Who != "alice on pts/3" || h.Action != "reboot" {
+		t.Fatalf("record %+v", rec)
+	}
+	// The Lease was written before the Node's cordon.
+	var order []string
+	for _, a := range f.Actions() {
+		if a.GetVerb() == "create" && a.GetResource().Resource == "leases" || a.GetVerb() == "patch" && a.GetResource().Resource == "nodes" {
+			order = append(order, a.GetResource().Resource)
+		}
+	}
+	if len(order) < 2 || order[0] != "leases" {
+		t.Fatalf("writes %v", order)
+	}
+	p.Finish(context.Background(), nil)
+	if h, ok := slotRecord(t, f).Holder("node1"); !ok || h.Phase != slots.ShuttingDown {
+		t.Fatalf("after the hand-off: %+v", slotRecord(t, f))
+	}
+
+	f = newFakeNode(false, nil, "web-1")
+	d = newDrainer(t, f, "")
+	p, err = d.prepare(t, reboot())
+	if err != nil || p == nil {
+		t.Fatal(p, err)
+	}
+	p.Finish(context.Background(), errors.New("logind said no"))
+	if rec := slotRecord(t, f); len(rec.Holders) != 0 {
+		t.Fatalf("after a refused hand-off: %+v", rec)
+	}
+	if got := strings.Join(f.reasons(), " "); !strings.HasSuffix(got, "GnshSlotReleased") {
+		t.Fatalf("events %q", got)
+	}
+}
+
+// With the only slot held by another node, the reboot waits slots.wait,
+// then is refused naming the holder and the ways round, nothing cordoned,
+// its place in the queue withdrawn.
+func TestNoSlotRefuses(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	otherHolder(t, f)
+	d := newDrainer(t, f, "slots:\n  wait: 2s\n")
+	p, err := d.prepare(t, reboot())
+	var ref *Refusal
+	if !errors.As(err, &ref) || p != nil {
+		t.Fatalf("%v %v", p, err)
+	}
+	for _, want := range []string{"no reboot slot within 2s: cluster limit 1: node2 (holds a slot: draining since", "reboot by bob@pts/1",
+		"gnsh slots release --node NODE", "--no-drain or -f"} {
+		if !strings.Contains(ref.Msg, want) {
+			t.Errorf("refusal %q lacks %q", ref.Msg, want)
+		}
+	}
+	if !strings.Contains(d.stderr.String(), "waiting for a reboot slot (place 1 in the queue of gnsh/reboot-slots)") {
+		t.Errorf("stderr %q", d.stderr)
+	}
+	if f.node(t).Spec.Unschedulable {
+		t.Error("cordoned")
+	}
+	if rec := slotRecord(t, f); len(rec.Waiters) != 0 || len(rec.Holders) != 1 {
+		t.Errorf("record %+v", rec)
+	}
+	if got := strings.Join(f.reasons(), " "); got != "GnshSlotWaiting" {
+		t.Errorf("events %q", got)
+	}
+}
+
+func forbidLeases(f *fakeNode, user string) {
+	f.PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "reboot-slots",
+			errors.New(`User "`+user+`" cannot get resource "leases"`))
+	})
+}
+
+// A gate that cannot be used: optional goes on (a warning, or a debug
+// line for the kubelet's own credentials), required refuses.
+func TestGateUnavailable(t *testing.T) {
+	for _, c := range []struct {
+		config, user string
+		refused      bool
+		warning      string
+	}{
+		{"", "system:node:node1", false, ""},
+		{"", "someone", false, "gnsh: warning: reboot slots not checked: these credentials may not use the Lease gnsh/reboot-slots"},
+		{"slots:\n  gate: required\n", "system:node:node1", true, ""},
+		{"slots:\n  gate: off\n", "someone", false, ""},
+	} {
+		f := newFakeNode(false, nil, "web-1")
+		forbidLeases(f, c.user)
+		d := newDrainer(t, f, c.config)
+		p, err := d.prepare(t, reboot())
+		if c.refused {
+			var ref *Refusal
+			if !errors.As(err, &ref) || !strings.Contains(ref.Msg, "reboot refused (slots.gate: required in ") || f.node(t).Spec.Unschedulable {
+				t.Errorf("%q %s: %v", c.config, c.user, err)
+			}
+			continue
+		}
+		if err != nil || p == nil {
+			t.Errorf("%q %s: %v", c.config, c.user, err)
+			continue
+		}
+		p.Finish(context.Background(), nil)
+		if got := d.stderr.String(); c.warning != "" && !strings.Contains(got, c.warning) || c.warning == "" && strings.Contains(got, "slot") {
+			t.Errorf("%q %s: stderr %q", c.config, c.user, got)
+		}
+	}
+}
+
+// SIGINT while waiting withdraws the place and refuses as interrupted.
+func TestSlotWaitInterrupted(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	otherHolder(t, f)
+	d := newDrainer(t, f, "slots:\n  wait: 1m\n")
+	var once sync.Once
+	f.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		// Its waiter entry is being written: SIGINT a moment later.
+		once.Do(func() { time.AfterFunc(100*time.Millisecond, func() { d.Signal.Deliver(syscall.SIGINT) }) })
+		return false, nil, nil
+	})
+	_, err := d.prepare(t, reboot())
+	var intr *Interrupted
+	if !errors.As(err, &intr) {
+		t.Fatalf("%v", err)
+	}
+	if rec := slotRecord(t, f); len(rec.Waiters) != 0 {
+		t.Errorf("place not withdrawn: %+v", rec)
+	}
+}
+
+// shutdown -r +1 drains at once and keeps its slot for the schedule;
+// shutdown -c frees it with the cordon.
+func TestCancelFreesTheSlot(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	req := reboot()
+	req.Command, req.When = "shutdown", legacy.Usec(time.Now().Add(time.Minute))
+	if err := d.handOff(t, req, nil); err != nil {
+		t.Fatal(err)
+	}
+	if h, ok := slotRecord(t, f).Holder("node1"); !ok || h.Phase != slots.ShuttingDown {
+		t.Fatalf("scheduled: %+v", slotRecord(t, f))
+	}
+	if err := d.handOff(t, cancelReq(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if rec := slotRecord(t, f); len(rec.Holders) != 0 {
+		t.Fatalf("after shutdown -c: %+v", rec)
+	}
+	if !strings.Contains(d.stderr.String(), "the reboot slot of node1 in gnsh/reboot-slots is freed") {
+		t.Fatalf("stderr %q", d.stderr)
+	}
+}
