@@ -372,7 +372,11 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 			Clock:  d.Clock,
 		}
 		var wg sync.WaitGroup
-		wg.Add(3)
+		wg.Add(4)
+		go func() {
+			defer wg.Done()
+			keepSlots(ctx, d, cfg, u.Connect, say, u.Debug)
+		}()
 		go func() { defer wg.Done(); _ = f.Run(ctx) }()
 		go func() { defer wg.Done(); _ = g.Run(ctx) }()
 		go func() { defer wg.Done(); _ = o.Run(ctx) }()

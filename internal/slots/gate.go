@@ -512,23 +512,6 @@ func (a *acquirer) watch(ctx context.Context) error {
 	g := a.g
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.stopWatch, a.kick = cancel, make(chan struct{}, 1)
-	kick := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { a.poke() },
-		UpdateFunc: func(any, any) { a.poke() },
-		DeleteFunc: func(any) { a.poke() },
-	}
-	byName := fields.OneTermEqualSelector("metadata.name", g.Name).String()
-	leases := g.C.CoordinationV1().Leases(g.Namespace)
-	leaseLW := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = byName
-			return leases.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = byName
-			return leases.Watch(ctx, o)
-		},
-	}
 	nodes := g.C.CoreV1().Nodes()
 	nodeLW := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -542,10 +525,9 @@ func (a *acquirer) watch(ctx context.Context) error {
 	a.leases, ctrls = nil, nil
 	// A plain list, then a watch: the lists are small (one Lease, the
 	// Nodes), and fake clientsets have no streaming lists.
-	ls, lc := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: cache.ToListWatcherWithWatchListSemantics(leaseLW, listThenWatch{}),
-		ObjectType: &coordinationv1.Lease{}, Handler: kick})
+	ls, lc := g.leaseInformer(a.poke)
 	ns, nc := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: cache.ToListWatcherWithWatchListSemantics(nodeLW, listThenWatch{}),
-		ObjectType: &corev1.Node{}, Handler: kick})
+		ObjectType: &corev1.Node{}, Handler: onChange(a.poke)})
 	a.leases, a.nodes = ls, ns
 	ctrls = append(ctrls, lc, nc)
 	for _, c := range ctrls {
@@ -564,6 +546,32 @@ func (a *acquirer) watch(ctx context.Context) error {
 	}
 	a.watching = true
 	return nil
+}
+
+// leaseInformer watches the Lease: changed is called for each change.
+func (g *Gate) leaseInformer(changed func()) (cache.Store, cache.Controller) {
+	byName := fields.OneTermEqualSelector("metadata.name", g.Name).String()
+	leases := g.C.CoordinationV1().Leases(g.Namespace)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = byName
+			return leases.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = byName
+			return leases.Watch(ctx, o)
+		},
+	}
+	return cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{}),
+		ObjectType: &coordinationv1.Lease{}, Handler: onChange(changed)})
+}
+
+func onChange(f func()) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { f() },
+		UpdateFunc: func(any, any) { f() },
+		DeleteFunc: func(any) { f() },
+	}
 }
 
 // listThenWatch tells client-go's reflector not to use streaming lists.

@@ -1,0 +1,98 @@
+package gnshcli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gnsh/gnsh/internal/config"
+	"github.com/gnsh/gnsh/internal/drainer"
+	"github.com/gnsh/gnsh/internal/slots"
+)
+
+// keepSlots runs the node agent's part of the reboot-slot gate
+// (slots.Keeper) until ctx ends: it connects (again every renew period
+// until the API server answers), then keeps this node's slot.
+func keepSlots(ctx context.Context, d *drainer.Drainer, cfg config.Config, connect func(context.Context) (kubernetes.Interface, string, error),
+	say func(format string, args ...any), debug bool) {
+	if cfg.Slots.Gate == config.GateOff {
+		return
+	}
+	var c kubernetes.Interface
+	var node string
+	for {
+		var err error
+		if c, node, err = connect(ctx); err == nil {
+			break
+		}
+		if debug {
+			say("debug: reboot slots: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(cfg.Slots.Renew.D()):
+		}
+	}
+	g := slots.NewGate(c, cfg)
+	g.Clock = d.Clock
+	g.Event = func(ctx context.Context, node, typ, reason, msg string) {
+		if cfg.Events {
+			_ = drainer.PostEvent(ctx, c, node, typ, reason, msg, cfg.APITimeout.D())
+		}
+	}
+	k := &slots.Keeper{Gate: g, Node: node, Boot: d.ThisBoot(), Settle: cfg.Slots.Settle.D(),
+		State: func(ctx context.Context) (slots.NodeState, []slots.Member, bool, error) {
+			rctx, cancel := context.WithTimeout(ctx, cfg.APITimeout.D())
+			defer cancel()
+			n, err := c.CoreV1().Nodes().Get(rctx, node, metav1.GetOptions{})
+			if err != nil {
+				return slots.NodeState{}, nil, false, err
+			}
+			st := slots.StateOf(n)
+			if !st.ControlPlane {
+				return st, nil, false, nil
+			}
+			ms, err := g.EtcdMembers(ctx)
+			return st, ms, err == nil, nil
+		},
+		Needed: func(ctx context.Context, free func() error) (bool, string, error) {
+			return slotNeeded(ctx, d, node, cfg, free)
+		},
+		Say: func(l string) { say("%s", l) },
+	}
+	if debug {
+		k.Debug = func(l string) { say("debug: %s", l) }
+	}
+	_ = k.Run(ctx)
+}
+
+// slotNeeded says whether this boot's slot is relied on: a gnsh drain
+// holds the drain lock, or a shutdown is under way or due (Relies). If
+// not, it frees the slot still under the lock, so that no wrapper starts
+// in between. In doubt (an answer it cannot get) the slot is needed.
+func slotNeeded(ctx context.Context, d *drainer.Drainer, node string, cfg config.Config, free func() error) (bool, string, error) {
+	l, err := d.AcquireLock("reboot slot check", node, time.Now().Add(4*cfg.APITimeout.D()+time.Second))
+	var held *drainer.HeldError
+	if errors.As(err, &held) {
+		return true, fmt.Sprintf("%v", held), nil
+	}
+	if err != nil {
+		return true, "", err
+	}
+	defer l.Release()
+	if d.Relies != nil {
+		why, err := d.Relies(ctx, nil, cfg.DrainTimeout.D())
+		if err != nil {
+			return true, "", err
+		}
+		if why != "" {
+			return true, why, nil
+		}
+	}
+	return false, "", free()
+}

@@ -1,0 +1,203 @@
+package slots
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Keeper is the node agent's part of the gate for its own node. It
+// watches the Lease and, for this node's holder entry:
+//
+//   - made in an earlier boot (the node rebooted): it marks it Back, and
+//     frees it once the node has been settled for Settle without a break:
+//     Ready for this boot, gnsh's cordon lifted (unless the node was
+//     cordoned before), its etcd member Ready;
+//   - made in this boot and no longer renewed by the command that took it
+//     (it handed off and exited, or was killed): it renews it while
+//     Needed says the slot is relied on (a drain runs, a shutdown is under
+//     way or scheduled), and frees it when nothing relies on it.
+type Keeper struct {
+	Gate   *Gate
+	Node   string
+	Boot   string
+	Settle time.Duration
+	// State reads this node and its etcd members (ok false: none known).
+	State func(ctx context.Context) (NodeState, []Member, bool, error)
+	// Needed says whether this boot's slot is relied on; when it is not,
+	// it calls free under the same exclusion (the drain lock), so that no
+	// drain starts between the answer and the write.
+	Needed func(ctx context.Context, free func() error) (needed bool, why string, err error)
+	// Say logs a line; Debug a debug line (nil: none).
+	Say, Debug func(string)
+
+	beat      int64     // the holder's Beat last seen
+	beatSince time.Time // since when
+	since     time.Time // settled since, zero if not now
+}
+
+func (k *Keeper) say(format string, args ...any) {
+	if k.Say != nil {
+		k.Say(fmt.Sprintf(format, args...))
+	}
+}
+
+func (k *Keeper) debug(format string, args ...any) {
+	if k.Debug != nil {
+		k.Debug(fmt.Sprintf(format, args...))
+	}
+}
+
+// Run keeps this node's slot until ctx ends. Without permission to read
+// the Lease (the kubelet's credentials) it says so once and returns nil.
+func (k *Keeper) Run(ctx context.Context) error {
+	g := k.Gate
+	// One read first: these credentials may not use the Lease at all
+	// (the kubelet's), and a watch would retry that forever.
+	for {
+		_, err := g.get(ctx)
+		if err == nil {
+			break
+		}
+		if apierrors.IsForbidden(err) {
+			k.debug("reboot slots not kept: %v", &UnavailableError{Where: g.Where(), Err: err})
+			return nil
+		}
+		k.debug("reboot slots: %v", err)
+		t := g.clock().NewTimer(g.Renew)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C():
+		}
+	}
+	kick := make(chan struct{}, 1)
+	store, ctrl := g.leaseInformer(func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	})
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go ctrl.RunWithContext(wctx)
+	if !cache.WaitForCacheSync(ctx.Done(), ctrl.HasSynced) {
+		return ctx.Err()
+	}
+	t := g.clock().NewTicker(g.Renew)
+	defer t.Stop()
+	for {
+		if err := k.step(ctx, store); err != nil {
+			k.debug("reboot slots: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-kick:
+		case <-t.C():
+		}
+	}
+}
+
+// step looks at this node's entry once and acts on it.
+func (k *Keeper) step(ctx context.Context, store cache.Store) error {
+	g := k.Gate
+	o, ok, _ := store.GetByKey(g.Namespace + "/" + g.Name)
+	if !ok {
+		return nil
+	}
+	rec, err := Decode(o.(*coordinationv1.Lease))
+	if err != nil {
+		return err
+	}
+	h, ok := rec.Holder(k.Node)
+	if !ok {
+		k.since = time.Time{}
+		return nil
+	}
+	now := g.clock().Now()
+	if h.Boot != k.Boot {
+		return k.back(ctx, h, now)
+	}
+	k.since = time.Time{}
+	if h.Beat != k.beat || k.beatSince.IsZero() {
+		k.beat, k.beatSince = h.Beat, now
+	}
+	if now.Sub(k.beatSince) < g.Renew+g.Renew/2 {
+		return nil // its taker renews it
+	}
+	rctx, cancel := context.WithTimeout(ctx, 3*g.APITimeout)
+	defer cancel()
+	needed, why, err := k.Needed(rctx, func() error {
+		freed, err := g.Free(rctx, h.same)
+		if err == nil && len(freed) > 0 {
+			k.say("freed the reboot slot of %s in %s: the %s it was taken for did not happen and nothing relies on it", k.Node, g.Where(), h.Action)
+			g.event(rctx, k.Node, "Normal", ReasonReleased, "Freed the reboot slot of %s: the %s requested by %s did not happen", g.Where(), h.Action, h.Who)
+		}
+		return err
+	})
+	if err != nil || !needed {
+		return err
+	}
+	k.debug("renewing the reboot slot of %s for its taker: %s", k.Node, why)
+	_, err = g.Update(rctx, func(rec *Record) bool {
+		for i, e := range rec.Holders {
+			if e.same(h) {
+				rec.Holders[i].Beat++
+				return true
+			}
+		}
+		return false
+	})
+	return err
+}
+
+// back handles a holder entry of an earlier boot: Back, then freed once
+// settled for Settle.
+func (k *Keeper) back(ctx context.Context, h Entry, now time.Time) error {
+	g := k.Gate
+	rctx, cancel := context.WithTimeout(ctx, 3*g.APITimeout)
+	defer cancel()
+	if h.Phase != Back {
+		if _, err := g.Update(rctx, func(rec *Record) bool {
+			for i, e := range rec.Holders {
+				if e.same(h) && e.Phase != Back {
+					rec.Holders[i].Phase = Back
+					return true
+				}
+			}
+			return false
+		}); err != nil {
+			return err
+		}
+		k.say("%s is back on a new boot; its reboot slot of %s is freed once it has been Ready and uncordoned for %s", k.Node, g.Where(), k.Settle)
+	}
+	st, members, known, err := k.State(rctx)
+	if err != nil {
+		return err
+	}
+	w := World{Nodes: map[string]NodeState{k.Node: st}, Etcd: members, EtcdKnown: known}
+	if !settled(h, w) {
+		k.since = time.Time{}
+		return nil
+	}
+	if k.since.IsZero() {
+		k.since = now
+	}
+	if now.Sub(k.since) < k.Settle {
+		return nil
+	}
+	freed, err := g.Free(rctx, h.same)
+	if err == nil && len(freed) > 0 {
+		k.say("freed the reboot slot of %s in %s: back, Ready and uncordoned for %s", k.Node, g.Where(), now.Sub(k.since).Round(time.Second))
+		g.event(rctx, k.Node, "Normal", ReasonReleased, "Freed the reboot slot of %s: back after the %s requested by %s, Ready and uncordoned for %s",
+			g.Where(), h.Action, h.Who, now.Sub(k.since).Round(time.Second))
+		k.since = time.Time{}
+	}
+	return err
+}

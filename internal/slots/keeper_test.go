@@ -1,0 +1,93 @@
+package slots
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func keeperRig(t *testing.T, holder Entry) (*Gate, *fake.Clientset) {
+	t.Helper()
+	c := fake.NewClientset()
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "reboot-slots", Namespace: "gnsh"}}
+	Record{Version: Schema, Next: 1, Holders: []Entry{holder}}.Encode(l)
+	if _, err := c.CoordinationV1().Leases("gnsh").Create(context.Background(), l, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return &Gate{C: c, Namespace: "gnsh", Name: "reboot-slots", Renew: 20 * time.Millisecond, APITimeout: time.Second}, c
+}
+
+func current(t *testing.T, g *Gate) Record {
+	t.Helper()
+	rec, _, err := g.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("not within 5s: %s", what)
+		}
+	}
+}
+
+// After the reboot: Back, then freed only once Ready and uncordoned for
+// the settle time without a break.
+func TestKeeperFreesAfterBoot(t *testing.T) {
+	h := Entry{Node: "node1", UID: "u1", Boot: "old", Phase: ShuttingDown, Renew: 1}
+	g, _ := keeperRig(t, h)
+	var cordoned atomic.Bool
+	cordoned.Store(true)
+	k := &Keeper{Gate: g, Node: "node1", Boot: "new", Settle: 200 * time.Millisecond,
+		State: func(context.Context) (NodeState, []Member, bool, error) {
+			n := node("node1", func(n *NodeState) { n.UID, n.Boot = "u1", "new" })
+			n.Unschedulable = cordoned.Load()
+			return n, nil, false, nil
+		},
+		Needed: func(context.Context, func() error) (bool, string, error) { t.Error("Needed asked after a boot"); return true, "", nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go k.Run(ctx)
+	eventually(t, "phase back", func() bool { e, ok := current(t, g).Holder("node1"); return ok && e.Phase == Back })
+	time.Sleep(400 * time.Millisecond)
+	if _, ok := current(t, g).Holder("node1"); !ok {
+		t.Fatal("freed while gnsh's cordon stands")
+	}
+	cordoned.Store(false)
+	start := time.Now()
+	eventually(t, "freed", func() bool { _, ok := current(t, g).Holder("node1"); return !ok })
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Fatalf("freed %s after settling began", d)
+	}
+}
+
+// In the boot that took it, no longer renewed by its taker: renewed while
+// needed, freed when not.
+func TestKeeperRenewsOrFreesThisBoot(t *testing.T) {
+	h := Entry{Node: "node1", UID: "u1", Boot: "b", Phase: ShuttingDown, Renew: 1}
+	g, _ := keeperRig(t, h)
+	var needed atomic.Bool
+	needed.Store(true)
+	k := &Keeper{Gate: g, Node: "node1", Boot: "b", Settle: time.Second,
+		Needed: func(_ context.Context, free func() error) (bool, string, error) {
+			if needed.Load() {
+				return true, "a shutdown is under way", nil
+			}
+			return false, "", free()
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go k.Run(ctx)
+	eventually(t, "renewed twice", func() bool { e, _ := current(t, g).Holder("node1"); return e.Beat >= 2 })
+	needed.Store(false)
+	eventually(t, "freed", func() bool { _, ok := current(t, g).Holder("node1"); return !ok })
+}
