@@ -53,7 +53,10 @@ func TestKeeperFreesAfterBoot(t *testing.T) {
 			n.Unschedulable = cordoned.Load()
 			return n, nil, false, nil
 		},
-		Needed: func(context.Context, func() error) (bool, string, error) { t.Error("Needed asked after a boot"); return true, "", nil }}
+		Needed: func(context.Context, func() error) (bool, string, error) {
+			t.Error("Needed asked after a boot")
+			return true, "", nil
+		}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go k.Run(ctx)
