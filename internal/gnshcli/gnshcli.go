@@ -28,8 +28,10 @@ func Run(ctx context.Context, argv []string, env *dispatch.Env) int {
 			"/etc/kubernetes/kubelet.conf) it first drains the node: cordon, evict through the\n" +
 			"Eviction API (PodDisruptionBudgets honoured), wait. A drain that does not finish\n" +
 			"within the drain timeout refuses the shutdown; an unreachable API server does not.\n" +
+			"Before the cordon it takes a reboot slot ('gnsh slots'): at most slots.maxUnavailable\n" +
+			"nodes out at once, per pool too, one control-plane node with etcd's quorum kept.\n" +
 			"The legacy commands also take, spelled out in full: --no-drain,\n" +
-			"--drain-timeout=DURATION, --force-drain. Policy: /etc/gnsh/config.yaml.",
+			"--drain-timeout=DURATION, --force-drain, --force-quorum. Policy: /etc/gnsh/config.yaml.",
 		Writer:         env.Stdout,
 		ErrWriter:      env.Stderr,
 		ExitErrHandler: func(*cli.Context, error) {},
@@ -45,6 +47,7 @@ func Run(ctx context.Context, argv []string, env *dispatch.Env) int {
 			drainCommand(&code, env),
 			uncordonCommand(&code, env),
 			statusCommand(env),
+			slotsCommand(&code, env),
 			doctorCommand(&code, env),
 			agentCommand(&code, env),
 			installCommand(&code, env),

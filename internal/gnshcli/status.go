@@ -261,6 +261,7 @@ func WriteStatus(w io.Writer, r *nodefacts.Report) {
 		}
 	}
 	add("agent runs", runs)
+	add("reboot slots", slotsLine(r.Slots))
 
 	width := 0
 	for _, row := range rows {
@@ -269,6 +270,26 @@ func WriteStatus(w io.Writer, r *nodefacts.Report) {
 	for _, row := range rows {
 		fmt.Fprintf(w, "%-*s  %s\n", width, row[0], oneLine(row[1]))
 	}
+}
+
+// slotsLine is the gate in one line: its mode and limits, whether it
+// answers, the holders, the queue and this node's place.
+func slotsLine(sf nodefacts.SlotsFacts) string {
+	if sf.Gate == "off" {
+		return "gate off"
+	}
+	v := fmt.Sprintf("gate %s, %s, limit %d", sf.Gate, sf.Lease, sf.MaxUnavailable)
+	if len(sf.Pools) > 0 {
+		v += ", pools " + strings.Join(sf.Pools, ", ")
+	}
+	if !sf.Reachable {
+		return v + "; unavailable: " + sf.Error
+	}
+	holders := "none"
+	if len(sf.Holders) > 0 {
+		holders = strings.Join(sf.Holders, ", ")
+	}
+	return fmt.Sprintf("%s; held by %s, %d waiting; this node: %s", v, holders, sf.Waiting, sf.This)
 }
 
 // overridden lists the earlier files whose InhibitDelayMaxSec the

@@ -46,6 +46,8 @@ func TestWriteStatusLayout(t *testing.T) {
 			SameMachine: boolp(true), SameWhy: "Node node1 has this machine's machine ID m1"},
 		Agent: nodefacts.AgentFacts{Unit: "gnsh.service", ActiveState: "unknown", Error: "systemd not reachable: timed out\nreally",
 			LockPath: "/run/gnsh/agent.flock", Lock: "held", Running: true},
+		Slots: nodefacts.SlotsFacts{Gate: "optional", Lease: "gnsh/reboot-slots", MaxUnavailable: 1, Pools: []string{"gpu (pool=gpu): 1"},
+			Reachable: true, Holders: []string{"node2 (draining)"}, Waiting: 1, This: "waiting (place 1)"},
 	}
 	var b bytes.Buffer
 	WriteStatus(&b, r)
@@ -68,6 +70,7 @@ cordon              by gnsh for reboot, by alice on pts/0 at 2026-11-22T10:00:00
 this machine        yes: Node node1 has this machine's machine ID m1
 agent               gnsh.service: unknown (error: systemd not reachable: timed out really)
 agent runs          yes (/run/gnsh/agent.flock held), delay lock on shutdown no
+reboot slots        gate optional, gnsh/reboot-slots, limit 1, pools gpu (pool=gpu): 1; held by node2 (draining), 1 waiting; this node: waiting (place 1)
 `
 	if b.String() != want {
 		t.Fatalf("layout:\n%s\nwant:\n%s", b.String(), want)
@@ -173,7 +176,7 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 	e.out.Reset()
 	code := Run(context.Background(), []string{"gnsh", "doctor"}, e.env)
 	lines := strings.Split(strings.TrimSuffix(e.out.String(), "\n"), "\n")
-	if code != 1 || len(lines) != 12 || e.errb.String() != "gnsh doctor: 3 of 12 checks failed\n" {
+	if code != 1 || len(lines) != 13 || e.errb.String() != "gnsh doctor: 3 of 13 checks failed\n" {
 		t.Fatalf("doctor exit %d, stderr %q:\n%s", code, e.errb, e.out)
 	}
 	for i, want := range []string{
@@ -190,6 +193,7 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 		"warn  API access            not checked: no kubeconfig",
 		"fail  agent                 gnsh.service: state unknown (Unknown method GetUnit or interface org.freedesktop.systemd1.Manager.), " +
 			"no agent holds /run/gnsh/agent.flock: nothing uncordons the node after a reboot",
+		"warn  reboot slots          gate optional, unavailable: reboots go on without a slot: not checked: no kubeconfig; fix: apply install/kubernetes/rbac.yaml",
 	} {
 		if !strings.HasPrefix(lines[i], want) {
 			t.Errorf("doctor line %d:\n got %s\nwant %s…", i+1, lines[i], want)
@@ -208,7 +212,7 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 		t.Fatalf("doctor json exit %d", code)
 	}
 	var checks []nodefacts.Check
-	if err := json.Unmarshal(e.out.Bytes(), &checks); err != nil || len(checks) != 12 || checks[5].Verdict != nodefacts.Fail ||
+	if err := json.Unmarshal(e.out.Bytes(), &checks); err != nil || len(checks) != 13 || checks[5].Verdict != nodefacts.Fail ||
 		checks[10].Name != "API access" || checks[11].Verdict != nodefacts.Fail || !strings.HasSuffix(e.out.String(), "]\n") {
 		t.Fatalf("doctor json %v: %s", err, e.out)
 	}

@@ -40,12 +40,13 @@ func healthy() *Report {
 		Drain:  DrainFacts{Enabled: true, Timeout: "30s", TimeoutSec: 30},
 		Agent:  AgentFacts{Unit: AgentUnit, ActiveState: "active", LoadState: "loaded", LockPath: AgentLockPath, Lock: LockHeld, Running: true},
 		Access: &AccessFacts{User: "system:node:node1", Allowed: GnshRequests("node1", true)},
+		Slots:  SlotsFacts{Gate: "optional", Lease: "gnsh/reboot-slots", MaxUnavailable: 1, Reachable: true, Holders: []string{}, This: "none"},
 	}
 }
 
 func TestDoctorHealthy(t *testing.T) {
 	cs := Doctor(healthy())
-	if len(cs) != 12 || Failed(cs) != 0 {
+	if len(cs) != 13 || Failed(cs) != 0 {
 		t.Fatalf("%+v", cs)
 	}
 	for _, c := range cs {
@@ -338,6 +339,27 @@ func TestAgentDelayMaxFor(t *testing.T) {
 		got := AgentDelayMaxFor(d)
 		if got != want || agent.DrainBudget(got) < d || agent.DrainBudget(got-time.Second) >= d {
 			t.Errorf("AgentDelayMaxFor(%s) = %s (budget %s), want %s", d, got, agent.DrainBudget(got), want)
+		}
+	}
+}
+
+func TestCheckSlots(t *testing.T) {
+	for _, c := range []struct {
+		sf      SlotsFacts
+		verdict Verdict
+		want    string
+	}{
+		{SlotsFacts{Gate: "off"}, OK, "gate off (slots.gate)"},
+		{SlotsFacts{Gate: "optional", Lease: "gnsh/reboot-slots", MaxUnavailable: 2, Reachable: true, Holders: []string{"a (draining)"}, Waiting: 3, This: "none"},
+			OK, "gate optional: gnsh/reboot-slots answers; limit 2; 1 held, 3 waiting; this node: none"},
+		{SlotsFacts{Gate: "optional", Error: "these credentials may not use the Lease"}, Warn, "reboots go on without a slot: these credentials"},
+		{SlotsFacts{Gate: "required", Error: "these credentials may not use the Lease"}, Fail, "every reboot is refused (but with --no-drain or -f)"},
+	} {
+		r := healthy()
+		r.Slots = c.sf
+		got := CheckSlots(r)
+		if got.Verdict != c.verdict || !strings.Contains(got.Message, c.want) {
+			t.Errorf("%+v: %+v", c.sf, got)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/drain"
 	"github.com/gnsh/gnsh/internal/kube"
+	"github.com/gnsh/gnsh/internal/slots"
 )
 
 // KubeOptions is how the kubeconfig and the Node are found.
@@ -49,11 +50,18 @@ func (s *Sources) config() (config.Config, string, error) {
 
 // gatherKube finds the kubeconfig and reads the Node; with s.Access it
 // also reviews gnsh's requests into af (nil: not asked).
-func gatherKube(ctx context.Context, s *Sources, kf *KubeconfigFacts, nf *NodeFacts, df *DrainFacts, af *AccessFacts) {
+func gatherKube(ctx context.Context, s *Sources, kf *KubeconfigFacts, nf *NodeFacts, df *DrainFacts, sf *SlotsFacts, af *AccessFacts) {
 	cfg, cfgPath, err := s.config()
 	kf.Config, kf.ConfigError = cfgPath, errString(err)
 	if df != nil {
 		*df = DrainFacts{Enabled: cfg.Drain, Timeout: cfg.DrainTimeout.D().String(), TimeoutSec: cfg.DrainTimeout.D().Seconds()}
+	}
+	*sf = SlotsFacts{Gate: cfg.Slots.Gate, Lease: cfg.Slots.Namespace + "/" + cfg.Slots.Lease, MaxUnavailable: cfg.Slots.MaxUnavailable, Pools: []string{}, Holders: []string{}}
+	for _, p := range cfg.Slots.Pools {
+		sf.Pools = append(sf.Pools, fmt.Sprintf("%s (%s): %d", p.Name, p.Selector, p.MaxUnavailable))
+	}
+	if cfg.Slots.Gate != config.GateOff {
+		sf.Error = "not checked: no kubeconfig"
 	}
 	noAccess := func(why string) {
 		if af != nil {
@@ -91,10 +99,10 @@ func gatherKube(ctx context.Context, s *Sources, kf *KubeconfigFacts, nf *NodeFa
 	if fi, err := os.Stat(path); err == nil {
 		kf.Mode = fmt.Sprintf("%04o", fi.Mode().Perm())
 	}
-	gatherNode(ctx, s, &loc, cfg, path, nf, af)
+	gatherNode(ctx, s, &loc, cfg, path, nf, sf, af)
 }
 
-func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.Config, path string, nf *NodeFacts, af *AccessFacts) {
+func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.Config, path string, nf *NodeFacts, sf *SlotsFacts, af *AccessFacts) {
 	timeout := cfg.APITimeout.D()
 	var c kubernetes.Interface
 	var rc *rest.Config
@@ -137,6 +145,9 @@ func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.C
 		}
 		nf.Name, nf.NameFrom = name, "hostname"
 	}
+	if cfg.Slots.Gate != config.GateOff {
+		gatherSlots(ctx, c, cfg, nf.Name, sf)
+	}
 	gctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	n, err := c.CoreV1().Nodes().Get(gctx, nf.Name, metav1.GetOptions{})
@@ -177,4 +188,28 @@ func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.C
 
 func timedOut(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// gatherSlots reads the slots record: the holders, the waiters, this
+// node's place.
+func gatherSlots(ctx context.Context, c kubernetes.Interface, cfg config.Config, node string, sf *SlotsFacts) {
+	g := slots.NewGate(c, cfg)
+	rec, _, err := g.Read(ctx)
+	if err != nil {
+		sf.Error = (&slots.UnavailableError{Where: g.Where(), Err: err}).Error()
+		return
+	}
+	sf.Reachable, sf.Error, sf.This = true, "", "none"
+	for _, h := range rec.Holders {
+		sf.Holders = append(sf.Holders, h.Node+" ("+string(h.Phase)+")")
+		if h.Node == node {
+			sf.This = "holder (" + string(h.Phase) + ")"
+		}
+	}
+	sf.Waiting = len(rec.Waiters)
+	for i, w := range rec.Waiters {
+		if w.Node == node {
+			sf.This = fmt.Sprintf("waiting (place %d)", i+1)
+		}
+	}
 }

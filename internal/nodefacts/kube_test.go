@@ -60,7 +60,7 @@ func TestGatherKubeRealClient(t *testing.T) {
 		Hostname: func() (string, error) { return "node1.example.com", nil }, HostID: &kube.HostID{MachineID: "other"}}}
 	var kf KubeconfigFacts
 	var nf NodeFacts
-	gatherKube(testCtx(t), s, &kf, &nf, nil, nil)
+	gatherKube(testCtx(t), s, &kf, &nf, nil, &SlotsFacts{}, nil)
 	if !kf.Found || !strings.HasSuffix(kf.Path, "/etc/gnsh/kubeconfig") || kf.Mode != "0644" {
 		t.Errorf("kubeconfig %+v", kf)
 	}
@@ -101,7 +101,7 @@ func TestGatherKubeHungServer(t *testing.T) {
 	var nf NodeFacts
 	var af AccessFacts
 	start := time.Now()
-	gatherKube(testCtx(t), s, &kf, &nf, nil, &af)
+	gatherKube(testCtx(t), s, &kf, &nf, nil, &SlotsFacts{}, &af)
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("took %s", d)
 	}
@@ -123,7 +123,7 @@ func TestGatherKubeBadConfig(t *testing.T) {
 	root := tree(t, map[string]string{"/etc/gnsh/config.yaml": "nod: node1\n"})
 	var kf KubeconfigFacts
 	var nf NodeFacts
-	gatherKube(testCtx(t), &Sources{Root: root, Getenv: envOf(nil)}, &kf, &nf, nil, nil)
+	gatherKube(testCtx(t), &Sources{Root: root, Getenv: envOf(nil)}, &kf, &nf, nil, &SlotsFacts{}, nil)
 	if !strings.Contains(kf.ConfigError, `unknown key "nod"`) || kf.Found || nf.Error != "no kubeconfig" {
 		t.Errorf("kubeconfig %+v node %+v", kf, nf)
 	}
@@ -144,7 +144,7 @@ func TestGatherKubeAccess(t *testing.T) {
 		var nf NodeFacts
 		var df DrainFacts
 		var af AccessFacts
-		gatherKube(testCtx(t), s, &kf, &nf, &df, &af)
+		gatherKube(testCtx(t), s, &kf, &nf, &df, &SlotsFacts{}, &af)
 		if !nf.NotFound || af.Error != "" || len(af.Denied) != tt.n || af.User != "u" || len(rv.seen) != tt.n ||
 			!slices.ContainsFunc(rv.seen, func(q APIRequest) bool { return q.String() == "patch nodes/node1" }) {
 			t.Errorf("%q: node %+v access %+v", tt.config, nf, af)
@@ -154,7 +154,7 @@ func TestGatherKubeAccess(t *testing.T) {
 		}
 	}
 	var af AccessFacts
-	gatherKube(testCtx(t), &Sources{Root: t.TempDir(), Getenv: envOf(nil)}, &KubeconfigFacts{}, &NodeFacts{}, nil, &af)
+	gatherKube(testCtx(t), &Sources{Root: t.TempDir(), Getenv: envOf(nil)}, &KubeconfigFacts{}, &NodeFacts{}, nil, &SlotsFacts{}, &af)
 	if af.Error != "no kubeconfig" {
 		t.Errorf("access without kubeconfig %+v", af)
 	}

@@ -39,6 +39,7 @@ type Report struct {
 	Node       NodeFacts       `json:"node"`
 	Drain      DrainFacts      `json:"drain"`
 	Agent      AgentFacts      `json:"agent"`
+	Slots      SlotsFacts      `json:"slots"`
 	// Access is asked only with Sources.Access (gnsh doctor): nil otherwise.
 	Access *AccessFacts `json:"access,omitempty"`
 }
@@ -49,6 +50,24 @@ type DrainFacts struct {
 	Enabled    bool    `json:"enabled"`
 	Timeout    string  `json:"timeout"` // drainTimeout, e.g. "5m0s"
 	TimeoutSec float64 `json:"timeoutSec"`
+}
+
+// SlotsFacts is the reboot-slot gate (internal/slots) as this node sees
+// it.
+type SlotsFacts struct {
+	Gate           string   `json:"gate"`  // off, optional, required
+	Lease          string   `json:"lease"` // NAMESPACE/NAME
+	MaxUnavailable int      `json:"maxUnavailable"`
+	Pools          []string `json:"pools"` // "NAME (SELECTOR): N"
+	// Reachable: the Lease could be read (or does not exist yet) with
+	// this node's credentials; Error says why not.
+	Reachable bool     `json:"reachable"`
+	Error     string   `json:"error,omitempty"`
+	Holders   []string `json:"holders"` // "NODE (PHASE)"
+	Waiting   int      `json:"waiting"`
+	// This is this node's place: "holder (PHASE)", "waiting (place N)" or
+	// "none".
+	This string `json:"this,omitempty"`
 }
 
 // SystemdFacts is PID 1.
@@ -296,7 +315,7 @@ func Gather(ctx context.Context, s *Sources) *Report {
 	if s.Access {
 		r.Access = &AccessFacts{}
 	}
-	wg.Go(func() { gatherKube(ctx, s, &r.Kubeconfig, &r.Node, &r.Drain, r.Access) })
+	wg.Go(func() { gatherKube(ctx, s, &r.Kubeconfig, &r.Node, &r.Drain, &r.Slots, r.Access) })
 	r.LogindConf = ReadLogindConf(s.Root)
 	r.Kubelet = readKubelet(s)
 	r.Commands = resolveCommands(s)

@@ -41,8 +41,9 @@ func StateOf(n *corev1.Node) NodeState {
 	return s
 }
 
-// out says why a node counts as out, "" if it does not.
-func (n NodeState) out() string {
+// Out says why a node counts as out (NotReady, cordoned, being
+// deleted), "" if it does not.
+func (n NodeState) Out() string {
 	var why []string
 	if !n.Ready {
 		why = append(why, "NotReady")
@@ -351,7 +352,7 @@ func blocks(n NodeState, held map[string]string, w World, lim Limits, forceQuoru
 			if seen[s.Name] || !in(s) {
 				continue
 			}
-			if why := s.out(); why != "" {
+			if why := s.Out(); why != "" {
 				seen[s.Name] = true
 				out = append(out, Out{s.Name, why})
 			}

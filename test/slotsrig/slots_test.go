@@ -1,9 +1,13 @@
 package slotsrig_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,7 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/clock"
 
+	"github.com/gnsh/gnsh/internal/dispatch"
+	"github.com/gnsh/gnsh/internal/gnshcli"
 	"github.com/gnsh/gnsh/internal/slots"
+	"github.com/gnsh/gnsh/internal/system"
 )
 
 func TestSlotsRig(t *testing.T) {
@@ -29,6 +36,7 @@ func TestSlotsRig(t *testing.T) {
 		{"stranded", testStranded},
 		{"clock_skew", testClockSkew},
 		{"pools_and_cordons", testPoolsAndCordons},
+		{"slots_command", testSlotsCommand},
 	} {
 		r.reset(t)
 		if !t.Run(c.name, func(t *testing.T) { c.fn(t, r) }) {
@@ -352,4 +360,87 @@ func summary(rec slots.Record) string {
 		w = append(w, fmt.Sprintf("%s#%d", e.Node, e.Ticket))
 	}
 	return fmt.Sprintf("next %d holders [%s] waiters [%s]", rec.Next, strings.Join(h, " "), strings.Join(w, " "))
+}
+
+// gnsh slots lists the holders, waiters and nodes out as the API server
+// has them (text and JSON); gnsh slots release frees a slot with an admin's
+// kubeconfig and posts GnshSlotReleased on the Node.
+func testSlotsCommand(t *testing.T, r *rig) {
+	ctx := ctxFor(t, time.Minute)
+	lim := slots.Limits{Max: 2, Settle: time.Second}
+	a, b := r.node(t, "held", nil), r.node(t, "queued", nil)
+	r.node(t, "down", nil)
+	r.setStatus(t, "down", false, "boot-1")
+	sa, _, err := r.gate(t, lim).Acquire(ctx, request(a, time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa.Keep(ctx, slots.ShuttingDown)
+	waiting := make(chan error, 1)
+	wctx, stop := context.WithCancel(ctx)
+	go func() { _, _, err := r.gate(t, lim).Acquire(wctx, request(b, time.Minute)); waiting <- err }()
+	eventually(t, "queued waits", func() bool { _, ok := r.record(t).Waiter("queued"); return ok })
+
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("slots:\n  maxUnavailable: 2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, string, int) {
+		var out, errb bytes.Buffer
+		env := &dispatch.Env{Stdout: &out, Stderr: &errb, Location: time.UTC,
+			LookupEnv: func(k string) (string, bool) {
+				switch k {
+				case "GNSH_CONFIG":
+					return cfg, true
+				case "SUDO_USER":
+					return "carol", true
+				}
+				return "", false
+			},
+			Host: &system.Host{Root: t.TempDir(), Getenv: func(string) string { return "" }}}
+		code := gnshcli.Run(ctx, append([]string{"gnsh", "slots"}, args...), env)
+		return out.String(), errb.String(), code
+	}
+	out, errs, code := run("--kubeconfig", r.cp.AdminKubeconfig)
+	for _, want := range []string{"reboot slots gnsh/reboot-slots (gate optional): limit 2\n", "holder   held    shutting-down  since ",
+		"waiting  queued  place 1", "out      down    NotReady"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("gnsh slots: %d %q\n%s\nwant …%s…", code, errs, out, want)
+		}
+	}
+	out, _, code = run("--kubeconfig", r.cp.AdminKubeconfig, "-o", "json")
+	var v struct {
+		Holders []slots.Entry `json:"holders"`
+		Waiters []slots.Entry `json:"waiters"`
+		Out     []slots.Out   `json:"out"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil || code != 0 || len(v.Holders) != 1 || v.Holders[0].Node != "held" ||
+		len(v.Waiters) != 1 || len(v.Out) != 1 || v.Out[0].Node != "down" {
+		t.Errorf("gnsh slots -o json: %v %d\n%s", err, code, out)
+	}
+	out, errs, code = run("release", "--node", "held", "--kubeconfig", r.cp.AdminKubeconfig)
+	if code != 0 || !strings.Contains(out, "freed the reboot slot of held (shutting-down, reboot by root)") {
+		t.Fatalf("release: %d %q %q", code, out, errs)
+	}
+	if err := <-waiting; err != nil {
+		t.Fatalf("queued after the release: %v", err)
+	}
+	stop()
+	evs, err := r.admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=held,reason=" + slots.ReasonReleased})
+	if err != nil || len(evs.Items) != 1 || !strings.Contains(evs.Items[0].Message, "freed by carol with 'gnsh slots release'") {
+		t.Errorf("events: %v %+v", err, evs)
+	}
+	_, errs, code = run("release", "--node", "nobody", "--kubeconfig", r.cp.AdminKubeconfig)
+	if code != 1 || !strings.Contains(errs, "nobody holds no reboot slot of gnsh/reboot-slots and is not waiting for one") {
+		t.Errorf("release of no slot: %d %q", code, errs)
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("not within 10s: %s", what)
+		}
+	}
 }

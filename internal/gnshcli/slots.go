@@ -1,0 +1,223 @@
+package gnshcli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gnsh/gnsh/internal/config"
+	"github.com/gnsh/gnsh/internal/dispatch"
+	"github.com/gnsh/gnsh/internal/drainer"
+	"github.com/gnsh/gnsh/internal/slots"
+)
+
+func slotsCommand(code *int, env *dispatch.Env) *cli.Command {
+	return &cli.Command{
+		Name:  "slots",
+		Usage: "list the reboot slots: who holds one, who waits, which nodes are out",
+		Description: "Reads the Lease that holds the reboot slots (slots.namespace/slots.lease in\n" +
+			"/etc/gnsh/config.yaml, default gnsh/reboot-slots): each holder with its phase\n" +
+			"(admitted, draining, shutting-down, back), when and by whom it was asked; the\n" +
+			"waiters in the order they are served; and the nodes that count as out besides\n" +
+			"(NotReady, cordoned, being deleted). 'gnsh slots release --node NAME' frees a slot\n" +
+			"by hand. Uses --kubeconfig, else the kubeconfig gnsh finds (an admin's kubeconfig\n" +
+			"works, as does gnsh's own identity; the kubelet's may not read the Lease).",
+		Flags: []cli.Flag{outputFlag, kubeFlag},
+		Action: func(c *cli.Context) error {
+			if err := checkOutput(c); err != nil {
+				return err
+			}
+			*code = dispatch.Report(env.Stderr, listSlots(c, env))
+			return nil
+		},
+		Subcommands: []*cli.Command{{
+			Name:  "release",
+			Usage: "free a node's reboot slot (and its place in the queue) by hand",
+			Description: "For a node that will not come back to free its slot itself (it was\n" +
+				"reinstalled, or is down for good and still has its Node): removes it from the\n" +
+				"holders and the waiters, compare-and-swap, and posts GnshSlotReleased on its Node.\n" +
+				"Slots of deleted Nodes, of nodes back and settled, and of given-up shutdowns are\n" +
+				"freed without it.",
+			Flags: []cli.Flag{&cli.StringFlag{Name: "node", Required: true, Usage: "the `NAME` of the Node whose slot to free"}, kubeFlag},
+			Action: func(c *cli.Context) error {
+				if c.NArg() > 0 {
+					return fmt.Errorf("slots release takes no arguments (got %q); use --node NAME", c.Args().First())
+				}
+				*code = dispatch.Report(env.Stderr, releaseSlot(c, env))
+				return nil
+			},
+		}},
+	}
+}
+
+// slotsGate connects as gnsh would (--kubeconfig, then discovery) to the
+// gate of the config file.
+func slotsGate(c *cli.Context, env *dispatch.Env) (*slots.Gate, config.Config, error) {
+	d := newDrainer(c, env)
+	cfg, err := config.Load(d.ConfigFile())
+	if err != nil {
+		return nil, cfg, err
+	}
+	loc := d.Locator(cfg)
+	path, err := loc.FindKubeconfig()
+	if err != nil {
+		return nil, cfg, err
+	}
+	rc, err := loc.RESTConfig(path)
+	if err != nil {
+		return nil, cfg, err
+	}
+	kc, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, cfg, fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	return slots.NewGate(kc, cfg), cfg, nil
+}
+
+// slotsView is `gnsh slots --output json`.
+type slotsView struct {
+	Lease          string        `json:"lease"`
+	Gate           string        `json:"gate"`
+	MaxUnavailable int           `json:"maxUnavailable"`
+	Pools          []config.Pool `json:"pools"`
+	Holders        []slots.Entry `json:"holders"`
+	Waiters        []slots.Entry `json:"waiters"`
+	Out            []slots.Out   `json:"out"`
+	OutError       string        `json:"outError,omitempty"`
+}
+
+func listSlots(c *cli.Context, env *dispatch.Env) error {
+	g, cfg, err := slotsGate(c, env)
+	if err != nil {
+		return err
+	}
+	rec, _, err := g.Read(c.Context)
+	if err != nil {
+		return &slots.UnavailableError{Where: g.Where(), Err: err}
+	}
+	v := slotsView{Lease: g.Where(), Gate: cfg.Slots.Gate, MaxUnavailable: cfg.Slots.MaxUnavailable, Pools: cfg.Slots.Pools,
+		Holders: rec.Holders, Waiters: rec.Waiters, Out: []slots.Out{}}
+	if v.Pools == nil {
+		v.Pools = []config.Pool{}
+	}
+	if v.Out, err = outNodes(c.Context, g, rec); err != nil {
+		v.OutError = err.Error()
+	}
+	if c.String("output") == "json" {
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	writeSlots(env.Stdout, v)
+	return nil
+}
+
+// outNodes lists the nodes that count as out without holding a slot.
+func outNodes(ctx context.Context, g *slots.Gate, rec slots.Record) ([]slots.Out, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.APITimeout)
+	defer cancel()
+	nl, err := g.C.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return []slots.Out{}, err
+	}
+	out := []slots.Out{}
+	for i := range nl.Items {
+		s := slots.StateOf(&nl.Items[i])
+		if _, held := rec.Holder(s.Name); held {
+			continue
+		}
+		if why := s.Out(); why != "" {
+			out = append(out, slots.Out{Node: s.Name, Why: why})
+		}
+	}
+	return out, nil
+}
+
+func writeSlots(w io.Writer, v slotsView) {
+	limits := fmt.Sprintf("limit %d", v.MaxUnavailable)
+	for _, p := range v.Pools {
+		limits += fmt.Sprintf("; pool %s (%s) %d", p.Name, p.Selector, p.MaxUnavailable)
+	}
+	fmt.Fprintf(w, "reboot slots %s (gate %s): %s\n", v.Lease, v.Gate, limits)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	entry := func(kind string, e slots.Entry, phase string) {
+		who := e.Action
+		if e.Who != "" {
+			who += " by " + e.Who
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\tsince %s\t%s\n", kind, e.Node, phase, e.Since.UTC().Format("2006-01-02T15:04:05Z"), who)
+	}
+	for _, h := range v.Holders {
+		entry("holder", h, string(h.Phase))
+	}
+	for i, e := range v.Waiters {
+		entry("waiting", e, fmt.Sprintf("place %d", i+1))
+	}
+	for _, o := range v.Out {
+		fmt.Fprintf(tw, "out\t%s\t%s\t\t\n", o.Node, o.Why)
+	}
+	tw.Flush()
+	if len(v.Holders)+len(v.Waiters)+len(v.Out) == 0 {
+		fmt.Fprintln(w, "no slot held, no node waiting or out")
+	}
+	if v.OutError != "" {
+		fmt.Fprintf(w, "nodes out: unknown (%s)\n", strings.TrimSpace(v.OutError))
+	}
+}
+
+func releaseSlot(c *cli.Context, env *dispatch.Env) error {
+	g, cfg, err := slotsGate(c, env)
+	if err != nil {
+		return err
+	}
+	node := c.String("node")
+	var freed, dropped []slots.Entry
+	_, err = g.Update(c.Context, func(rec *slots.Record) bool {
+		freed, dropped = nil, nil
+		if h, ok := rec.Holder(node); ok {
+			freed = append(freed, h)
+		}
+		if w, ok := rec.Waiter(node); ok {
+			dropped = append(dropped, w)
+		}
+		rec.Holders = withoutNode(rec.Holders, node)
+		rec.Waiters = withoutNode(rec.Waiters, node)
+		return len(freed)+len(dropped) > 0
+	})
+	if err != nil {
+		return &slots.UnavailableError{Where: g.Where(), Err: err}
+	}
+	if len(freed)+len(dropped) == 0 {
+		return fmt.Errorf("%s holds no reboot slot of %s and is not waiting for one", node, g.Where())
+	}
+	user := drainer.WhoAsks(func(k string) string { v, _ := env.LookupEnv(k); return v }).User
+	for _, h := range freed {
+		fmt.Fprintf(env.Stdout, "freed the reboot slot of %s (%s, %s by %s)\n", node, h.Phase, h.Action, h.Who)
+		if cfg.Events {
+			_ = drainer.PostEvent(c.Context, g.C, node, "Warning", slots.ReasonReleased,
+				fmt.Sprintf("Reboot slot of %s (%s, %s by %s) freed by %s with 'gnsh slots release'", g.Where(), h.Phase, h.Action, h.Who, user), cfg.APITimeout.D())
+		}
+	}
+	if len(dropped) > 0 {
+		fmt.Fprintf(env.Stdout, "took %s out of the queue\n", node)
+	}
+	return nil
+}
+
+func withoutNode(es []slots.Entry, node string) []slots.Entry {
+	var keep []slots.Entry
+	for _, e := range es {
+		if e.Node != node {
+			keep = append(keep, e)
+		}
+	}
+	return keep
+}
