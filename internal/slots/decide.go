@@ -302,7 +302,9 @@ func freeWhy(h Entry, w World, settle time.Duration, obs Observations) string {
 	case !n.Ready:
 		return "" // down: it counts, however long
 	case n.Boot != h.Boot:
-		if d := obs.Settled(h); d > 0 && d >= settle {
+		// The node agent frees it after settle; others give it two
+		// renewal periods more to do so (the usual, quieter path).
+		if d := obs.Settled(h); d > 0 && d >= settle+2*h.renewPeriod() {
 			return fmt.Sprintf("it is back on a new boot, Ready and schedulable for %s, and its node agent did not free the slot", d.Round(time.Second))
 		}
 	case obs.Silent(h) >= 3*h.renewPeriod():

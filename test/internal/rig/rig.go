@@ -75,6 +75,9 @@ type Spec struct {
 	// where they exist, e.g. /etc/kubernetes, so the command cannot see
 	// the host's files there.
 	Hide []string
+	// BootID, if set, is what /proc/sys/kernel/random/boot_id reads in
+	// the namespace: a command of "the next boot".
+	BootID string
 }
 
 // script runs "$@" as a child of a PID-1 shell with a private /run (or
@@ -89,6 +92,9 @@ if [ -n "$R" ]; then
   mount -t proc proc "$R/proc" || exit 98
   if [ -n "$GNSH_RIG_LOCALBIN" ]; then mount --bind "$GNSH_RIG_LOCALBIN" "$R/usr/local/sbin" || exit 98; fi
   if [ -n "$GNSH_RIG_BUS" ]; then mkdir -p "$R/run/gnsh-bus" && mount --bind "$GNSH_RIG_BUS" "$R/run/gnsh-bus" || exit 98; fi
+fi
+if [ -n "$GNSH_RIG_BOOTID" ]; then
+  printf '%s\n' "$GNSH_RIG_BOOTID" > "$R/run/.rig-boot_id" && mount --bind "$R/run/.rig-boot_id" "$R/proc/sys/kernel/random/boot_id" || exit 98
 fi
 for d in $GNSH_RIG_HIDE; do
   if [ -d "$R$d" ]; then mount -t tmpfs tmpfs "$R$d" || exit 98; fi
@@ -136,7 +142,7 @@ func Start(t testing.TB, spec Spec) *Proc {
 	}
 	p.cmd.Env = append([]string{"PATH=" + path, "GNSH_RIG_OUT=" + p.out, "GNSH_RIG_ROOT=" + spec.Root,
 		"GNSH_RIG_BUS=" + spec.BusDir, "GNSH_RIG_PARAM=" + spec.Param, "GNSH_RIG_LOCALBIN=" + spec.LocalBin,
-		"GNSH_RIG_RUN=" + spec.RunDir, "GNSH_RIG_HIDE=" + strings.Join(spec.Hide, " "), "TZ=UTC"}, spec.Env...)
+		"GNSH_RIG_RUN=" + spec.RunDir, "GNSH_RIG_HIDE=" + strings.Join(spec.Hide, " "), "GNSH_RIG_BOOTID=" + spec.BootID, "TZ=UTC"}, spec.Env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.so, &p.se
 	p.start = time.Now()
 	if err := p.cmd.Start(); err != nil {

@@ -1,0 +1,208 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/gnsh/gnsh/internal/logind/logindtest"
+	"github.com/gnsh/gnsh/internal/slots"
+	"github.com/gnsh/gnsh/test/internal/rig"
+)
+
+// gnshIdentity applies install/kubernetes/rbac.yaml and returns a
+// kubeconfig with the ServiceAccount's token: the reboot-slot gate needs
+// it (the kubelet's credentials cannot read the Lease or other Nodes).
+func (k *cluster) gnshIdentity(t *testing.T) string {
+	t.Helper()
+	manifest, err := os.ReadFile(filepath.Join("..", "..", "install", "kubernetes", "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.cp.Kubectl(t, manifest, "apply", "-f", "-")
+	token := strings.TrimSpace(k.cp.Kubectl(t, nil, "-n", "kube-system", "create", "token", "gnsh", "--duration=1h"))
+	f := filepath.Join(t.TempDir(), "kubeconfig")
+	kubectl := filepath.Join(k.cp.BinDir, "kubectl")
+	for _, args := range [][]string{
+		{"config", "set-cluster", "default", "--server=" + k.cp.Server, "--certificate-authority=" + k.cp.CAFile, "--embed-certs=true"},
+		{"config", "set-credentials", "gnsh", "--token=" + token},
+		{"config", "set-context", "default", "--cluster=default", "--user=gnsh"},
+		{"config", "use-context", "default"},
+	} {
+		if out, err := exec.Command(kubectl, append(args, "--kubeconfig="+f)...).CombinedOutput(); err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args[:2], " "), err, out)
+		}
+	}
+	// RBAC sees the new bindings a moment after kubectl apply returns.
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, err := exec.Command(kubectl, "--kubeconfig="+f, "auth", "can-i", "update", "leases/reboot-slots", "-n", "gnsh").CombinedOutput()
+		if err == nil && strings.TrimSpace(string(out)) == "yes" {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the ServiceAccount may not update the slots Lease: %s %v", out, err)
+		}
+	}
+	return f
+}
+
+// leaseHistory records every version of the slots Lease.
+func (k *cluster) leaseHistory(t *testing.T) func() []slots.Record {
+	ctx := ctxFor(t, 10*time.Minute)
+	w, err := k.admin.CoordinationV1().Leases("gnsh").Watch(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", "reboot-slots").String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var versions []slots.Record
+	go func() {
+		for ev := range w.ResultChan() {
+			if l, ok := ev.Object.(*coordinationv1.Lease); ok && ev.Type != watch.Deleted {
+				if rec, err := slots.Decode(l); err == nil {
+					mu.Lock()
+					versions = append(versions, rec)
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+	return func() []slots.Record {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]slots.Record(nil), versions...)
+	}
+}
+
+// TestSlotsRollingReboots: five nodes run reboot at once with a limit of
+// one node out (the real wrapper, gnsh's identity, a fake logind). One is
+// admitted, drains and hands off; the others wait in line. Each node's
+// "next boot" is its Node reporting a new boot ID and the node agent
+// started with it: the agent lifts gnsh's cordon and frees the slot once
+// the node has been Ready and uncordoned for the settle time, and only
+// then is the next node admitted.
+func TestSlotsRollingReboots(t *testing.T) {
+	k := startCluster(t)
+	kc := k.gnshIdentity(t)
+	history := k.leaseHistory(t)
+
+	const n = 5
+	type contender struct {
+		n   *node
+		env []string
+		p   *rig.Proc
+		ld  *logindtest.Logind // each machine its own logind
+	}
+	var cs []*contender
+	for i := range n {
+		nd := k.newNode(t, "roll-"+string(rune('a'+i)))
+		nd.replicaSet("web", 1, podOpts{})
+		nd.waitRunning(1)
+		cfg := config("node: "+nd.name, "slots: {maxUnavailable: 1, wait: 3m, settle: 2s, renew: 1s}")
+		cs = append(cs, &contender{n: nd, env: []string{"KUBECONFIG=" + kc, "GNSH_CONFIG=" + writeConfig(t, cfg), "LOGNAME=alice"}})
+	}
+	for _, c := range cs {
+		bus := logindtest.StartBus(t)
+		c.ld = bus.StartLogind(t, logindtest.Options{Version: 252})
+		c.p = startCmd(t, bus, c.env, "", "reboot")
+	}
+	var order []string
+	for round := range n {
+		// The one admitted hands off; the rest still wait.
+		var done *contender
+		for done == nil {
+			for _, c := range cs {
+				select {
+				case <-c.p.Done():
+					if !strings.Contains(strings.Join(order, " "), c.n.name) {
+						done = c
+					}
+				default:
+				}
+				if done != nil {
+					break
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		r := waitCmd(t, done.p, "reboot")
+		if r.Code != 0 {
+			t.Fatalf("round %d: %s: exit %d", round, done.n.name, r.Code)
+		}
+		if round > 0 && !strings.Contains(r.Stderr, "gnsh: waiting for a reboot slot (place ") {
+			t.Errorf("%s did not say it waited:\n%s", done.n.name, r.Stderr)
+		}
+		order = append(order, done.n.name)
+		wantHandOff(t, done.n.name, done.ld.Calls(), "RebootWithFlags")
+		done.n.wantCordon("reboot")
+		rec := history()[len(history())-1]
+		if h, ok := rec.Holder(done.n.name); !ok || len(rec.Holders) != 1 || h.Phase != slots.ShuttingDown {
+			t.Fatalf("round %d: after %s handed off: %+v", round, done.n.name, rec)
+		}
+		// Its next boot: the kubelet reports a new boot ID, the agent starts.
+		boot := "00000000-0000-4000-8000-00000000000" + string(rune('1'+round))
+		nd := done.n.get()
+		nd.Status.NodeInfo.BootID = boot
+		if _, err := k.admin.CoreV1().Nodes().UpdateStatus(ctxFor(t, time.Minute), nd, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ag := rig.Start(t, rig.Spec{Env: append(done.env, "GNSH_DEBUG=1"), Argv: []string{filepath.Join(binDir, "gnsh"), "agent"},
+			Hide: []string{"/etc/gnsh", "/etc/kubernetes"}, BootID: boot})
+		freed := false
+		for end := time.Now().Add(40 * time.Second); !freed && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			recs := history()
+			_, held := recs[len(recs)-1].Holder(done.n.name)
+			freed = !held
+		}
+		if err := ag.Signal(15); err != nil {
+			t.Error(err)
+		}
+		ar := ag.Wait()
+		logRun(t, "gnsh", []string{"agent"}, ar, 0)
+		if !freed {
+			t.Fatalf("round %d: the agent did not free the slot of %s", round, done.n.name)
+		}
+		for _, want := range []string{done.n.name + " uncordoned after boot", "is back on a new boot", "freed the reboot slot of " + done.n.name + " in gnsh/reboot-slots: back, Ready and uncordoned for"} {
+			if !strings.Contains(ar.Stderr, want) {
+				t.Errorf("round %d: the agent's log lacks %q", round, want)
+			}
+		}
+		if o := done.n.get(); o.Spec.Unschedulable {
+			t.Errorf("round %d: %s still cordoned after its agent freed the slot", round, done.n.name)
+		}
+	}
+	// Never more than one holder; between two holders the slot was free
+	// (the first freed by its agent before the next was admitted).
+	var last string
+	ticket := int64(-1)
+	for i, v := range history() {
+		for _, h := range v.Holders {
+			if h.Node != last && h.Ticket <= ticket {
+				t.Fatalf("version %d: %s admitted with ticket %d after ticket %d: not in arrival order", i, h.Node, h.Ticket, ticket)
+			}
+			ticket = max(ticket, h.Ticket)
+		}
+		if len(v.Holders) > 1 {
+			t.Fatalf("version %d has %d holders", i, len(v.Holders))
+		}
+		if len(v.Holders) == 1 {
+			if h := v.Holders[0].Node; h != last && last != "" {
+				t.Fatalf("version %d: %s admitted while %s held the slot", i, h, last)
+			} else {
+				last = h
+			}
+		} else {
+			last = ""
+		}
+	}
+	t.Logf("admitted in order: %s", strings.Join(order, " "))
+}
