@@ -37,6 +37,7 @@ func TestSlotsRig(t *testing.T) {
 		{"clock_skew", testClockSkew},
 		{"pools_and_cordons", testPoolsAndCordons},
 		{"slots_command", testSlotsCommand},
+		{"control_plane", testControlPlane},
 	} {
 		r.reset(t)
 		if !t.Run(c.name, func(t *testing.T) { c.fn(t, r) }) {
@@ -54,6 +55,11 @@ func (r *rig) reset(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := r.admin.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	zero := int64(0)
+	if err := r.admin.CoreV1().Pods("kube-system").DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
+		metav1.ListOptions{LabelSelector: "component=etcd"}); err != nil {
 		t.Fatal(err)
 	}
 	r.history.mu.Lock()
@@ -443,4 +449,131 @@ func eventually(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("not within 10s: %s", what)
 		}
 	}
+}
+
+// etcdPod creates the static etcd pod of a control-plane node (as kubeadm
+// names and labels it) with its Ready condition.
+func (r *rig) etcdPod(t *testing.T, node string, ready bool) {
+	t.Helper()
+	ctx := ctxFor(t, time.Minute)
+	name := "etcd-" + node
+	p, err := r.admin.CoreV1().Pods("kube-system").Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		p, err = r.admin.CoreV1().Pods("kube-system").Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", Labels: map[string]string{"component": "etcd", "tier": "control-plane"}},
+			Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:3.6"}}},
+		}, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	p.Status.Phase = corev1.PodRunning
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}
+	if _, err := r.admin.CoreV1().Pods("kube-system").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Three control-plane nodes with static etcd pods: an etcd member not
+// Ready refuses another control-plane reboot (--force-quorum overrides);
+// two at once admit one; the second waits until the first is back, its
+// etcd pod Ready, for the settle time (freed by its keeper).
+func testControlPlane(t *testing.T, r *rig) {
+	ctx := ctxFor(t, 3*time.Minute)
+	lim := slots.Limits{Max: 3, Settle: 2 * time.Second}
+	cpl := map[string]string{slots.ControlPlaneLabel: ""}
+	var cps []*corev1.Node
+	for _, n := range []string{"cp1", "cp2", "cp3"} {
+		cps = append(cps, r.node(t, n, cpl))
+		r.etcdPod(t, n, true)
+	}
+	r.etcdPod(t, "cp2", false)
+	_, _, err := r.gate(t, lim).Acquire(ctx, request(cps[0], time.Second))
+	var we *slots.WaitError
+	if !errors.As(err, &we) || !strings.Contains(err.Error(), "etcd would lose its quorum: etcd-cp2 (not Ready)") {
+		t.Fatalf("cp1 with etcd-cp2 not Ready: %v", err)
+	}
+	forced := request(cps[0], time.Second)
+	forced.ForceQuorum = true
+	s, _, err := r.gate(t, lim).Acquire(ctx, forced)
+	if err != nil {
+		t.Fatalf("--force-quorum: %v", err)
+	}
+	s.Release(ctx, "test")
+	r.etcdPod(t, "cp2", true)
+
+	// cp1 and cp3 at once: one goes, the other waits.
+	type result struct {
+		node string
+		s    *slots.Slot
+		err  error
+		at   time.Time
+	}
+	res := make(chan result, 2)
+	for _, nd := range []*corev1.Node{cps[0], cps[2]} {
+		go func() {
+			s, _, err := r.gate(t, lim).Acquire(ctx, request(nd, 2*time.Minute))
+			res <- result{nd.Name, s, err, time.Now()}
+		}()
+	}
+	first := <-res
+	if first.err != nil {
+		t.Fatal(first.err)
+	}
+	select {
+	case second := <-res:
+		t.Fatalf("%s and %s admitted together (%v)", first.node, second.node, second.err)
+	case <-time.After(2 * time.Second):
+	}
+	// The first goes down (its etcd member too) and comes back on a new
+	// boot; its keeper frees the slot only once its etcd pod is Ready
+	// again, for the settle time.
+	first.s.Keep(ctx, slots.ShuttingDown)
+	r.setStatus(t, first.node, false, "boot-1")
+	r.etcdPod(t, first.node, false)
+	time.Sleep(time.Second)
+	r.setStatus(t, first.node, true, "boot-2")
+	g := r.gate(t, lim)
+	nd := r.getNode(t, first.node)
+	k := &slots.Keeper{Gate: g, Node: first.node, Boot: "boot-2", Settle: lim.Settle,
+		State: func(ctx context.Context) (slots.NodeState, []slots.Member, bool, error) {
+			n, err := r.admin.CoreV1().Nodes().Get(ctx, nd.Name, metav1.GetOptions{})
+			if err != nil {
+				return slots.NodeState{}, nil, false, err
+			}
+			ms, err := g.EtcdMembers(ctx)
+			return slots.StateOf(n), ms, err == nil, nil
+		},
+		Needed: func(context.Context, func() error) (bool, string, error) { return true, "", nil }}
+	kctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go k.Run(kctx)
+	select {
+	case second := <-res:
+		t.Fatalf("%s admitted while %s's etcd pod is not Ready (%v)", second.node, first.node, second.err)
+	case <-time.After(4 * time.Second):
+	}
+	ready := time.Now()
+	r.etcdPod(t, first.node, true)
+	second := <-res
+	if second.err != nil {
+		t.Fatal(second.err)
+	}
+	if d := second.at.Sub(ready); d < lim.Settle {
+		t.Errorf("%s admitted %s after %s's etcd pod was Ready, before the settle time", second.node, d, first.node)
+	}
+	second.s.Release(ctx, "test")
+}
+
+func (r *rig) getNode(t *testing.T, name string) *corev1.Node {
+	t.Helper()
+	n, err := r.admin.CoreV1().Nodes().Get(ctxFor(t, time.Minute), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
