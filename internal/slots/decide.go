@@ -233,7 +233,7 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 	bs := blocks(self, sim, w, lim, a.ForceQuorum)
 	if len(bs) == 0 {
 		v.Admitted = true
-		me.Phase, me.Beat = Admitted, 0
+		me.Phase, me.Beat, me.Renew = Admitted, 0, a.Entry.Renew
 		v.Record.Holders = append(v.Record.Holders, me)
 		v.Self = me
 		v.QuorumWarning = quorumWarning(self, w)
@@ -245,6 +245,7 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 	}
 	v.Blocks = bs
 	me.Phase = ""
+	me.Renew = a.Entry.Renew * WaiterRenewFactor
 	v.Record.Waiters = append(v.Record.Waiters, me)
 	v.Self = me
 	v.finish(rec)
@@ -289,6 +290,12 @@ func (v *Verdict) reclaim(w World, lim Limits, obs Observations) {
 	}
 	v.Record.Waiters = waiting
 }
+
+// WaiterRenewFactor: a waiter renews its entry this many times less often
+// than a holder (one write per waiter every 30 s by default: a queue of a
+// hundred nodes does not crowd out the writes that admit and free). A
+// waiter that died holds the queue up to three of its periods at most.
+const WaiterRenewFactor = 3
 
 // WhyGone is why the entry of a node whose Node is gone is freed.
 const WhyGone = "its Node is gone"

@@ -179,7 +179,7 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 			return nil, v, a.fail(ctx, err)
 		}
 		v = a.decide(ctx, snap)
-		if !v.Admitted && g.clock().Since(a.lastBeat) >= g.Renew && v.Self.Ticket < v.Record.Next {
+		if !v.Admitted && g.clock().Since(a.lastBeat) >= WaiterRenewFactor*g.Renew && v.Self.Ticket < v.Record.Next {
 			// Renew its waiter entry (its first write counts as one).
 			for i := range v.Record.Waiters {
 				if v.Record.Waiters[i].Node == a.r.Entry.Node && !a.lastBeat.IsZero() {
@@ -196,15 +196,21 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 			}
 			switch {
 			case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
-				// Another node wrote first: decide again from fresh state.
+				// Another node wrote first: decide again from fresh state,
+				// from the watches from now on (a re-list of the Nodes
+				// after each conflict would be a storm when many ask at
+				// once), the Lease read again.
 				a.fresh = nil
 				if err := a.sleep(ctx, jitter(backoff)); err != nil {
 					return nil, v, a.fail(ctx, err)
 				}
-				backoff = min(2*backoff, time.Second)
-				if a.watching {
-					a.refetch(ctx)
+				backoff = min(2*backoff, maxBackoff)
+				if !a.watching {
+					if err := a.watch(ctx); err != nil {
+						return nil, v, a.fail(ctx, err)
+					}
 				}
+				a.refetch(ctx)
 				continue
 			case err != nil:
 				return nil, v, a.fail(ctx, err)
@@ -267,6 +273,11 @@ func (a *acquirer) fail(ctx context.Context, err error) error {
 	// longer renewed (a withdrawal would wait on the failing server).
 	return &UnavailableError{Where: a.g.Where(), Err: err}
 }
+
+// maxBackoff bounds the pause after a conflict (doubling from 10 ms, with
+// jitter): long enough to spread a crowd, short enough that the head of the
+// queue is not kept waiting by it.
+const maxBackoff = 250 * time.Millisecond
 
 func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d) }
 
@@ -398,19 +409,23 @@ func (a *acquirer) read(ctx context.Context) (snapshot, error) {
 			nodes = append(nodes, *o.(*corev1.Node))
 		}
 	} else {
-		l, err := g.get(ctx)
-		if err != nil {
-			return snap, err
-		}
-		snap.lease = l
+		// The Lease and the Nodes at once: one round trip's wait.
+		var l *coordinationv1.Lease
+		var lerr error
+		done := make(chan struct{})
+		go func() { defer close(done); l, lerr = g.get(ctx) }()
 		lctx, cancel := context.WithTimeout(ctx, g.APITimeout)
 		// A consistent read: a cached list can miss a Node's latest state.
 		nl, err := g.C.CoreV1().Nodes().List(lctx, metav1.ListOptions{})
 		cancel()
+		<-done
+		if lerr != nil {
+			return snap, lerr
+		}
 		if err != nil {
 			return snap, err
 		}
-		nodes = nl.Items
+		snap.lease, nodes = l, nl.Items
 	}
 	snap.world.Nodes = make(map[string]NodeState, len(nodes)+1)
 	for i := range nodes {
@@ -688,7 +703,7 @@ func (g *Gate) Update(ctx context.Context, change func(*Record) bool) (Record, e
 			return Record{}, ctx.Err()
 		case <-t.C():
 		}
-		backoff = min(2*backoff, time.Second)
+		backoff = min(2*backoff, maxBackoff)
 	}
 }
 

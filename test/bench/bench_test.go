@@ -328,9 +328,10 @@ func waitFor(b *testing.B, limit time.Duration, what string, cond func() (bool, 
 
 // audit is one user's requests in the audit log.
 type audit struct {
-	kinds       map[string]string // audit ID -> "verb resource[/subresource]"
-	codes       map[string]int    // audit ID -> HTTP status
-	first, last time.Time         // the first request received, the last response completed
+	received    map[string]time.Time // audit ID -> when it came in
+	kinds       map[string]string    // audit ID -> "verb resource[/subresource]"
+	codes       map[string]int       // audit ID -> HTTP status
+	first, last time.Time            // the first request received, the last response completed
 }
 
 func (a *audit) byKind() map[string]int {
@@ -357,7 +358,7 @@ func readAudit(b *testing.B, auditLog, user string) *audit {
 	if len(files) == 0 {
 		b.Fatalf("no audit log at %s", auditLog)
 	}
-	a := &audit{kinds: map[string]string{}, codes: map[string]int{}}
+	a := &audit{kinds: map[string]string{}, codes: map[string]int{}, received: map[string]time.Time{}}
 	for _, f := range files {
 		fh, err := os.Open(f)
 		if err != nil {
@@ -405,6 +406,9 @@ func readAudit(b *testing.B, auditLog, user string) *audit {
 				kind += path
 			}
 			a.kinds[ev.AuditID] = kind
+			if _, ok := a.received[ev.AuditID]; !ok {
+				a.received[ev.AuditID] = ev.Received
+			}
 			if a.first.IsZero() || ev.Received.Before(a.first) {
 				a.first = ev.Received
 			}

@@ -37,8 +37,8 @@ func doctorLine(t *testing.T, env []string) (string, rig.Result) {
 		t.Fatalf("doctor exit %d, stderr %q", r.Code, r.Stderr)
 	}
 	lines := strings.Split(strings.TrimSuffix(r.Stdout, "\n"), "\n")
-	if len(lines) != 12 {
-		t.Fatalf("%d lines, want one per check (12)", len(lines))
+	if len(lines) != 13 {
+		t.Fatalf("%d lines, want one per check (13)", len(lines))
 	}
 	for _, l := range lines {
 		f := strings.Fields(l)
@@ -71,10 +71,15 @@ func TestDoctorAPIAccess(t *testing.T) {
 		// system:node:doc1 under the Node authorizer: every request is
 		// allowed when the review names the Node, the Lease and the
 		// field selector, as gnsh's requests do.
-		line, _ := doctorLine(t, []string{"KUBECONFIG=" + cp.NodeKubeconfig(t, "doc1"), "GNSH_CONFIG=" + cfg})
+		line, r := doctorLine(t, []string{"KUBECONFIG=" + cp.NodeKubeconfig(t, "doc1"), "GNSH_CONFIG=" + cfg})
 		want := "ok    API access            every request gnsh makes is allowed as system:node:doc1 (7 checked by SelfSubjectAccessReview)"
 		if line != want {
 			t.Errorf("got  %s\nwant %s", line, want)
+		}
+		// The reboot-slot gate cannot be used with the kubelet's identity.
+		want = "warn  reboot slots          gate optional, unavailable: reboots go on without a slot: these credentials may not use the Lease gnsh/reboot-slots"
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("doctor lacks %q:\n%s", want, r.Stdout)
 		}
 	})
 
@@ -155,13 +160,14 @@ func TestDoctorAPIAccess(t *testing.T) {
 		want := "ok    API access            every request gnsh makes is allowed as system:serviceaccount:kube-system:gnsh (7 checked by SelfSubjectAccessReview)"
 		// The RBAC authorizer sees new bindings a moment after kubectl
 		// apply returns.
+		slotsOK := "ok    reboot slots          gate optional: gnsh/reboot-slots answers; limit 1; 0 held, 0 waiting; this node: none"
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			line, _ := doctorLine(t, env)
-			if line == want {
+			line, r := doctorLine(t, env)
+			if line == want && strings.Contains(r.Stdout, slotsOK) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("got  %s\nwant %s", line, want)
+				t.Fatalf("got  %s\nwant %s\nand %s in:\n%s", line, want, slotsOK, r.Stdout)
 			}
 		}
 	})
@@ -181,7 +187,7 @@ func TestDoctorAgent(t *testing.T) {
 		r := rig.Run(t, rig.Spec{Env: env, RunDir: runDir, Hide: []string{"/etc/kubernetes", "/etc/gnsh"},
 			Argv: []string{filepath.Join(binDir, "gnsh"), "doctor", "--kubeconfig", writeConfig(t, "apiVersion: v1\nkind: Config\n")}})
 		lines := strings.Split(strings.TrimSuffix(r.Stdout, "\n"), "\n")
-		if len(lines) != 12 || !strings.Contains(lines[11], "  agent  ") {
+		if len(lines) != 13 || !strings.Contains(lines[11], "  agent  ") {
 			t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 		}
 		t.Logf("%s", lines[11])
