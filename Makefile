@@ -61,7 +61,7 @@ fuzz:
 # gnsh drain vs kubectl drain on a local control plane with kwok (110 and
 # 1,000 pods; about 10 minutes); writes test/bench/RESULTS.md.
 bench: k8s
-	GNSH_REQUIRE_RIGS=1 $(GO) test -run '^$$' -bench Drain -benchtime 1x -timeout 60m ./test/bench/ -args -results RESULTS.md
+	GNSH_REQUIRE_RIGS=1 $(GO) test -run '^$$' -bench 'Drain|Slots' -benchtime 1x -timeout 60m ./test/bench/ -args -results RESULTS.md
 
 # Throwaway Debian bullseye containers as Kubernetes nodes of a local control
 # plane, a kubelet-style delay inhibitor held: stock reboot vs gnsh's reboot

@@ -604,7 +604,6 @@ func (c *cancelRun) Finish(ctx context.Context, err error) {
 	if o := drain.Owner(n); o == nil || o.When == nil {
 		return // not gnsh's cordon for a schedule
 	}
-	defer r.freeSlotOf(ctx, n, "the scheduled "+drain.Owner(n).Action+" was cancelled by "+c.d.who().User)
 	// A drain for the schedule may still be running: it would schedule its
 	// shutdown when done, after this cancel.
 	lock, err := c.d.lock("cancel", s.node, false, time.Time{})
@@ -626,6 +625,8 @@ func (c *cancelRun) Finish(ctx context.Context, err error) {
 		return
 	}
 	defer lock.Release()
+	// Under the lock, so not the slot of a drain still running.
+	r.freeSlotOf(ctx, n, "the scheduled "+drain.Owner(n).Action+" was cancelled by "+c.d.who().User)
 	ctx, cancel := context.WithTimeout(ctx, 2*r.cfg.APITimeout.D())
 	defer cancel()
 	undone, err := drain.Uncordon(ctx, s.c, s.node, func(o *drain.Ownership) bool { return o.When != nil }, s.check)

@@ -75,7 +75,7 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 		return drained, true
 	}
 	r.slot = s
-	s.Lost = func(m string) { r.warn("%s", m) }
+	s.OnLost(func(m string) { r.warn("%s", m) })
 	waited := r.d.now().Sub(start).Round(time.Second)
 	switch {
 	case v.Already:
@@ -122,9 +122,16 @@ func (r *run) keepSlot() {
 	r.slot = nil
 }
 
-// releaseSlot frees the slot of a shutdown that does not happen.
+// releaseSlot frees the slot of a shutdown that does not happen; a slot
+// the node held before this run asked (a schedule's, or its last boot's)
+// is left to its taker, or to the node agent.
 func (r *run) releaseSlot(why string) {
 	if r.slot == nil {
+		return
+	}
+	if r.slot.Before {
+		r.slot.Halt()
+		r.slot = nil
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*r.cfg.APITimeout.D())

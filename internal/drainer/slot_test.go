@@ -216,3 +216,43 @@ func TestCancelFreesTheSlot(t *testing.T) {
 		t.Fatalf("stderr %q", d.stderr)
 	}
 }
+
+// A second run that finds the node's slot already held (shutdown -r +1
+// kept it) and then does not shut down leaves that slot to its taker; and
+// shutdown -c does not free the slot of a drain still running.
+func TestSlotHeldBeforeIsNotFreed(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	req := reboot()
+	req.Command, req.When = "shutdown", legacy.Usec(time.Now().Add(time.Minute))
+	if err := d.handOff(t, req, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := d.prepare(t, reboot())
+	if err != nil || p == nil {
+		t.Fatal(p, err)
+	}
+	p.Finish(context.Background(), errors.New("logind said no"))
+	if _, ok := slotRecord(t, f).Holder("node1"); !ok {
+		t.Fatalf("the schedule's slot was freed by a later reboot that did not happen: %+v", slotRecord(t, f))
+	}
+
+	// A wrapper draining (it holds the drain lock) while shutdown -c runs.
+	l, err := d.AcquireLock("reboot", "node1", time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.handOff(t, cancelReq(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := slotRecord(t, f).Holder("node1"); !ok {
+		t.Fatalf("shutdown -c freed the slot under a running drain")
+	}
+	l.Release()
+	if err := d.handOff(t, cancelReq(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := slotRecord(t, f).Holder("node1"); ok {
+		t.Fatalf("shutdown -c with no drain running left the slot")
+	}
+}

@@ -373,9 +373,18 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		}
 		var wg sync.WaitGroup
 		wg.Add(4)
+		// The reboot slot is kept once the node is up for this boot (the
+		// uncordon after boot has ended): its slot is freed after that
+		// anyway, and an API server that is down meanwhile is retried by
+		// the uncordon alone, not twice.
+		up := make(chan struct{})
 		go func() {
 			defer wg.Done()
-			keepSlots(ctx, d, cfg, u.Connect, say, u.Debug)
+			select {
+			case <-up:
+				keepSlots(ctx, d, cfg, u.Connect, say, u.Debug)
+			case <-ctx.Done():
+			}
 		}()
 		go func() { defer wg.Done(); _ = f.Run(ctx) }()
 		go func() { defer wg.Done(); _ = g.Run(ctx) }()
@@ -384,6 +393,7 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		if !done {
 			r = <-uncordoned
 		}
+		close(up)
 		switch r.Outcome {
 		case agent.Uncordoned:
 			st.uncordonDone("uncordoned " + r.Node + " after boot")

@@ -45,7 +45,7 @@ func keepSlots(ctx context.Context, d *drainer.Drainer, cfg config.Config, conne
 			_ = drainer.PostEvent(ctx, c, node, typ, reason, msg, cfg.APITimeout.D())
 		}
 	}
-	k := &slots.Keeper{Gate: g, Node: node, Boot: d.ThisBoot(), Settle: cfg.Slots.Settle.D(),
+	k := &slots.Keeper{Gate: g, Node: node, Boot: d.ThisBoot(), Settle: cfg.Slots.Settle.D(), WarnAfter: cfg.Slots.WarnAfter.D(),
 		State: func(ctx context.Context) (slots.NodeState, []slots.Member, bool, error) {
 			rctx, cancel := context.WithTimeout(ctx, cfg.APITimeout.D())
 			defer cancel()

@@ -180,7 +180,11 @@ func releaseSlot(c *cli.Context, env *dispatch.Env) error {
 	}
 	node := c.String("node")
 	var freed, dropped []slots.Entry
-	_, err = g.Update(c.Context, func(rec *slots.Record) bool {
+	// Bounded: against an API server that keeps answering 409 (or hangs)
+	// it gives up rather than retry for ever.
+	ctx, cancel := context.WithTimeout(c.Context, 6*cfg.APITimeout.D())
+	defer cancel()
+	_, err = g.Update(ctx, func(rec *slots.Record) bool {
 		freed, dropped = nil, nil
 		if h, ok := rec.Holder(node); ok {
 			freed = append(freed, h)
@@ -202,7 +206,7 @@ func releaseSlot(c *cli.Context, env *dispatch.Env) error {
 	for _, h := range freed {
 		fmt.Fprintf(env.Stdout, "freed the reboot slot of %s (%s, %s by %s)\n", node, h.Phase, h.Action, h.Who)
 		if cfg.Events {
-			_ = drainer.PostEvent(c.Context, g.C, node, "Warning", slots.ReasonReleased,
+			_ = drainer.PostEvent(ctx, g.C, node, "Warning", slots.ReasonReleased,
 				fmt.Sprintf("Reboot slot of %s (%s, %s by %s) freed by %s with 'gnsh slots release'", g.Where(), h.Phase, h.Action, h.Who, user), cfg.APITimeout.D())
 		}
 	}

@@ -86,6 +86,20 @@ func GnshRequests(node string, events bool) []APIRequest {
 	return rs
 }
 
+// SlotRequests lists the requests of the reboot-slot gate (internal/slots)
+// on the Lease ns/name: read, watch and update it (create it once), list
+// and watch the Nodes.
+func SlotRequests(ns, name string) []APIRequest {
+	return []APIRequest{
+		{Verb: "get", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: name, For: "read the reboot slots"},
+		{Verb: "watch", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: name, For: "wait for a reboot slot"},
+		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: name, For: "take, renew and free a reboot slot"},
+		{Verb: "create", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, For: "make the slots Lease (once)", Optional: true},
+		{Verb: "list", Resource: "nodes", For: "count the nodes out of service"},
+		{Verb: "watch", Resource: "nodes", For: "follow the nodes out of service while waiting"},
+	}
+}
+
 // AccessFacts is what the API server says gnsh's identity may do.
 type AccessFacts struct {
 	// User is the identity as the API server sees it (SelfSubjectReview);

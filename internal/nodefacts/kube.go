@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -146,7 +147,15 @@ func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.C
 		nf.Name, nf.NameFrom = name, "hostname"
 	}
 	if cfg.Slots.Gate != config.GateOff {
-		gatherSlots(ctx, c, cfg, nf.Name, sf)
+		// gnsh doctor (af) also reviews the gate's requests; gnsh status
+		// only reads.
+		var rv Reviewer
+		if af != nil {
+			if rv = s.Kube.Reviewer; rv == nil {
+				rv = ClientReviewer{C: c}
+			}
+		}
+		gatherSlots(ctx, c, rv, cfg, nf.Name, sf)
 	}
 	gctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -192,13 +201,34 @@ func timedOut(err error) bool {
 
 // gatherSlots reads the slots record: the holders, the waiters, this
 // node's place.
-func gatherSlots(ctx context.Context, c kubernetes.Interface, cfg config.Config, node string, sf *SlotsFacts) {
+func gatherSlots(ctx context.Context, c kubernetes.Interface, rv Reviewer, cfg config.Config, node string, sf *SlotsFacts) {
 	g := slots.NewGate(c, cfg)
 	rec, _, err := g.Read(ctx)
 	if err != nil {
 		sf.Error = (&slots.UnavailableError{Where: g.Where(), Err: err}).Error()
 		return
 	}
+	if rv == nil {
+		gatherQueue(rec, node, sf)
+		return
+	}
+	// Reading is not enough: every request the gate makes, reviewed.
+	af := GatherAccess(ctx, rv, SlotRequests(cfg.Slots.Namespace, cfg.Slots.Lease), cfg.APITimeout.D())
+	var denied []string
+	for _, d := range af.Denied {
+		if !d.Optional || len(af.Allowed) == 0 {
+			denied = append(denied, d.String())
+		}
+	}
+	if len(denied) > 0 {
+		sf.Error = fmt.Sprintf("these credentials may read the Lease %s but not %s", g.Where(), strings.Join(denied, ", "))
+		return
+	}
+	gatherQueue(rec, node, sf)
+}
+
+// gatherQueue fills in the holders, the queue and this node's place.
+func gatherQueue(rec slots.Record, node string, sf *SlotsFacts) {
 	sf.Reachable, sf.Error, sf.This = true, "", "none"
 	for _, h := range rec.Holders {
 		sf.Holders = append(sf.Holders, h.Node+" ("+string(h.Phase)+")")

@@ -191,8 +191,12 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 		if h.Boot != me.Boot {
 			h.Boot, h.Phase, h.Beat, h.Action, h.Who, h.Since, h.Renew = me.Boot, Admitted, 0, me.Action, me.Who, me.Since, me.Renew
 			h.WasUnschedulable = me.WasUnschedulable
-			v.Record.Holders = append(without(v.Record.Holders, me.Node), h)
+		} else {
+			// A sign of life now: an observer that watched its earlier
+			// taker stop renewing must not free it under this one.
+			h.Beat++
 		}
+		v.Record.Holders = append(without(v.Record.Holders, me.Node), h)
 		v.Record.Waiters = without(v.Record.Waiters, me.Node)
 		v.Self = h
 		v.finish(rec)
@@ -391,10 +395,16 @@ func blocks(n NodeState, held map[string]string, w World, lim Limits, forceQuoru
 // quorum checks that etcd keeps a majority with n down besides the held
 // nodes: its members that remain (each Ready, not on n, not on a held node)
 // must be more than half of all. With one or two members no majority can
-// be kept and it does not hold n back (quorumWarning says so).
+// be kept and it does not hold n back (quorumWarning says so); with none
+// (etcd runs elsewhere) there is nothing to keep. Members that could not
+// be read hold n back: --force-quorum goes without the guard.
 func quorum(n NodeState, held map[string]string, w World) (Block, bool) {
+	if !w.EtcdKnown {
+		// Not "no etcd pods" (an external etcd): they could not be read.
+		return Block{Limit: LimitQuorum, Out: []Out{{"its members", "unknown: the pods of kube-system cannot be listed"}}}, false
+	}
 	total := len(w.Etcd)
-	if !w.EtcdKnown || total < 3 {
+	if total < 3 {
 		return Block{}, true
 	}
 	var down []Out

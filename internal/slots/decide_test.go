@@ -63,9 +63,9 @@ func TestDecideFreeSlot(t *testing.T) {
 	if !v.Admitted || v.Already || !v.Changed || len(v.Record.Holders) != 1 || v.Record.Holders[0].Phase != Admitted || v.Record.Next != 1 {
 		t.Fatalf("%+v", v)
 	}
-	// Asking again is the same slot, and changes nothing.
+	// Asking again is the same slot, renewed at once (a sign of life).
 	v2 := Decide(v.Record, world(node("a"), node("b")), one, still{}, ask("a"))
-	if !v2.Admitted || !v2.Already || v2.Changed {
+	if !v2.Admitted || !v2.Already || !v2.Changed || v2.Self.Beat != 1 || len(v2.Record.Holders) != 1 || v2.Record.Next != 1 {
 		t.Fatalf("again: %+v", v2)
 	}
 }

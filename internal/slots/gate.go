@@ -107,7 +107,8 @@ func reasonOf(err error) string {
 // WaitError: no slot came within the wait.
 type WaitError struct {
 	Waited time.Duration
-	Blocks []Block
+	Blocks []Block // what held it back when last decided
+	Err    error   // the API server's last failure, if it failed at the end
 }
 
 func (e *WaitError) Error() string {
@@ -115,7 +116,14 @@ func (e *WaitError) Error() string {
 	for _, b := range e.Blocks {
 		s = append(s, b.String())
 	}
-	return fmt.Sprintf("no reboot slot within %s: %s", e.Waited.Round(time.Second), strings.Join(s, "; "))
+	msg := fmt.Sprintf("no reboot slot within %s", e.Waited.Round(time.Second))
+	if len(s) > 0 {
+		msg += ": " + strings.Join(s, "; ")
+	}
+	if e.Err != nil {
+		msg += fmt.Sprintf(" (the Lease's API server last answered: %v)", e.Err)
+	}
+	return msg
 }
 
 // Request is a node asking for a slot.
@@ -151,6 +159,7 @@ type acquirer struct {
 	start time.Time
 
 	lastBeat  time.Time // when its waiter entry was last renewed
+	answered  bool      // the gate answered once: its failures from then on are waited out
 	lastState string
 	waited    bool // it waited (told, Event posted)
 	quorum    bool // GnshQuorumRefused posted
@@ -176,8 +185,12 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 	for {
 		snap, err := a.read(ctx)
 		if err != nil {
-			return nil, v, a.fail(ctx, err)
+			if err := a.trouble(ctx, err, deadline, v); err != nil {
+				return nil, v, err
+			}
+			continue
 		}
+		a.answered = true
 		v = a.decide(ctx, snap)
 		if !v.Admitted && g.clock().Since(a.lastBeat) >= WaiterRenewFactor*g.Renew && v.Self.Ticket < v.Record.Next {
 			// Renew its waiter entry (its first write counts as one).
@@ -201,19 +214,29 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 				// after each conflict would be a storm when many ask at
 				// once), the Lease read again.
 				a.fresh = nil
+				if !g.clock().Now().Before(deadline) {
+					a.withdraw()
+					return nil, v, &WaitError{Waited: g.clock().Since(a.start), Blocks: v.Blocks, Err: err}
+				}
 				if err := a.sleep(ctx, jitter(backoff)); err != nil {
 					return nil, v, a.fail(ctx, err)
 				}
 				backoff = min(2*backoff, maxBackoff)
 				if !a.watching {
 					if err := a.watch(ctx); err != nil {
-						return nil, v, a.fail(ctx, err)
+						if err := a.trouble(ctx, err, deadline, v); err != nil {
+							return nil, v, err
+						}
+						continue
 					}
 				}
 				a.refetch(ctx)
 				continue
 			case err != nil:
-				return nil, v, a.fail(ctx, err)
+				if err := a.trouble(ctx, err, deadline, v); err != nil {
+					return nil, v, err
+				}
+				continue
 			}
 			backoff = 10 * time.Millisecond
 			if !v.Admitted {
@@ -229,7 +252,7 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 			if a.r.ForceQuorum && a.r.Self.ControlPlane {
 				g.event(ctx, a.r.Entry.Node, "Warning", ReasonQuorumOverride, "%s requested by %s with --force-quorum: the etcd quorum guard is overridden", a.r.Entry.Action, a.r.Entry.Who)
 			}
-			return g.hold(v.Self), v, nil
+			return g.hold(v.Self, v.Already), v, nil
 		}
 		a.tell(ctx, v)
 		if !g.clock().Now().Before(deadline) {
@@ -238,8 +261,10 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 		}
 		if !a.watching {
 			if err := a.watch(ctx); err != nil {
-				a.withdraw()
-				return nil, v, a.fail(ctx, err)
+				if err := a.trouble(ctx, err, deadline, v); err != nil {
+					return nil, v, err
+				}
+				continue
 			}
 		}
 		left := g.clock().NewTimer(deadline.Sub(g.clock().Now()))
@@ -261,6 +286,31 @@ func (a *acquirer) waitedFor() string {
 		return ""
 	}
 	return fmt.Sprintf(" after waiting %s", a.g.clock().Since(a.start).Round(time.Second))
+}
+
+// trouble decides what an error from the API server means: nil to try
+// again (after a pause), else what Acquire returns. A gate that never
+// answered, or answers that it cannot be used (403, 404, a newer record),
+// is unavailable (slots.gate decides whether the shutdown goes on). A
+// gate that answered and then fails for a moment (5xx, 429, a timeout) is
+// tried again until the wait runs out, and then refuses: a node that was
+// told to wait never goes on because an answer was lost.
+func (a *acquirer) trouble(ctx context.Context, err error, deadline time.Time, v Verdict) error {
+	var newer *NewerError
+	switch {
+	case ctx.Err() != nil:
+		return a.fail(ctx, err)
+	case !a.answered, apierrors.IsForbidden(err), apierrors.IsNotFound(err), errors.As(err, &newer), errors.Is(err, errBadRecord):
+		return a.fail(ctx, err)
+	case !a.g.clock().Now().Before(deadline):
+		a.withdraw()
+		return &WaitError{Waited: a.g.clock().Since(a.start), Blocks: v.Blocks, Err: err}
+	}
+	a.g.debugf("reboot slots: %v; trying again", err)
+	if err := a.sleep(ctx, min(time.Second, deadline.Sub(a.g.clock().Now()))); err != nil {
+		return a.fail(ctx, err)
+	}
+	return nil
 }
 
 // fail turns an error into what Acquire returns.
@@ -368,10 +418,10 @@ func (a *acquirer) tell(ctx context.Context, v Verdict) {
 	}
 	if g.WarnAfter > 0 && v.Place == 1 {
 		for _, h := range a.tr.Overdue(v.Record, g.WarnAfter) {
-			g.event(ctx, h.Node, "Warning", ReasonHeldLong, "%s has held a reboot slot of %s for more than %s (%s by %s, %s); it is freed once the node is back and settled, or by 'gnsh slots release --node %s'",
-				h.Node, g.Where(), g.WarnAfter, h.Action, h.Who, h.Phase, h.Node)
+			g.warnHeldLong(ctx, h, a.r.Entry.Node)
 		}
 	}
+
 }
 
 // withdraw removes this node's waiter entry (SIGINT, the wait ran out), a
@@ -451,13 +501,15 @@ func (a *acquirer) read(ctx context.Context) (snapshot, error) {
 	return snap, nil
 }
 
-// needEtcd: this node or a waiter is a control-plane node.
+// needEtcd: this node, a waiter or a holder is a control-plane node (the
+// quorum guard, and a control-plane holder is settled only with its etcd
+// member Ready).
 func (a *acquirer) needEtcd(snap snapshot) bool {
 	if a.r.Self.ControlPlane {
 		return true
 	}
-	for _, w := range snap.rec.Waiters {
-		if snap.world.Nodes[w.Node].ControlPlane {
+	for _, e := range append(snap.rec.Waiters[:len(snap.rec.Waiters):len(snap.rec.Waiters)], snap.rec.Holders...) {
+		if snap.world.Nodes[e.Node].ControlPlane {
 			return true
 		}
 	}
@@ -707,6 +759,29 @@ func (g *Gate) Update(ctx context.Context, change func(*Record) bool) (Record, e
 	}
 }
 
+// warnHeldLong posts GnshSlotHeldLong on h's Node, once for all
+// observers: the one whose compare-and-swap marks the entry Warned posts.
+func (g *Gate) warnHeldLong(ctx context.Context, h Entry, by string) {
+	ctx, cancel := context.WithTimeout(ctx, 2*g.APITimeout)
+	defer cancel()
+	marked := false
+	_, err := g.Update(ctx, func(rec *Record) bool {
+		marked = false
+		for i, e := range rec.Holders {
+			if e.same(h) && !e.Warned {
+				rec.Holders[i].Warned, marked = true, true
+			}
+		}
+		return marked
+	})
+	if err != nil || !marked {
+		return
+	}
+	g.event(ctx, h.Node, "Warning", ReasonHeldLong, "%s has held a reboot slot of %s for more than %s (%s by %s, %s; seen from %s): "+
+		"a node that is down keeps its slot; it is freed once the node is back and settled, or by 'gnsh slots release --node %s'",
+		h.Node, g.Where(), g.WarnAfter, h.Action, h.Who, h.Phase, by, h.Node)
+}
+
 // Free removes the holders match picks, compare-and-swap, and returns
 // them.
 func (g *Gate) Free(ctx context.Context, match func(Entry) bool) ([]Entry, error) {
@@ -752,15 +827,26 @@ type Slot struct {
 	stop    chan struct{}
 	done    chan struct{}
 	stopped bool
-	// Lost, if set, is called once when the slot is found freed by
+	// lostFn, if set, is called once when the slot is found freed by
 	// someone else.
-	Lost func(string)
+	lostFn func(string)
+	// Before: the node held this slot before this process asked (asked
+	// again): it is the earlier taker's, not this process's to free.
+	Before bool
 }
 
-func (g *Gate) hold(e Entry) *Slot {
-	s := &Slot{g: g, entry: e, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+func (g *Gate) hold(e Entry, before bool) *Slot {
+	s := &Slot{g: g, entry: e, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), Before: before}
 	go s.renew()
 	return s
+}
+
+// OnLost sets what is called (once) when the slot is found freed by
+// someone else.
+func (s *Slot) OnLost(f func(string)) {
+	s.mu.Lock()
+	s.lostFn = f
+	s.mu.Unlock()
 }
 
 // Entry is the slot's entry as last written.
@@ -838,8 +924,8 @@ func (s *Slot) write(ctx context.Context, change func(*Entry)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !found {
-		if !s.lost && s.Lost != nil {
-			s.Lost(fmt.Sprintf("the reboot slot of %s in %s was freed by someone else ('gnsh slots release', or a node that found it stale)", me.Node, s.g.Where()))
+		if !s.lost && s.lostFn != nil {
+			s.lostFn(fmt.Sprintf("the reboot slot of %s in %s was freed by someone else ('gnsh slots release', or a node that found it stale)", me.Node, s.g.Where()))
 		}
 		s.lost = true
 		return nil
@@ -859,6 +945,10 @@ func (s *Slot) halt() {
 	}
 	<-s.done
 }
+
+// Halt stops renewing and leaves the entry as it is (a slot held before
+// this process asked: its earlier taker's, or the node agent's to free).
+func (s *Slot) Halt() { s.halt() }
 
 // Keep stops renewing and leaves the slot held, its phase written
 // (bounded by ctx): after a hand-off, the node agent keeps it and frees

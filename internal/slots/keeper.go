@@ -3,6 +3,7 @@ package slots
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -32,8 +33,15 @@ type Keeper struct {
 	// it calls free under the same exclusion (the drain lock), so that no
 	// drain starts between the answer and the write.
 	Needed func(ctx context.Context, free func() error) (needed bool, why string, err error)
+	// WarnAfter: a holder this keeper has seen that long (other nodes'
+	// too: keepers live long, waiters do not) gets GnshSlotHeldLong, once
+	// (warnHeldLong). Each node waits a little more than that, by its
+	// name, so that the first warns and the rest find it done. 0: never.
+	WarnAfter time.Duration
 	// Say logs a line; Debug a debug line (nil: none).
 	Say, Debug func(string)
+
+	tr Tracker
 
 	beat      int64     // the holder's Beat last seen
 	beatSince time.Time // since when
@@ -115,6 +123,13 @@ func (k *Keeper) step(ctx context.Context, store cache.Store) error {
 	if err != nil {
 		return err
 	}
+	k.tr.Clock = g.clock()
+	k.tr.Observe(rec, World{})
+	if k.WarnAfter > 0 {
+		for _, h := range k.tr.Overdue(rec, k.WarnAfter+spread(k.Node, k.WarnAfter)) {
+			g.warnHeldLong(ctx, h, k.Node)
+		}
+	}
 	h, ok := rec.Holder(k.Node)
 	if !ok {
 		k.since = time.Time{}
@@ -141,8 +156,12 @@ func (k *Keeper) step(ctx context.Context, store cache.Store) error {
 		}
 		return err
 	})
-	if err != nil || !needed {
+	if !needed {
 		return err
+	}
+	if err != nil {
+		// In doubt, it is needed.
+		k.debug("reboot slots: %v; renewing the slot all the same", err)
 	}
 	k.debug("renewing the reboot slot of %s for its taker: %s", k.Node, why)
 	_, err = g.Update(rctx, func(rec *Record) bool {
@@ -200,4 +219,13 @@ func (k *Keeper) back(ctx context.Context, h Entry, now time.Time) error {
 		k.since = time.Time{}
 	}
 	return err
+}
+
+// spread is up to a tenth of after (at most a minute), by name: so that
+// many keepers seeing the same holder overdue do not all try to mark it at
+// once.
+func spread(node string, after time.Duration) time.Duration {
+	h := fnv.New32a()
+	h.Write([]byte(node))
+	return min(after/10, time.Minute) * time.Duration(h.Sum32()%64) / 64
 }

@@ -94,3 +94,31 @@ func TestKeeperRenewsOrFreesThisBoot(t *testing.T) {
 	needed.Store(false)
 	eventually(t, "freed", func() bool { _, ok := current(t, g).Holder("node1"); return !ok })
 }
+
+// A holder held longer than warnAfter gets one GnshSlotHeldLong, whichever
+// of the keepers watching sees it first; it keeps its slot.
+func TestKeepersWarnOnce(t *testing.T) {
+	h := Entry{Node: "down", UID: "u9", Boot: "b9", Phase: ShuttingDown, Renew: 1}
+	g, c := keeperRig(t, h)
+	var events atomic.Int32
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, n := range []string{"node1", "node2", "node3"} {
+		kg := &Gate{C: c, Namespace: g.Namespace, Name: g.Name, Renew: 20 * time.Millisecond, APITimeout: time.Second,
+			Event: func(_ context.Context, node, typ, reason, _ string) {
+				if node == "down" && typ == "Warning" && reason == ReasonHeldLong {
+					events.Add(1)
+				}
+			}}
+		k := &Keeper{Gate: kg, Node: n, Boot: "b-" + n, Settle: time.Second, WarnAfter: 300 * time.Millisecond}
+		go k.Run(ctx)
+	}
+	eventually(t, "warned", func() bool { e, _ := current(t, g).Holder("down"); return e.Warned })
+	time.Sleep(300 * time.Millisecond)
+	if n := events.Load(); n != 1 {
+		t.Fatalf("%d GnshSlotHeldLong events, want 1", n)
+	}
+	if _, ok := current(t, g).Holder("down"); !ok {
+		t.Fatal("the slot was freed")
+	}
+}

@@ -26,6 +26,7 @@ package slots
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -82,6 +83,9 @@ type Entry struct {
 	// WasUnschedulable: the node was cordoned (not by this gnsh) when it
 	// was admitted, so no cordon of gnsh's is lifted after its boot.
 	WasUnschedulable bool `json:"wasUnschedulable,omitempty"`
+	// Warned: a GnshSlotHeldLong Event was posted for it (by whichever
+	// observer marked it first).
+	Warned bool `json:"warned,omitempty"`
 }
 
 // key identifies one entry over its life: a new boot, a new Node of the
@@ -115,6 +119,9 @@ func (e *NewerError) Error() string {
 	return fmt.Sprintf("the slots record is version %d, written by a newer gnsh (this one writes %d): upgrade gnsh on this node", e.Version, Schema)
 }
 
+// errBadRecord is a record that is not valid JSON.
+var errBadRecord = errors.New("not a valid record")
+
 // Decode reads the record of a Lease. A Lease without one has an empty
 // record.
 func Decode(l *coordinationv1.Lease) (Record, error) {
@@ -124,8 +131,8 @@ func Decode(l *coordinationv1.Lease) (Record, error) {
 		return r, nil
 	}
 	if err := json.Unmarshal([]byte(s), &r); err != nil {
-		return Record{}, fmt.Errorf("the slots record in Lease %s/%s (annotation %s) is not valid: %v; "+
-			"'gnsh slots reset' (or deleting the Lease) starts a new one", l.Namespace, l.Name, Annotation, err)
+		return Record{}, fmt.Errorf("%w: the slots record in Lease %s/%s (annotation %s): %v; "+
+			"deleting the Lease (kubectl -n %s delete lease %s) starts a new one", errBadRecord, l.Namespace, l.Name, Annotation, err, l.Namespace, l.Name)
 	}
 	if r.Version > Schema {
 		return Record{}, &NewerError{r.Version}

@@ -81,7 +81,7 @@ func settled(h Entry, w World) bool {
 		n.Unschedulable && !h.WasUnschedulable {
 		return false
 	}
-	return !n.ControlPlane || etcdReady(n.Name, w)
+	return !n.ControlPlane || w.EtcdKnown && etcdReady(n.Name, w)
 }
 
 // etcdReady reports whether node's etcd member, if it has one, is Ready.
@@ -122,12 +122,12 @@ func (t *Tracker) HeldFor(e Entry) time.Duration {
 }
 
 // Overdue lists the holders seen for longer than after and not reported
-// yet, and marks them reported.
+// yet (here, or by another observer: Warned), and marks them reported here.
 func (t *Tracker) Overdue(rec Record, after time.Duration) []Entry {
 	var due []Entry
 	for _, h := range rec.Holders {
 		k := h.key()
-		if !t.warned[k] && t.HeldFor(h) >= after {
+		if !h.Warned && !t.warned[k] && t.HeldFor(h) >= after {
 			t.warned[k] = true
 			due = append(due, h)
 		}

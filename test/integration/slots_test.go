@@ -4,8 +4,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 
 	"github.com/gnsh/gnsh/internal/logind/logindtest"
 	"github.com/gnsh/gnsh/internal/slots"
+	"github.com/gnsh/gnsh/test/internal/faultproxy"
 	"github.com/gnsh/gnsh/test/internal/rig"
 )
 
@@ -205,4 +208,134 @@ func TestSlotsRollingReboots(t *testing.T) {
 		}
 	}
 	t.Logf("admitted in order: %s", strings.Join(order, " "))
+}
+
+// TestSlotsWrapperKilled: a reboot killed (SIGKILL) at each step after it
+// took its slot leaves neither the slot nor gnsh's cordon behind: the node
+// agent (sharing the wrapper's /run) undoes the cordon and frees the slot
+// once nothing relies on them; after a hand-off, only once the shutdown
+// is no longer under way.
+func TestSlotsWrapperKilled(t *testing.T) {
+	k := startCluster(t)
+	kc := k.gnshIdentity(t)
+	px := faultproxy.ForControlPlane(t, k.cp)
+	pkc := px.Kubeconfig(t, kc)
+	for _, c := range []struct {
+		step string
+		// stall makes the wrapper stop at the step, and says when it has.
+		stall func(t *testing.T, n *node) (reached func() bool, release func())
+	}{
+		{"after_the_slot", func(t *testing.T, n *node) (func() bool, func()) {
+			r := px.Hang("PATCH", "^/api/v1/nodes/"+n.name+"$")
+			return func() bool { return r.Hits() > 0 }, r.Remove
+		}},
+		{"after_the_cordon", func(t *testing.T, n *node) (func() bool, func()) {
+			r := px.Hang("GET", "^/api/v1/pods$")
+			return func() bool { return r.Hits() > 0 }, r.Remove
+		}},
+		{"mid_drain", func(t *testing.T, n *node) (func() bool, func()) {
+			n.replicaSet("held", 1, podOpts{hold: true})
+			n.waitRunning(2)
+			return func() bool { return len(n.terminating()) > 0 }, func() { n.forceDelete() }
+		}},
+	} {
+		t.Run(c.step, func(t *testing.T) {
+			n := k.newNode(t, "killed-"+strings.ReplaceAll(c.step, "_", "-"))
+			n.replicaSet("web", 1, podOpts{})
+			n.waitRunning(1)
+			cfg := writeConfig(t, config("node: "+n.name, "slots: {maxUnavailable: 1, wait: 1m, renew: 1s}"))
+			b := newLogind(t)
+			run := t.TempDir()
+			ag := rig.Start(t, rig.Spec{Env: []string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address(), "KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg},
+				Argv: []string{filepath.Join(binDir, "gnsh"), "agent"}, Hide: []string{"/etc/gnsh", "/etc/kubernetes"}, RunDir: run})
+			reached, release := c.stall(t, n)
+			p := startCmd(t, b.bus, []string{"KUBECONFIG=" + pkc, "GNSH_CONFIG=" + cfg, "LOGNAME=alice"}, run, "reboot")
+			for end := time.Now().Add(30 * time.Second); !reached(); time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(end) {
+					t.Fatalf("the reboot never reached the step")
+				}
+			}
+			if rec := k.slotRecord(t); len(rec.Holders) != 1 || rec.Holders[0].Node != n.name {
+				t.Fatalf("at the step: %+v", rec)
+			}
+			if err := p.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			waitCmd(t, p, "reboot")
+			release()
+			killed := time.Now()
+			for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				_, held := k.slotRecord(t).Holder(n.name)
+				if unsched, _ := n.cordon(); !held && !unsched {
+					t.Logf("slot freed and cordon undone %s after the kill", time.Since(killed).Round(100*time.Millisecond))
+					break
+				}
+				if time.Now().After(end) {
+					t.Fatalf("30 s after the kill: slot held %v, %+v", held, n.get().Spec)
+				}
+			}
+			if len(b.ld.Calls()) > 0 && slices.Contains(members(b.ld.Calls()), "RebootWithFlags") {
+				t.Errorf("logind was asked to reboot")
+			}
+			if err := ag.Signal(syscall.SIGTERM); err != nil {
+				t.Error(err)
+			}
+			ar := ag.Wait()
+			logRun(t, "gnsh", []string{"agent"}, ar, 0)
+			if !strings.Contains(ar.Stderr, "freed the reboot slot of "+n.name+" in gnsh/reboot-slots: the reboot it was taken for did not happen") {
+				t.Errorf("the agent did not say it freed the slot")
+			}
+		})
+	}
+
+	// Killed after the hand-off (here: exited; the process is gone all the
+	// same): the reboot is under way (logind has it), so the slot and the
+	// cordon stay, the slot renewed by the agent; they go after the boot
+	// (TestSlotsRollingReboots).
+	t.Run("after_the_hand_off", func(t *testing.T) {
+		n := k.newNode(t, "killed-after-hand-off")
+		n.replicaSet("web", 1, podOpts{})
+		n.waitRunning(1)
+		cfg := writeConfig(t, config("node: "+n.name, "slots: {maxUnavailable: 1, wait: 1m, renew: 1s}"))
+		b := newLogind(t)
+		run := t.TempDir()
+		ag := rig.Start(t, rig.Spec{Env: []string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address(), "KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg},
+			Argv: []string{filepath.Join(binDir, "gnsh"), "agent"}, Hide: []string{"/etc/gnsh", "/etc/kubernetes"}, RunDir: run})
+		r := waitCmd(t, startCmd(t, b.bus, []string{"KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg, "LOGNAME=alice"}, run, "reboot"), "reboot")
+		if r.Code != 0 {
+			t.Fatalf("exit %d", r.Code)
+		}
+		h, _ := k.slotRecord(t).Holder(n.name)
+		time.Sleep(6 * time.Second)
+		h2, held := k.slotRecord(t).Holder(n.name)
+		unsched, _ := n.cordon()
+		if err := ag.Signal(syscall.SIGTERM); err != nil {
+			t.Error(err)
+		}
+		ar := ag.Wait()
+		logRun(t, "gnsh", []string{"agent"}, ar, 0)
+		if !held || !unsched || h2.Phase != slots.ShuttingDown || h2.Beat <= h.Beat {
+			t.Fatalf("with the reboot under way: held %v (%s, beat %d, then %d), cordoned %v; want held, shutting-down, renewed, cordoned",
+				held, h2.Phase, h.Beat, h2.Beat, unsched)
+		}
+	})
+}
+
+func (k *cluster) slotRecord(t *testing.T) slots.Record {
+	t.Helper()
+	rec, _, err := (&slots.Gate{C: k.admin, Namespace: "gnsh", Name: "reboot-slots", APITimeout: 10 * time.Second}).Read(ctxFor(t, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func (n *node) terminating() []string {
+	var s []string
+	for _, p := range n.pods() {
+		if p.DeletionTimestamp != nil {
+			s = append(s, p.Name)
+		}
+	}
+	return s
 }

@@ -1,0 +1,114 @@
+package slots
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// gateRig: node1 asks, node2 holds the only slot.
+func gateRig(t *testing.T) (*Gate, *fake.Clientset, Request) {
+	t.Helper()
+	ready := corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}
+	n1 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "u1"}, Status: ready}
+	n2 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node2", UID: "u2"}, Status: ready}
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "reboot-slots", Namespace: "gnsh"}}
+	Record{Version: Schema, Next: 1, Holders: []Entry{{Node: "node2", UID: "u2", Boot: "b2", Phase: Draining, Renew: 10}}}.Encode(l)
+	c := fake.NewClientset(n1, n2, l)
+	g := &Gate{C: c, Namespace: "gnsh", Name: "reboot-slots", Limits: Limits{Max: 1, Settle: time.Second},
+		Renew: 10 * time.Second, APITimeout: time.Second}
+	r := Request{Ask: Ask{Entry: Entry{Node: "node1", UID: "u1", Boot: "b1", Renew: 10}}, Self: StateOf(n1), Wait: 2 * time.Second}
+	return g, c, r
+}
+
+// A node told to wait never goes on because an answer was then lost: a
+// failure of the API server after the gate answered is waited out, and
+// the wait ends in a refusal, not in "the gate is unavailable".
+func TestTransientFailureWhileWaitingRefuses(t *testing.T) {
+	g, c, r := gateRig(t)
+	var writes atomic.Int32
+	c.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if writes.Add(1) == 1 {
+			return false, nil, nil // its waiter entry
+		}
+		return true, nil, apierrors.NewInternalError(errors.New("etcdserver: request timed out"))
+	})
+	c.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if writes.Load() >= 1 {
+			return true, nil, apierrors.NewServiceUnavailable("etcd is down")
+		}
+		return false, nil, nil
+	})
+	start := time.Now()
+	_, _, err := g.Acquire(context.Background(), r)
+	var we *WaitError
+	var ue *UnavailableError
+	if !errors.As(err, &we) || errors.As(err, &ue) {
+		t.Fatalf("got %v, want a WaitError", err)
+	}
+	if d := time.Since(start); d < r.Wait {
+		t.Fatalf("gave up after %s, before the wait (%s)", d, r.Wait)
+	}
+}
+
+// A gate that never answered is unavailable (the shutdown may go on, as
+// slots.gate says), at once.
+func TestGateDownAtFirstIsUnavailable(t *testing.T) {
+	g, c, r := gateRig(t)
+	c.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("down")
+	})
+	_, _, err := g.Acquire(context.Background(), r)
+	var ue *UnavailableError
+	if !errors.As(err, &ue) {
+		t.Fatalf("got %v, want an UnavailableError", err)
+	}
+}
+
+// Conflicts forever (another writer always first) still end at the wait.
+func TestConflictsForeverEndAtTheWait(t *testing.T) {
+	g, c, r := gateRig(t)
+	r.Wait = 500 * time.Millisecond
+	c.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "reboot-slots", errors.New("changed"))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, _, err := g.Acquire(ctx, r)
+	var we *WaitError
+	if !errors.As(err, &we) || time.Since(start) > 5*time.Second {
+		t.Fatalf("after %s: %v", time.Since(start), err)
+	}
+}
+
+// etcd members that cannot be read hold a control-plane node back.
+func TestUnknownEtcdHoldsControlPlaneBack(t *testing.T) {
+	w := world(node("a", cp), node("b", cp), node("c", cp))
+	w.EtcdKnown = false
+	v := Decide(Record{}, w, Limits{Max: 3}, still{}, ask("a"))
+	if v.Admitted || len(v.Blocks) != 1 || v.Blocks[0].Limit != LimitQuorum {
+		t.Fatalf("%+v", v)
+	}
+	a := ask("a")
+	a.ForceQuorum = true
+	if v := Decide(Record{}, w, Limits{Max: 3}, still{}, a); !v.Admitted {
+		t.Fatalf("--force-quorum: %+v", v)
+	}
+	// No etcd pods at all (an external etcd): nothing to keep.
+	w.EtcdKnown = true
+	if v := Decide(Record{}, w, Limits{Max: 3}, still{}, ask("a")); !v.Admitted {
+		t.Fatalf("external etcd: %+v", v)
+	}
+}
