@@ -186,6 +186,7 @@ func runAnsibleSuite(t *testing.T, suite, gnsh string) {
 	root := persistentRoot(t, rootfs, dir)
 	n.c = boot(t, suite, rootfs, dir, bootOpts{persist: root})
 	d.installKubeconfig(n.c)
+	d.reportBoot(t, n.c)
 	n.setupSSH()
 	t.Cleanup(func() { n.auditKeep() })
 
@@ -227,7 +228,9 @@ func runAnsibleSuite(t *testing.T, suite, gnsh string) {
 		"gnsh_kubectl_kubeconfig": d.cp.AdminKubeconfig,
 		// A token carries no node name, and the container's host name is
 		// not the Node's.
-		"gnsh_config": map[string]any{"node": d.node, "drainTimeout": "2m"},
+		// The two suites share the control plane and its reboot slots:
+		// room for both (TestAnsibleRollingE2E has a limit of one).
+		"gnsh_config": map[string]any{"node": d.node, "drainTimeout": "2m", "slots": map[string]any{"maxUnavailable": 5, "settle": "5s"}},
 	}
 	n.step("dedicated_identity", func(t *testing.T) {
 		// The first run writes /etc/gnsh/kubeconfig: watched from the host
@@ -245,7 +248,7 @@ func runAnsibleSuite(t *testing.T, suite, gnsh string) {
 		if r.changed == 0 {
 			t.Errorf("switching to the dedicated identity changed nothing")
 		}
-		n.expectInstalled(fmt.Sprintf("node: %q\ndrainTimeout: \"2m\"\n", d.node))
+		n.expectInstalled(fmt.Sprintf("node: %q\ndrainTimeout: \"2m\"\nslots: {\"maxUnavailable\": 5, \"settle\": \"5s\"}\n", d.node))
 		n.expectDedicatedKubeconfig()
 		n.expectUnchanged(n.play("dedicated-again", "site.yml", dedicated, false))
 		n.expectUnchanged(n.play("dedicated-check", "site.yml", dedicated, true))
@@ -986,6 +989,7 @@ func (n *ansibleNode) afterReboot(trigger time.Time, user string) {
 	// at the end of this step); it reports to the step meanwhile.
 	n.c = c.bootAgain(n.top)
 	n.c.t = t
+	n.d.reportBoot(t, n.c)
 	n.waitUncordoned(60 * time.Second)
 }
 

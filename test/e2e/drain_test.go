@@ -578,3 +578,27 @@ func (d *drainCase) checkOrder(c *container) {
 		t.Errorf("drain took %v from cordon to the last pod gone; with a %d s grace period it must take visible time", took, drainGrace)
 	}
 }
+
+// reportBoot does the kubelet's part that kwok does not: the Node's
+// status.nodeInfo.bootID is the container's boot ID, as a kubelet reports
+// it after each boot (the reboot-slot gate frees a slot once the Node
+// shows a new boot).
+func (d *drainCase) reportBoot(t *testing.T, c *container) {
+	t.Helper()
+	boot := strings.TrimSpace(c.must("cat", "/proc/sys/kernel/random/boot_id").stdout)
+	for try := 0; ; try++ {
+		ctx := ctxT(t, 10*time.Second)
+		n, err := d.admin.CoreV1().Nodes().Get(ctx, d.node, metav1.GetOptions{})
+		if err == nil {
+			n.Status.NodeInfo.BootID = boot
+			if _, err = d.admin.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err == nil {
+				c.logf("Node %s reports boot ID %s", d.node, boot)
+				return
+			}
+		}
+		if try == 10 {
+			t.Fatalf("Node %s: reporting boot ID %s: %v", d.node, boot, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
