@@ -465,8 +465,13 @@ func (a *acquirer) read(ctx context.Context) (snapshot, error) {
 		done := make(chan struct{})
 		go func() { defer close(done); l, lerr = g.get(ctx) }()
 		lctx, cancel := context.WithTimeout(ctx, g.APITimeout)
-		// A consistent read: a cached list can miss a Node's latest state.
-		nl, err := g.C.CoreV1().Nodes().List(lctx, metav1.ListOptions{})
+		// From the API server's cache (resourceVersion 0): a consistent
+		// list waits about 100 ms for the cache to catch up, which would
+		// be most of the gate's cost. The Nodes' states are as fresh as a
+		// watch's anyway; what must be exact is its own Node (the
+		// caller's fresh read) and the Lease (compare-and-swap), and a
+		// holder or waiter missing from the list is read again.
+		nl, err := g.C.CoreV1().Nodes().List(lctx, metav1.ListOptions{ResourceVersion: "0"})
 		cancel()
 		<-done
 		if lerr != nil {
