@@ -551,7 +551,9 @@ func revision(root string) string {
 	s := "commit " + strings.TrimSpace(string(rev))
 	dirty, _ := exec.Command("git", "-C", root, "status", "--porcelain", "--", "cmd", "internal", "go.mod", "go.sum").Output()
 	var files []string
-	for _, l := range strings.Split(strings.TrimSpace(string(dirty)), "\n") {
+	// Each line is "XY PATH": the status columns may start with a space,
+	// so the output is not trimmed before it is split.
+	for _, l := range strings.Split(strings.TrimRight(string(dirty), "\n"), "\n") {
 		if len(l) > 3 {
 			files = append(files, l[3:])
 		}
