@@ -522,10 +522,10 @@ func (a *acquirer) needEtcd(snap snapshot) bool {
 }
 
 // readEtcd lists the etcd members (static pods etcd-* in kube-system), at
-// most once a second. Without permission the members are unknown: the
-// control-plane limit still holds.
+// most every etcdEvery. Members that cannot be listed are unknown, which
+// holds a control-plane node back (quorum).
 func (a *acquirer) readEtcd(ctx context.Context) {
-	if !a.etcdAt.IsZero() && a.g.clock().Since(a.etcdAt) < time.Second {
+	if !a.etcdAt.IsZero() && a.g.clock().Since(a.etcdAt) < etcdEvery {
 		return
 	}
 	a.etcdAt = a.g.clock().Now()
@@ -539,6 +539,11 @@ func (a *acquirer) readEtcd(ctx context.Context) {
 	}
 	a.etcd, a.etcdKnown = ms, true
 }
+
+// etcdEvery is how often a decision that needs the etcd members lists
+// them again (a control-plane node waiting: one small list of kube-system
+// every few seconds; the Lease and the Nodes are watched).
+const etcdEvery = 3 * time.Second
 
 // EtcdMembers lists the static etcd pods of kube-system (etcd-NODE, mirror
 // pods or labelled component=etcd).
