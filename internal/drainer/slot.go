@@ -47,7 +47,7 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 	req := slots.Request{
 		Ask: slots.Ask{Entry: slots.Entry{Node: n.Name, UID: n.UID, Boot: r.own.BootID, Action: r.verb, Who: r.own.Requester(),
 			Since: r.d.now().UTC().Truncate(time.Second), Renew: int64(r.cfg.Slots.Renew.D() / time.Second),
-			WasUnschedulable: n.Spec.Unschedulable && o == nil},
+			WasUnschedulable: n.Spec.Unschedulable && o == nil, When: r.own.When},
 			ForceQuorum: r.forceQuorum},
 		Self: slots.StateOf(n), Wait: wait,
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gnsh/gnsh/internal/config"
+	"github.com/gnsh/gnsh/internal/drain"
 	"github.com/gnsh/gnsh/internal/drainer"
 	"github.com/gnsh/gnsh/internal/slots"
 )
@@ -60,8 +61,8 @@ func keepSlots(ctx context.Context, d *drainer.Drainer, cfg config.Config, conne
 			ms, err := g.EtcdMembers(ctx)
 			return st, ms, err == nil, nil
 		},
-		Needed: func(ctx context.Context, free func() error) (bool, string, error) {
-			return slotNeeded(ctx, d, node, cfg, free)
+		Needed: func(ctx context.Context, h slots.Entry, free func() error) (bool, string, error) {
+			return slotNeeded(ctx, d, node, h, cfg, free)
 		},
 		Say: func(l string) { say("%s", l) },
 	}
@@ -71,11 +72,12 @@ func keepSlots(ctx context.Context, d *drainer.Drainer, cfg config.Config, conne
 	_ = k.Run(ctx)
 }
 
-// slotNeeded says whether this boot's slot is relied on: a gnsh drain
-// holds the drain lock, or a shutdown is under way or due (Relies). If
+// slotNeeded says whether this boot's slot h is relied on: a gnsh drain
+// holds the drain lock, or a shutdown is under way or due (Relies: within
+// drainTimeout, or the very schedule the slot was taken for, h.When). If
 // not, it frees the slot still under the lock, so that no wrapper starts
 // in between. In doubt (an answer it cannot get) the slot is needed.
-func slotNeeded(ctx context.Context, d *drainer.Drainer, node string, cfg config.Config, free func() error) (bool, string, error) {
+func slotNeeded(ctx context.Context, d *drainer.Drainer, node string, h slots.Entry, cfg config.Config, free func() error) (bool, string, error) {
 	l, err := d.AcquireLock("reboot slot check", node, time.Now().Add(4*cfg.APITimeout.D()+time.Second))
 	var held *drainer.HeldError
 	if errors.As(err, &held) {
@@ -86,7 +88,7 @@ func slotNeeded(ctx context.Context, d *drainer.Drainer, node string, cfg config
 	}
 	defer l.Release()
 	if d.Relies != nil {
-		why, err := d.Relies(ctx, nil, cfg.DrainTimeout.D())
+		why, err := d.Relies(ctx, &drain.Ownership{Action: h.Action, BootID: h.Boot, When: h.When}, cfg.DrainTimeout.D())
 		if err != nil {
 			return true, "", err
 		}

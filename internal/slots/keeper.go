@@ -29,10 +29,11 @@ type Keeper struct {
 	Settle time.Duration
 	// State reads this node and its etcd members (ok false: none known).
 	State func(ctx context.Context) (NodeState, []Member, bool, error)
-	// Needed says whether this boot's slot is relied on; when it is not,
-	// it calls free under the same exclusion (the drain lock), so that no
-	// drain starts between the answer and the write.
-	Needed func(ctx context.Context, free func() error) (needed bool, why string, err error)
+	// Needed says whether this boot's slot (h) is relied on (h.When: the
+	// schedule it was taken for); when it is not, it calls free under the
+	// same exclusion (the drain lock), so that no drain starts between the
+	// answer and the write.
+	Needed func(ctx context.Context, h Entry, free func() error) (needed bool, why string, err error)
 	// WarnAfter: a holder this keeper has seen that long (other nodes'
 	// too: keepers live long, waiters do not) gets GnshSlotHeldLong, once
 	// (warnHeldLong). Each node waits a little more than that, by its
@@ -148,7 +149,7 @@ func (k *Keeper) step(ctx context.Context, store cache.Store) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 3*g.APITimeout)
 	defer cancel()
-	needed, why, err := k.Needed(rctx, func() error {
+	needed, why, err := k.Needed(rctx, h, func() error {
 		freed, err := g.Free(rctx, h.same)
 		if err == nil && len(freed) > 0 {
 			k.say("freed the reboot slot of %s in %s: the %s it was taken for did not happen and nothing relies on it", k.Node, g.Where(), h.Action)

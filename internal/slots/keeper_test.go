@@ -53,7 +53,7 @@ func TestKeeperFreesAfterBoot(t *testing.T) {
 			n.Unschedulable = cordoned.Load()
 			return n, nil, false, nil
 		},
-		Needed: func(context.Context, func() error) (bool, string, error) {
+		Needed: func(context.Context, Entry, func() error) (bool, string, error) {
 			t.Error("Needed asked after a boot")
 			return true, "", nil
 		}}
@@ -81,7 +81,7 @@ func TestKeeperRenewsOrFreesThisBoot(t *testing.T) {
 	var needed atomic.Bool
 	needed.Store(true)
 	k := &Keeper{Gate: g, Node: "node1", Boot: "b", Settle: time.Second,
-		Needed: func(_ context.Context, free func() error) (bool, string, error) {
+		Needed: func(_ context.Context, _ Entry, free func() error) (bool, string, error) {
 			if needed.Load() {
 				return true, "a shutdown is under way", nil
 			}

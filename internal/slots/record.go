@@ -86,6 +86,10 @@ type Entry struct {
 	// Warned: a GnshSlotHeldLong Event was posted for it (by whichever
 	// observer marked it first).
 	Warned bool `json:"warned,omitempty"`
+	// When is the time of the scheduled shutdown the slot was taken for
+	// (shutdown -r +5), nil for one at once: the node agent keeps the slot
+	// while logind still has that schedule.
+	When *time.Time `json:"when,omitempty"`
 }
 
 // key identifies one entry over its life: a new boot, a new Node of the

@@ -339,3 +339,49 @@ func (n *node) terminating() []string {
 	}
 	return s
 }
+
+// TestSlotsKeptForTheSchedule: shutdown -r +8 --drain-timeout=10m drains at
+// once (due within its own drain timeout) and keeps its slot for the
+// schedule. The agent, whose drainTimeout (30 s) is shorter than the time
+// left, still keeps the slot: it is the very schedule the slot was taken
+// for. shutdown -c frees it.
+func TestSlotsKeptForTheSchedule(t *testing.T) {
+	k := startCluster(t)
+	kc := k.gnshIdentity(t)
+	n := k.newNode(t, "far-schedule")
+	n.replicaSet("web", 1, podOpts{})
+	n.waitRunning(1)
+	cfg := writeConfig(t, config("node: "+n.name, "slots: {maxUnavailable: 1, wait: 1m, renew: 1s}"))
+	b := newLogind(t)
+	run := t.TempDir()
+	env := []string{"KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg, "LOGNAME=alice"}
+	ag := rig.Start(t, rig.Spec{Env: append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address()}, env...),
+		Argv: []string{filepath.Join(binDir, "gnsh"), "agent"}, Hide: []string{"/etc/gnsh", "/etc/kubernetes"}, RunDir: run})
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			_ = ag.Signal(syscall.SIGTERM)
+			logRun(t, "gnsh", []string{"agent"}, ag.Wait(), 0)
+		}
+	}
+	defer stop()
+	r := waitCmd(t, startCmd(t, b.bus, env, run, "shutdown", "-r", "+8", "--drain-timeout=10m"), "shutdown")
+	if r.Code != 0 {
+		t.Fatalf("exit %d", r.Code)
+	}
+	h, _ := k.slotRecord(t).Holder(n.name)
+	if h.When == nil || h.Phase != slots.ShuttingDown {
+		t.Fatalf("after shutdown -r +8: %+v", h)
+	}
+	time.Sleep(6 * time.Second)
+	h2, held := k.slotRecord(t).Holder(n.name)
+	if !held || h2.Beat <= h.Beat {
+		t.Fatalf("6 s later: held %v, beat %d then %d: the agent did not keep the schedule's slot", held, h.Beat, h2.Beat)
+	}
+	r = waitCmd(t, startCmd(t, b.bus, env, run, "shutdown", "-c"), "shutdown")
+	if _, held := k.slotRecord(t).Holder(n.name); r.Code != 0 || held {
+		t.Fatalf("shutdown -c: exit %d, slot held %v", r.Code, held)
+	}
+	stop()
+}

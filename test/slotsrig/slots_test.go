@@ -548,7 +548,7 @@ func testControlPlane(t *testing.T, r *rig) {
 			ms, err := g.EtcdMembers(ctx)
 			return slots.StateOf(n), ms, err == nil, nil
 		},
-		Needed: func(context.Context, func() error) (bool, string, error) { return true, "", nil }}
+		Needed: func(context.Context, slots.Entry, func() error) (bool, string, error) { return true, "", nil }}
 	kctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go k.Run(kctx)
