@@ -190,7 +190,7 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 		v.Admitted, v.Already = true, true
 		if h.Boot != me.Boot {
 			h.Boot, h.Phase, h.Beat, h.Action, h.Who, h.Since, h.Renew = me.Boot, Admitted, 0, me.Action, me.Who, me.Since, me.Renew
-			h.WasUnschedulable = me.WasUnschedulable
+			h.WasUnschedulable, h.When, h.Warned = me.WasUnschedulable, me.When, false
 		} else {
 			// A sign of life now: an observer that watched its earlier
 			// taker stop renewing must not free it under this one.

@@ -226,9 +226,11 @@ func TestDecideReclaims(t *testing.T) {
 }
 
 func TestDecideRebootedHolderAsksAgain(t *testing.T) {
-	rec := Record{Next: 1, Holders: []Entry{{Node: "a", UID: "uid-a", Boot: "old", Phase: Back, Beat: 7, Renew: 10}}}
+	old := time.Date(2026, 1, 1, 3, 0, 0, 0, time.UTC)
+	rec := Record{Next: 1, Holders: []Entry{{Node: "a", UID: "uid-a", Boot: "old", Phase: Back, Beat: 7, Renew: 10, When: &old, Warned: true}}}
 	v := Decide(rec, world(node("a"), node("b", cordoned)), one, still{}, ask("a"))
-	if !v.Admitted || !v.Already || !v.Changed || v.Self.Boot != "boot-a" || v.Self.Phase != Admitted || v.Self.Beat != 0 {
+	if !v.Admitted || !v.Already || !v.Changed || v.Self.Boot != "boot-a" || v.Self.Phase != Admitted || v.Self.Beat != 0 ||
+		v.Self.When != nil || v.Self.Warned {
 		t.Fatalf("%+v", v)
 	}
 }
