@@ -26,6 +26,9 @@ type NodeState struct {
 	Deleting      bool // deletionTimestamp set
 	Boot          string
 	ControlPlane  bool
+	// Unknown: the Node could not be read (only its name and UID are
+	// known): as a holder it counts in every scope.
+	Unknown bool
 }
 
 // StateOf reads a Node.
@@ -193,8 +196,10 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 			h.WasUnschedulable, h.When, h.Warned = me.WasUnschedulable, me.When, false
 		} else {
 			// A sign of life now: an observer that watched its earlier
-			// taker stop renewing must not free it under this one.
+			// taker stop renewing must not free it under this one. The
+			// schedule is the latest asked for (shutdown -r +9 after +8).
 			h.Beat++
+			h.When = me.When
 		}
 		v.Record.Holders = append(without(v.Record.Holders, me.Node), h)
 		v.Record.Waiters = without(v.Record.Waiters, me.Node)
@@ -354,8 +359,10 @@ func blocks(n NodeState, held map[string]string, w World, lim Limits, forceQuoru
 		var out []Out
 		seen := map[string]bool{n.Name: true}
 		for node, why := range held {
+			// A holder whose Node could not be read counts in every
+			// scope: its labels are unknown.
 			s, known := w.Nodes[node]
-			if seen[node] || known && !in(s) || !known && name != LimitCluster {
+			if seen[node] || known && !s.Unknown && !in(s) || !known && name != LimitCluster {
 				continue
 			}
 			seen[node] = true

@@ -267,3 +267,24 @@ func TestTrackerMeasuresLocally(t *testing.T) {
 		t.Fatalf("held for %s", tr.HeldFor(h))
 	}
 }
+
+// Asked again in the same boot for another schedule (shutdown -r +9 after
+// +8): the entry names the latest.
+func TestDecideAskedAgainTakesTheNewSchedule(t *testing.T) {
+	at8, at9 := time.Date(2026, 1, 1, 10, 8, 0, 0, time.UTC), time.Date(2026, 1, 1, 10, 9, 0, 0, time.UTC)
+	rec := Record{Next: 1, Holders: []Entry{{Node: "a", UID: "uid-a", Boot: "boot-a", Phase: ShuttingDown, Renew: 10, When: &at8}}}
+	a := ask("a")
+	a.Entry.When = &at9
+	v := Decide(rec, world(node("a")), one, still{}, a)
+	if !v.Already || v.Self.When == nil || !v.Self.When.Equal(at9) {
+		t.Fatalf("%+v", v.Self)
+	}
+	// Holders whose Node could not be read count in every pool.
+	lim := Limits{Max: 5, Pools: []Pool{{Name: "x", Selector: labels.SelectorFromSet(labels.Set{"pool": "x"}), Max: 1}}}
+	rec = Record{Next: 1, Holders: []Entry{holder("ghost", 0)}}
+	ghost := NodeState{Name: "ghost", UID: "uid-ghost", Unknown: true}
+	v = Decide(rec, world(node("x1", label("pool", "x")), ghost), lim, still{}, ask("x1"))
+	if v.Admitted || !strings.Contains(names(v.Blocks), "pool x limit 1: ghost") {
+		t.Fatalf("a holder with unknown labels: %s", names(v.Blocks))
+	}
+}

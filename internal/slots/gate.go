@@ -208,8 +208,10 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 				a.r.Ask.Ticket, a.r.Ask.HasTicket = v.Self.Ticket, true
 			}
 			switch {
-			case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
-				// Another node wrote first: decide again from fresh state,
+			case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || snap.lease != nil && apierrors.IsNotFound(err):
+				// Another node wrote first (or deleted the Lease: the
+				// reset the README names; the next decision creates it
+				// again): decide again from fresh state,
 				// from the watches from now on (a re-list of the Nodes
 				// after each conflict would be a storm when many ask at
 				// once), the Lease read again.
@@ -364,7 +366,7 @@ func (a *acquirer) decide(ctx context.Context, snap snapshot) Verdict {
 			snap.world.Nodes[name] = StateOf(n)
 		} else if !apierrors.IsNotFound(err) {
 			// Not sure: keep it, and so count it.
-			snap.world.Nodes[name] = NodeState{Name: name, UID: uidOf(snap.rec, name)}
+			snap.world.Nodes[name] = NodeState{Name: name, UID: uidOf(snap.rec, name), Unknown: true}
 		}
 	}
 	return Decide(snap.rec, snap.world, a.g.Limits, a.tr, a.r.Ask)

@@ -112,3 +112,38 @@ func TestUnknownEtcdHoldsControlPlaneBack(t *testing.T) {
 		t.Fatalf("external etcd: %+v", v)
 	}
 }
+
+// The Lease deleted while a node waits (the reset the README names): the
+// next write makes it again; the node is not told the gate is unavailable.
+func TestLeaseDeletedWhileWaiting(t *testing.T) {
+	g, c, r := gateRig(t)
+	r.Wait = 3 * time.Second
+	g.Renew = 100 * time.Millisecond // waiters renew every 300 ms
+	var updates atomic.Int32
+	c.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if updates.Add(1) == 2 {
+			// Its waiter entry is written, and renewed once while it
+			// watches; then the Lease goes.
+			go func() {
+				time.Sleep(100 * time.Millisecond)
+				_ = c.CoordinationV1().Leases("gnsh").Delete(context.Background(), "reboot-slots", metav1.DeleteOptions{})
+			}()
+		}
+		return false, nil, nil
+	})
+	s, _, err := g.Acquire(context.Background(), r)
+	var ue *UnavailableError
+	if errors.As(err, &ue) {
+		t.Fatalf("told the gate is unavailable: %v", err)
+	}
+	// With node2's slot gone with the Lease, node1 takes a slot in a new
+	// Lease.
+	if err != nil || s == nil {
+		t.Fatalf("%v", err)
+	}
+	rec, _, _ := g.Read(context.Background())
+	if h, ok := rec.Holder("node1"); !ok || len(rec.Holders) != 1 {
+		t.Fatalf("record %+v (%+v)", rec, h)
+	}
+	s.Halt()
+}
