@@ -179,49 +179,31 @@ func releaseSlot(c *cli.Context, env *dispatch.Env) error {
 		return err
 	}
 	node := c.String("node")
-	var freed, dropped []slots.Entry
+	var freed, dropped *slots.Entry
 	// Bounded: against an API server that keeps answering 409 (or hangs)
 	// it gives up rather than retry for ever.
 	ctx, cancel := context.WithTimeout(c.Context, 6*cfg.APITimeout.D())
 	defer cancel()
 	_, err = g.Update(ctx, func(rec *slots.Record) bool {
-		freed, dropped = nil, nil
-		if h, ok := rec.Holder(node); ok {
-			freed = append(freed, h)
-		}
-		if w, ok := rec.Waiter(node); ok {
-			dropped = append(dropped, w)
-		}
-		rec.Holders = withoutNode(rec.Holders, node)
-		rec.Waiters = withoutNode(rec.Waiters, node)
-		return len(freed)+len(dropped) > 0
+		freed, dropped = rec.Forget(node)
+		return freed != nil || dropped != nil
 	})
 	if err != nil {
 		return &slots.UnavailableError{Where: g.Where(), Err: err}
 	}
-	if len(freed)+len(dropped) == 0 {
+	if freed == nil && dropped == nil {
 		return fmt.Errorf("%s holds no reboot slot of %s and is not waiting for one", node, g.Where())
 	}
 	user := drainer.WhoAsks(func(k string) string { v, _ := env.LookupEnv(k); return v }).User
-	for _, h := range freed {
+	if h := freed; h != nil {
 		fmt.Fprintf(env.Stdout, "freed the reboot slot of %s (%s, %s by %s)\n", node, h.Phase, h.Action, h.Who)
 		if cfg.Events {
 			_ = drainer.PostEvent(ctx, g.C, node, "Warning", slots.ReasonReleased,
 				fmt.Sprintf("Reboot slot of %s (%s, %s by %s) freed by %s with 'gnsh slots release'", g.Where(), h.Phase, h.Action, h.Who, user), cfg.APITimeout.D())
 		}
 	}
-	if len(dropped) > 0 {
+	if dropped != nil {
 		fmt.Fprintf(env.Stdout, "took %s out of the queue\n", node)
 	}
 	return nil
-}
-
-func withoutNode(es []slots.Entry, node string) []slots.Entry {
-	var keep []slots.Entry
-	for _, e := range es {
-		if e.Node != node {
-			keep = append(keep, e)
-		}
-	}
-	return keep
 }

@@ -776,15 +776,12 @@ func (g *Gate) Update(ctx context.Context, change func(*Record) bool) (Record, e
 func (g *Gate) warnHeldLong(ctx context.Context, h Entry, by string) {
 	ctx, cancel := context.WithTimeout(ctx, 2*g.APITimeout)
 	defer cancel()
-	marked := false
-	_, err := g.Update(ctx, func(rec *Record) bool {
-		marked = false
-		for i, e := range rec.Holders {
-			if e.same(h) && !e.Warned {
-				rec.Holders[i].Warned, marked = true, true
-			}
+	_, _, marked, err := g.changeHolder(ctx, h, func(e *Entry) bool {
+		if e.Warned {
+			return false
 		}
-		return marked
+		e.Warned = true
+		return true
 	})
 	if err != nil || !marked {
 		return
@@ -792,6 +789,25 @@ func (g *Gate) warnHeldLong(ctx context.Context, h Entry, by string) {
 	g.event(ctx, h.Node, "Warning", ReasonHeldLong, "%s has held a reboot slot of %s for more than %s (%s by %s, %s; seen from %s): "+
 		"a node that is down keeps its slot; it is freed once the node is back and settled, or by 'gnsh slots release --node %s'",
 		h.Node, g.Where(), g.WarnAfter, h.Action, h.Who, h.Phase, by, h.Node)
+}
+
+// changeHolder applies f to the holder entry that is h (the same node, UID,
+// boot and ticket), compare-and-swap, again from fresh state after each
+// conflict; f reports whether it changed the entry. found says whether
+// the entry is still there, e is it as written (or as found).
+func (g *Gate) changeHolder(ctx context.Context, h Entry, f func(*Entry) bool) (e Entry, found, changed bool, err error) {
+	_, err = g.Update(ctx, func(rec *Record) bool {
+		found, changed = false, false
+		for i := range rec.Holders {
+			if rec.Holders[i].same(h) {
+				found, changed = true, f(&rec.Holders[i])
+				e = rec.Holders[i]
+				return changed
+			}
+		}
+		return false
+	})
+	return e, found, changed, err
 }
 
 // Free removes the holders match picks, compare-and-swap, and returns
@@ -916,19 +932,10 @@ func (s *Slot) write(ctx context.Context, change func(*Entry)) error {
 	s.mu.Lock()
 	me := s.entry
 	s.mu.Unlock()
-	found := true
-	_, err := s.g.Update(ctx, func(rec *Record) bool {
-		for i, h := range rec.Holders {
-			if h.same(me) {
-				h.Phase = me.Phase
-				change(&h)
-				rec.Holders[i] = h
-				me = h
-				return true
-			}
-		}
-		found = false
-		return false
+	now, found, _, err := s.g.changeHolder(ctx, me, func(h *Entry) bool {
+		h.Phase = me.Phase
+		change(h)
+		return true
 	})
 	if err != nil {
 		return err
@@ -942,7 +949,7 @@ func (s *Slot) write(ctx context.Context, change func(*Entry)) error {
 		s.lost = true
 		return nil
 	}
-	s.entry.Beat = me.Beat
+	s.entry.Beat = now.Beat
 	return nil
 }
 

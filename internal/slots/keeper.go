@@ -165,15 +165,7 @@ func (k *Keeper) step(ctx context.Context, store cache.Store) error {
 		k.debug("reboot slots: %v; renewing the slot all the same", err)
 	}
 	k.debug("renewing the reboot slot of %s for its taker: %s", k.Node, why)
-	_, err = g.Update(rctx, func(rec *Record) bool {
-		for i, e := range rec.Holders {
-			if e.same(h) {
-				rec.Holders[i].Beat++
-				return true
-			}
-		}
-		return false
-	})
+	_, _, _, err = g.changeHolder(rctx, h, func(e *Entry) bool { e.Beat++; return true })
 	return err
 }
 
@@ -184,14 +176,12 @@ func (k *Keeper) back(ctx context.Context, h Entry, now time.Time) error {
 	rctx, cancel := context.WithTimeout(ctx, 3*g.APITimeout)
 	defer cancel()
 	if h.Phase != Back {
-		if _, err := g.Update(rctx, func(rec *Record) bool {
-			for i, e := range rec.Holders {
-				if e.same(h) && e.Phase != Back {
-					rec.Holders[i].Phase = Back
-					return true
-				}
+		if _, _, _, err := g.changeHolder(rctx, h, func(e *Entry) bool {
+			if e.Phase == Back {
+				return false
 			}
-			return false
+			e.Phase = Back
+			return true
 		}); err != nil {
 			return err
 		}

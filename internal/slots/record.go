@@ -210,6 +210,19 @@ func (r Record) Waiter(node string) (Entry, bool) {
 	return Entry{}, false
 }
 
+// Forget removes node from the holders and the waiters, and returns the
+// entries it had (nil for none).
+func (r *Record) Forget(node string) (holder, waiter *Entry) {
+	if h, ok := r.Holder(node); ok {
+		holder = &h
+	}
+	if w, ok := r.Waiter(node); ok {
+		waiter = &w
+	}
+	r.Holders, r.Waiters = without(r.Holders, node), without(r.Waiters, node)
+	return holder, waiter
+}
+
 // without returns es without node's entries.
 func without(es []Entry, node string) []Entry {
 	return slices.DeleteFunc(slices.Clone(es), func(e Entry) bool { return e.Node == node })
