@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -58,18 +57,7 @@ func BenchmarkSlots(b *testing.B) {
 	}
 	cp.Kubectl(b, manifest, "apply", "-f", "-")
 	token := strings.TrimSpace(cp.Kubectl(b, nil, "-n", "kube-system", "create", "token", "gnsh", "--duration=1h"))
-	kc := filepath.Join(b.TempDir(), "kubeconfig")
-	kubectl := filepath.Join(cp.BinDir, "kubectl")
-	for _, args := range [][]string{
-		{"config", "set-cluster", "default", "--server=" + cp.Server, "--certificate-authority=" + cp.CAFile, "--embed-certs=true"},
-		{"config", "set-credentials", "gnsh", "--token=" + token},
-		{"config", "set-context", "default", "--cluster=default", "--user=gnsh"},
-		{"config", "use-context", "default"},
-	} {
-		if out, err := exec.Command(kubectl, append(args, "--kubeconfig="+kc)...).CombinedOutput(); err != nil {
-			b.Fatalf("kubectl %v: %v\n%s", args[:2], err, out)
-		}
-	}
+	kc := cp.TokenKubeconfig(b, token)
 	ctx := b.Context()
 	var nodes []*corev1.Node
 	for i := range 100 {

@@ -31,7 +31,7 @@ func testDedicatedIdentity(t *testing.T, r *rig) {
 	// A TokenRequest (the rig's apiserver has --service-account-issuer and
 	// the signing key; no controller-manager token controller is needed).
 	token := strings.TrimSpace(r.cp.Kubectl(t, nil, "-n", "kube-system", "create", "token", "gnsh", "--duration=10m"))
-	kc := r.tokenKubeconfig(t, token)
+	kc := r.cp.TokenKubeconfig(t, token)
 	if fi, err := os.Stat(kc); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("kubeconfig mode: %v %v", fi.Mode(), err)
 	}

@@ -14,9 +14,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -341,36 +338,10 @@ func (r *rig) mirrorPod(t *testing.T, nodeClient kubernetes.Interface, ns, name 
 	return r.createPod(t, nodeClient, p)
 }
 
-// tokenKubeconfig writes a kubeconfig for server with a bearer token, built
-// with kubectl config as install/kubernetes/README.md describes.
-func (r *rig) tokenKubeconfig(t *testing.T, token string) string {
-	t.Helper()
-	f := filepath.Join(t.TempDir(), "kubeconfig")
-	kubectl := filepath.Join(r.cp.BinDir, "kubectl")
-	for _, args := range [][]string{
-		{"config", "set-cluster", "default", "--server=" + r.cp.Server, "--certificate-authority=" + r.cp.CAFile, "--embed-certs=true"},
-		{"config", "set-credentials", "gnsh", "--token=" + token},
-		{"config", "set-context", "default", "--cluster=default", "--user=gnsh"},
-		{"config", "use-context", "default"},
-	} {
-		if out, err := runCmd(kubectl, append(args, "--kubeconfig="+f)...); err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args[:2], " "), err, out)
-		}
-	}
-	if err := os.Chmod(f, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
 func schemaGVK(apiVersion, kind string) schema.GroupVersionKind {
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil {
 		panic(err)
 	}
 	return gv.WithKind(kind)
-}
-
-func runCmd(name string, args ...string) ([]byte, error) {
-	return exec.Command(name, args...).CombinedOutput()
 }

@@ -33,18 +33,8 @@ func (k *cluster) gnshIdentity(t *testing.T) string {
 	}
 	k.cp.Kubectl(t, manifest, "apply", "-f", "-")
 	token := strings.TrimSpace(k.cp.Kubectl(t, nil, "-n", "kube-system", "create", "token", "gnsh", "--duration=1h"))
-	f := filepath.Join(t.TempDir(), "kubeconfig")
+	f := k.cp.TokenKubeconfig(t, token)
 	kubectl := filepath.Join(k.cp.BinDir, "kubectl")
-	for _, args := range [][]string{
-		{"config", "set-cluster", "default", "--server=" + k.cp.Server, "--certificate-authority=" + k.cp.CAFile, "--embed-certs=true"},
-		{"config", "set-credentials", "gnsh", "--token=" + token},
-		{"config", "set-context", "default", "--cluster=default", "--user=gnsh"},
-		{"config", "use-context", "default"},
-	} {
-		if out, err := exec.Command(kubectl, append(args, "--kubeconfig="+f)...).CombinedOutput(); err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args[:2], " "), err, out)
-		}
-	}
 	// RBAC sees the new bindings a moment after kubectl apply returns.
 	for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		out, err := exec.Command(kubectl, "--kubeconfig="+f, "auth", "can-i", "update", "leases/reboot-slots", "-n", "gnsh").CombinedOutput()

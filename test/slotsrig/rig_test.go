@@ -14,7 +14,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -64,7 +63,7 @@ func startRig(t *testing.T) *rig {
 	}
 	cp.Kubectl(t, manifest, "apply", "-f", "-")
 	token := strings.TrimSpace(cp.Kubectl(t, nil, "-n", "kube-system", "create", "token", "gnsh", "--duration=1h"))
-	kc := r.tokenKubeconfig(t, token)
+	kc := cp.TokenKubeconfig(t, token)
 	r.proxy = faultproxy.ForControlPlane(t, cp)
 	r.gnshKC = r.proxy.Kubeconfig(t, kc)
 	// The RBAC authorizer sees the new bindings a moment after kubectl
@@ -98,25 +97,6 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// tokenKubeconfig writes a kubeconfig for the API server with a bearer
-// token, as install/kubernetes/README.md describes.
-func (r *rig) tokenKubeconfig(t *testing.T, token string) string {
-	t.Helper()
-	f := filepath.Join(t.TempDir(), "kubeconfig")
-	kubectl := filepath.Join(r.cp.BinDir, "kubectl")
-	for _, args := range [][]string{
-		{"config", "set-cluster", "default", "--server=" + r.cp.Server, "--certificate-authority=" + r.cp.CAFile, "--embed-certs=true"},
-		{"config", "set-credentials", "gnsh", "--token=" + token},
-		{"config", "set-context", "default", "--cluster=default", "--user=gnsh"},
-		{"config", "use-context", "default"},
-	} {
-		if out, err := exec.Command(kubectl, append(args, "--kubeconfig="+f)...).CombinedOutput(); err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args[:2], " "), err, out)
-		}
-	}
-	return f
 }
 
 // node creates a Ready Node with labels and a boot ID.

@@ -267,6 +267,29 @@ func (c *ControlPlane) UserKubeconfig(t testing.TB, name string, groups ...strin
 	return lastLine(out)
 }
 
+// TokenKubeconfig writes a kubeconfig for the API server with a bearer
+// token (mode 0600, in a temporary directory of t), built with kubectl
+// config as install/kubernetes/README.md describes, and returns its path.
+func (c *ControlPlane) TokenKubeconfig(t testing.TB, token string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "kubeconfig")
+	kubectl := filepath.Join(c.BinDir, "kubectl")
+	for _, args := range [][]string{
+		{"config", "set-cluster", "default", "--server=" + c.Server, "--certificate-authority=" + c.CAFile, "--embed-certs=true"},
+		{"config", "set-credentials", "gnsh", "--token=" + token},
+		{"config", "set-context", "default", "--cluster=default", "--user=gnsh"},
+		{"config", "use-context", "default"},
+	} {
+		if out, err := exec.Command(kubectl, append(args, "--kubeconfig="+f)...).CombinedOutput(); err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args[:2], " "), err, out)
+		}
+	}
+	if err := os.Chmod(f, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // Kubectl runs the built kubectl as admin with stdin (may be nil) and
 // returns its stdout; a failure fails t.
 func (c *ControlPlane) Kubectl(t testing.TB, stdin []byte, args ...string) string {
