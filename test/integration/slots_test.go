@@ -148,19 +148,14 @@ func TestSlotsRollingReboots(t *testing.T) {
 		if _, err := k.admin.CoreV1().Nodes().UpdateStatus(ctxFor(t, time.Minute), nd, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		ag := rig.Start(t, rig.Spec{Env: append(done.env, "GNSH_DEBUG=1"), Argv: []string{filepath.Join(binDir, "gnsh"), "agent"},
-			Hide: []string{"/etc/gnsh", "/etc/kubernetes"}, BootID: boot})
+		stopAgent := slotAgent(t, append(done.env, "GNSH_DEBUG=1"), "", boot)
 		freed := false
 		for end := time.Now().Add(40 * time.Second); !freed && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 			recs := history()
 			_, held := recs[len(recs)-1].Holder(done.n.name)
 			freed = !held
 		}
-		if err := ag.Signal(15); err != nil {
-			t.Error(err)
-		}
-		ar := ag.Wait()
-		logRun(t, "gnsh", []string{"agent"}, ar, 0)
+		ar := stopAgent()
 		if !freed {
 			t.Fatalf("round %d: the agent did not free the slot of %s", round, done.n.name)
 		}
@@ -236,8 +231,7 @@ func TestSlotsWrapperKilled(t *testing.T) {
 			cfg := writeConfig(t, config("node: "+n.name, "slots: {maxUnavailable: 1, wait: 1m, renew: 1s}"))
 			b := newLogind(t)
 			run := t.TempDir()
-			ag := rig.Start(t, rig.Spec{Env: []string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address(), "KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg},
-				Argv: []string{filepath.Join(binDir, "gnsh"), "agent"}, Hide: []string{"/etc/gnsh", "/etc/kubernetes"}, RunDir: run})
+			stopAgent := slotAgent(t, []string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address(), "KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg}, run, "")
 			reached, release := c.stall(t, n)
 			p := startCmd(t, b.bus, []string{"KUBECONFIG=" + pkc, "GNSH_CONFIG=" + cfg, "LOGNAME=alice"}, run, "reboot")
 			for end := time.Now().Add(30 * time.Second); !reached(); time.Sleep(20 * time.Millisecond) {
@@ -267,11 +261,7 @@ func TestSlotsWrapperKilled(t *testing.T) {
 			if len(b.ld.Calls()) > 0 && slices.Contains(members(b.ld.Calls()), "RebootWithFlags") {
 				t.Errorf("logind was asked to reboot")
 			}
-			if err := ag.Signal(syscall.SIGTERM); err != nil {
-				t.Error(err)
-			}
-			ar := ag.Wait()
-			logRun(t, "gnsh", []string{"agent"}, ar, 0)
+			ar := stopAgent()
 			if !strings.Contains(ar.Stderr, "freed the reboot slot of "+n.name+" in gnsh/reboot-slots: the reboot it was taken for did not happen") {
 				t.Errorf("the agent did not say it freed the slot")
 			}
@@ -289,8 +279,7 @@ func TestSlotsWrapperKilled(t *testing.T) {
 		cfg := writeConfig(t, config("node: "+n.name, "slots: {maxUnavailable: 1, wait: 1m, renew: 1s}"))
 		b := newLogind(t)
 		run := t.TempDir()
-		ag := rig.Start(t, rig.Spec{Env: []string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address(), "KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg},
-			Argv: []string{filepath.Join(binDir, "gnsh"), "agent"}, Hide: []string{"/etc/gnsh", "/etc/kubernetes"}, RunDir: run})
+		stopAgent := slotAgent(t, []string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address(), "KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg}, run, "")
 		r := waitCmd(t, startCmd(t, b.bus, []string{"KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg, "LOGNAME=alice"}, run, "reboot"), "reboot")
 		if r.Code != 0 {
 			t.Fatalf("exit %d", r.Code)
@@ -299,16 +288,33 @@ func TestSlotsWrapperKilled(t *testing.T) {
 		time.Sleep(6 * time.Second)
 		h2, held := k.slotRecord(t).Holder(n.name)
 		unsched, _ := n.cordon()
-		if err := ag.Signal(syscall.SIGTERM); err != nil {
-			t.Error(err)
-		}
-		ar := ag.Wait()
-		logRun(t, "gnsh", []string{"agent"}, ar, 0)
+		stopAgent()
 		if !held || !unsched || h2.Phase != slots.ShuttingDown || h2.Beat <= h.Beat {
 			t.Fatalf("with the reboot under way: held %v (%s, beat %d, then %d), cordoned %v; want held, shutting-down, renewed, cordoned",
 				held, h2.Phase, h.Beat, h2.Beat, unsched)
 		}
 	})
+}
+
+// slotAgent starts gnsh agent with env (the host's /etc/gnsh and
+// /etc/kubernetes hidden), /run at run and this boot's ID boot (each
+// optional); stop sends SIGTERM, logs the agent's output and returns it,
+// once: later calls return the same result.
+func slotAgent(t *testing.T, env []string, run, boot string) (stop func() rig.Result) {
+	ag := rig.Start(t, rig.Spec{Env: env, Argv: []string{filepath.Join(binDir, "gnsh"), "agent"},
+		Hide: []string{"/etc/gnsh", "/etc/kubernetes"}, RunDir: run, BootID: boot})
+	var once sync.Once
+	var r rig.Result
+	return func() rig.Result {
+		once.Do(func() {
+			if err := ag.Signal(syscall.SIGTERM); err != nil {
+				t.Error(err)
+			}
+			r = ag.Wait()
+			logRun(t, "gnsh", []string{"agent"}, r, 0)
+		})
+		return r
+	}
 }
 
 func (k *cluster) slotRecord(t *testing.T) slots.Record {
@@ -345,16 +351,7 @@ func TestSlotsKeptForTheSchedule(t *testing.T) {
 	b := newLogind(t)
 	run := t.TempDir()
 	env := []string{"KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg, "LOGNAME=alice"}
-	ag := rig.Start(t, rig.Spec{Env: append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address()}, env...),
-		Argv: []string{filepath.Join(binDir, "gnsh"), "agent"}, Hide: []string{"/etc/gnsh", "/etc/kubernetes"}, RunDir: run})
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			_ = ag.Signal(syscall.SIGTERM)
-			logRun(t, "gnsh", []string{"agent"}, ag.Wait(), 0)
-		}
-	}
+	stop := slotAgent(t, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address()}, env...), run, "")
 	defer stop()
 	r := waitCmd(t, startCmd(t, b.bus, env, run, "shutdown", "-r", "+8", "--drain-timeout=10m"), "shutdown")
 	if r.Code != 0 {
