@@ -145,6 +145,13 @@ func fastClock(t *testing.T, d testDrainer) {
 
 func reboot() *legacy.Request { return &legacy.Request{Command: "reboot", Action: legacy.Reboot} }
 
+// scheduledReboot is shutdown -r due in d.
+func scheduledReboot(d time.Duration) *legacy.Request {
+	r := reboot()
+	r.Command, r.When = "shutdown", legacy.Usec(time.Now().Add(d))
+	return r
+}
+
 func cancelReq() *legacy.Request { return &legacy.Request{Command: "shutdown", Action: legacy.Cancel} }
 
 // refusal checks that err refuses the command with text containing each
@@ -319,8 +326,7 @@ func TestScheduled(t *testing.T) {
 	// Beyond the drain timeout: nothing now.
 	f := newFakeNode(false, nil, "web-1")
 	d := newDrainer(t, f, "drainTimeout: 2m\n")
-	req := reboot()
-	req.Command, req.When = "shutdown", legacy.Usec(time.Now().Add(30*time.Minute))
+	req := scheduledReboot(30 * time.Minute)
 	if err := d.handOff(t, req, nil); err != nil || len(f.Actions()) != 0 ||
 		!strings.Contains(d.stderr.String(), "not draining now: the reboot is due in 30m") {
 		t.Fatalf("%v %q %d actions", err, d.stderr, len(f.Actions()))

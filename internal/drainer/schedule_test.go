@@ -238,8 +238,7 @@ func TestDrainForSchedule(t *testing.T) {
 func TestDrainForScheduleAfterWrapper(t *testing.T) {
 	f := newFakeNode(false, nil, "web-1")
 	d := newDrainer(t, f, "")
-	req := reboot()
-	req.Command, req.When = "shutdown", legacy.Usec(time.Now().Add(time.Minute))
+	req := scheduledReboot(time.Minute)
 	if err := d.handOff(t, req, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -399,8 +398,7 @@ func TestDrainForScheduleAfterFailedWrapperDrain(t *testing.T) {
 		return true, nil, apierrors.NewServiceUnavailable("etcd: no leader")
 	})
 	d := newDrainer(t, f, "unreachableAfter: 1s\n")
-	req := reboot()
-	req.Command, req.When = "shutdown", legacy.Usec(time.Now().Add(time.Minute))
+	req := scheduledReboot(time.Minute)
 	if err := d.handOff(t, req, nil); err != nil {
 		t.Fatal(err)
 	}

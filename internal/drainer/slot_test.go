@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/gnsh/gnsh/internal/legacy"
 	"github.com/gnsh/gnsh/internal/slots"
 )
 
@@ -198,8 +197,7 @@ func TestSlotWaitInterrupted(t *testing.T) {
 func TestCancelFreesTheSlot(t *testing.T) {
 	f := newFakeNode(false, nil, "web-1")
 	d := newDrainer(t, f, "")
-	req := reboot()
-	req.Command, req.When = "shutdown", legacy.Usec(time.Now().Add(time.Minute))
+	req := scheduledReboot(time.Minute)
 	if err := d.handOff(t, req, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -223,8 +221,7 @@ func TestCancelFreesTheSlot(t *testing.T) {
 func TestSlotHeldBeforeIsNotFreed(t *testing.T) {
 	f := newFakeNode(false, nil, "web-1")
 	d := newDrainer(t, f, "")
-	req := reboot()
-	req.Command, req.When = "shutdown", legacy.Usec(time.Now().Add(time.Minute))
+	req := scheduledReboot(time.Minute)
 	if err := d.handOff(t, req, nil); err != nil {
 		t.Fatal(err)
 	}
