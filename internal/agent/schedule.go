@@ -107,7 +107,14 @@ type ScheduleFollower struct {
 	// marker (drainer.UndoScheduleCordon); a non-nil pending is asked
 	// under the drain lock first, and true there means a shutdown that
 	// the cordon may serve is due: nothing is undone.
-	Undo   func(ctx context.Context, why string, pending func(context.Context) bool) (bool, error)
+	Undo func(ctx context.Context, why string, pending func(context.Context) bool) (bool, error)
+	// Cancel, if set, cancels the schedule (type and usec as logind
+	// shows it) for which no reboot slot came (Drain returned a
+	// drainer.SlotRefusal), why being that refusal: it must cancel only
+	// while that very schedule stands (false, nil when it changed) and
+	// take the drain lock (a drainer.HeldError while a gnsh command holds
+	// it: tried again at the next look, until the schedule's time).
+	Cancel func(ctx context.Context, typ string, usec uint64, at time.Time, why string) (bool, error)
 	Out    io.Writer
 	Status func(string)
 	Clock  clock.Clock // clock.RealClock if nil
@@ -199,6 +206,12 @@ type follow struct {
 	orphanErr string // the last failure of that look, logged
 
 	drain *drainRun // the drain under way
+
+	// refused: the schedule no reboot slot came for, while its cancel is
+	// still to be made (why: the refusal).
+	refused   *schedule
+	why       string
+	cancelErr string // the last failure of its cancel, logged
 }
 
 type drainRun struct {
@@ -258,7 +271,7 @@ func (f *ScheduleFollower) Run(ctx context.Context) error {
 			}
 			return ctx.Err()
 		case err := <-done:
-			w.drained(err)
+			w.drained(ctx, err)
 		case <-w.clk.After(wait):
 		}
 	}
@@ -348,6 +361,10 @@ func (w *follow) observe(ctx context.Context, file string) {
 			f.say("a %s is scheduled for %s, within drainTimeout (%s)", s.action, s.when(), f.DrainTimeout)
 		}
 	case s == nil && w.cur != nil:
+		if !w.preparing {
+			// Gone: the same time scheduled again is a new request.
+			w.tried = ""
+		}
 		switch {
 		case w.preparing:
 			f.say("the scheduled %s for %s is under way", w.cur.action, w.cur.when())
@@ -367,6 +384,9 @@ func (w *follow) act(ctx context.Context) {
 	now := w.clk.Now()
 	if w.preparing {
 		return // logind acts now: the guard's turn, and the cordon stays
+	}
+	if w.refused != nil {
+		w.tryCancel(ctx)
 	}
 	s := w.cur
 	// Cancelled, or moved beyond the drain timeout: the cordon for the
@@ -413,6 +433,46 @@ func (w *follow) act(ctx context.Context) {
 	go func() { r.done <- f.Drain(dctx, s.action, s.at, budget) }()
 }
 
+// tryCancel cancels the schedule no reboot slot came for, while it
+// stands and its time has not come; while a gnsh command holds the drain
+// lock it tries again at the next look.
+func (w *follow) tryCancel(ctx context.Context) {
+	f, s := w.f, w.refused
+	switch {
+	case w.preparing, !w.clk.Now().Before(s.at):
+		f.say("no reboot slot for the scheduled %s for %s (%s), and it could not be cancelled before its time; it goes ahead", s.action, s.when(), w.why)
+		w.refused, w.cancelErr = nil, ""
+		return
+	case w.cur == nil || w.cur.key() != s.key():
+		f.say("no reboot slot for the scheduled %s for %s (%s); that schedule is gone, nothing to cancel", s.action, s.when(), w.why)
+		w.refused, w.cancelErr = nil, ""
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	cancelled, err := f.Cancel(cctx, s.action, s.usec, s.at, w.why)
+	cancel()
+	switch {
+	case err != nil:
+		msg := fmt.Sprintf("no reboot slot for the scheduled %s for %s (%s); cancelling it failed: %v; trying again until its time", s.action, s.when(), w.why, err)
+		if drainer.IsLockHeld(err) {
+			msg = fmt.Sprintf("no reboot slot for the scheduled %s for %s; waiting for the drain lock to cancel it: %v", s.action, s.when(), err)
+		}
+		if msg != w.cancelErr {
+			f.say("%s", msg)
+			w.cancelErr = msg
+		}
+		return
+	case cancelled:
+		f.say("cancelled the scheduled %s for %s: %s; schedule it again later, or free a slot with 'gnsh slots release --node NODE'", s.action, s.when(), w.why)
+		f.status(fmt.Sprintf("idle: cancelled the scheduled %s for %s: no reboot slot", s.action, s.when()))
+		// Gone: the same time scheduled again is a new request.
+		w.cur, w.tried = nil, ""
+	default:
+		f.say("no reboot slot for the scheduled %s for %s (%s); the schedule changed meanwhile, nothing cancelled", s.action, s.when(), w.why)
+	}
+	w.refused, w.cancelErr = nil, ""
+}
+
 // undoFor notes that the cordon for old must go: the schedule now is cur.
 func (w *follow) undoFor(old, cur *schedule) {
 	if cur == nil {
@@ -423,7 +483,7 @@ func (w *follow) undoFor(old, cur *schedule) {
 }
 
 // drained takes the end of the drain.
-func (w *follow) drained(err error) {
+func (w *follow) drained(ctx context.Context, err error) {
 	f, r := w.f, w.drain
 	w.drain = nil
 	r.cancel()
@@ -443,6 +503,17 @@ func (w *follow) drained(err error) {
 	case drainer.IsLockHeld(err):
 		f.say("not draining ahead of the scheduled %s yet: %v", s.action, err)
 		return // tried again at the next look
+	case drainer.IsSlotRefusal(err):
+		// Nothing was cordoned; the schedule must not take the node down
+		// beside the nodes that hold the slots.
+		w.tried = s.key()
+		if f.Cancel == nil {
+			f.say("no reboot slot for the scheduled %s for %s: %v", s.action, s.when(), err)
+			return
+		}
+		w.refused, w.why = s, err.Error()
+		w.tryCancel(ctx)
+		return
 	default:
 		f.say("drain ahead of the scheduled %s for %s ended: %v", s.action, s.when(), err)
 		f.status(fmt.Sprintf("drain ahead of the scheduled %s for %s ended: %v", s.action, s.when(), err))

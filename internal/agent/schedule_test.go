@@ -39,6 +39,8 @@ type followerFixture struct {
 	dryAt     time.Time // DryRun reports true for this schedule
 	orphan    bool      // a cordon of gnsh's for a cancelled schedule stands
 	onUndo    func()    // called as an undo begins (without f.mu)
+	cancels   []string  // Cancel's calls: "type@usec: why"
+	cancelErr error     // Cancel's error
 }
 
 type drainCall struct {
@@ -102,6 +104,20 @@ func startFollower(t *testing.T, setup func(*followerFixture)) *followerFixture 
 			}
 			f.orphan = false // any undo lifts gnsh's cordon for a schedule
 			f.undos = append(f.undos, why)
+			return true, nil
+		},
+		Cancel: func(_ context.Context, typ string, usec uint64, _ time.Time, why string) (bool, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.cancels = append(f.cancels, fmt.Sprintf("%s@%d: %s", typ, usec, why))
+			if f.cancelErr != nil {
+				return false, f.cancelErr
+			}
+			if f.ls.Type != typ || f.ls.USec != usec {
+				return false, nil // the schedule changed
+			}
+			f.ls = LogindSchedule{}
+			_ = os.Remove(f.file)
 			return true, nil
 		},
 		Out: f.out, Clock: f.clk,
@@ -777,5 +793,77 @@ func TestFollowerUndoLeavesCordonForShutdown(t *testing.T) {
 	f.to(t, f.clk.Now().Add(DefaultSchedulePoll))
 	if n := strings.Count(f.out.String(), "but gnsh's cordon stays: a shutdown may rely on the cordon: systemd-logind is preparing for shutdown"); n != 1 {
 		t.Errorf("%d lines saying the cordon stays; log:\n%s", n, f.out)
+	}
+}
+
+// No reboot slot came for the schedule (a SlotRefusal): the follower
+// cancels that schedule, trying again while a gnsh command holds the drain
+// lock, and never drains for it; the same time scheduled again afterwards
+// is a new request, drained for.
+func TestFollowerCancelsWithoutASlot(t *testing.T) {
+	refusal := &drainer.SlotRefusal{Err: errors.New("no reboot slot within 4m54s: cluster limit 1: node2")}
+	f := startFollower(t, func(f *followerFixture) {
+		f.drainErr = refusal
+		f.cancelErr = &drainer.HeldError{Holder: &drainer.Holder{PID: 42, Action: "reboot"}}
+	})
+	at := s0.Add(3 * time.Minute)
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
+	f.to(t, s0.Add(time.Second))
+	eventually(t, f.out, "the wait for the lock", func() bool {
+		return strings.Contains(f.out.String(), "no reboot slot for the scheduled reboot for "+at.Local().Format("2006-01-02 15:04:05 MST")+"; waiting for the drain lock to cancel it")
+	})
+	f.idle(t)
+	f.mu.Lock()
+	f.cancelErr = nil
+	f.mu.Unlock()
+	f.to(t, f.clk.Now())
+	eventually(t, f.out, "the cancel", func() bool { return strings.Contains(f.out.String(), "cancelled the scheduled reboot for ") })
+	f.idle(t)
+	f.mu.Lock()
+	cancels, ls := f.cancels, f.ls
+	f.mu.Unlock()
+	want := fmt.Sprintf("reboot@%d: %s", usecOf(at), refusal.Err)
+	if len(cancels) < 2 || cancels[len(cancels)-1] != want || ls.Type != "" {
+		t.Fatalf("cancels %q, schedule %+v", cancels, ls)
+	}
+	if d, u := f.calls(); len(d) != 1 || len(u) != 0 {
+		t.Errorf("drains %+v, undos %q", d, u)
+	}
+	if !strings.Contains(f.out.String(), "cancelled the scheduled reboot for "+at.Local().Format("2006-01-02 15:04:05 MST")+": "+refusal.Err.Error()+
+		"; schedule it again later, or free a slot with 'gnsh slots release --node NODE'\n") {
+		t.Errorf("log:\n%s", f.out)
+	}
+	// The same time again, a slot free now: drained for.
+	f.mu.Lock()
+	f.drainErr = nil
+	f.mu.Unlock()
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
+	f.to(t, f.clk.Now())
+	eventually(t, f.out, "the drain for the new request", func() bool {
+		d, _ := f.calls()
+		return len(d) == 2 && strings.Contains(f.out.String(), "drained ahead of the scheduled reboot")
+	})
+}
+
+// A refusal whose schedule changed meanwhile cancels nothing; one whose
+// time came first lets it go (the guard drains then).
+func TestFollowerRefusalSchedulesChanged(t *testing.T) {
+	f := startFollower(t, func(f *followerFixture) {
+		f.drainErr = &drainer.SlotRefusal{Err: errors.New("no reboot slot")}
+		f.cancelErr = errors.New("logind: timeout")
+	})
+	at := s0.Add(3 * time.Minute)
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
+	f.to(t, s0.Add(time.Second))
+	eventually(t, f.out, "the failed cancel", func() bool {
+		return strings.Count(f.out.String(), "cancelling it failed: logind: timeout; trying again until its time") == 1
+	})
+	f.idle(t)
+	f.to(t, at.Add(time.Second))
+	eventually(t, f.out, "the give-up", func() bool {
+		return strings.Contains(f.out.String(), "could not be cancelled before its time; it goes ahead")
+	})
+	if strings.Count(f.out.String(), "cancelling it failed") != 1 {
+		t.Errorf("the same failure logged again:\n%s", f.out)
 	}
 }

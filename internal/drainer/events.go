@@ -17,6 +17,9 @@ const (
 	ReasonDrainFailed   = "GnshDrainFailed"
 	ReasonHandOff       = "GnshShutdown"
 	ReasonUncordoned    = "GnshUncordoned"
+	// ReasonScheduleCancelled: the node agent cancelled a scheduled
+	// shutdown for which no reboot slot came in time.
+	ReasonScheduleCancelled = "GnshScheduleCancelled"
 )
 
 // eventNamespace is where Node events live (kubectl describe node reads

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/drain"
 	"github.com/gnsh/gnsh/internal/kube"
 	"github.com/gnsh/gnsh/internal/signals"
@@ -254,11 +255,34 @@ func (r *run) tellFar(at time.Time, due time.Duration) {
 		return
 	}
 	start := at.Add(-r.agentTimeout)
+	slot := ""
+	if r.slotsLikely() {
+		slot = ", once it has a reboot slot (if none comes before that time, it cancels the " + r.verb + ")"
+	}
 	if !start.After(r.d.now()) {
-		r.info("%s; the node agent (gnsh.service) will drain the node now (its drain timeout is %s)", head, r.agentTimeout)
+		r.info("%s; the node agent (gnsh.service) will drain the node now (its drain timeout is %s)%s", head, r.agentTimeout, slot)
 		return
 	}
-	r.info("%s; the node agent (gnsh.service) will drain the node at %s (%s before it)", head, start.Local().Format("2006-01-02 15:04:05 MST"), r.agentTimeout)
+	r.info("%s; the node agent (gnsh.service) will drain the node at %s (%s before it)%s", head, start.Local().Format("2006-01-02 15:04:05 MST"), r.agentTimeout, slot)
+}
+
+// slotsLikely says whether the node agent's drain ahead of a schedule
+// takes a reboot slot, as far as can be told without asking the API
+// server: the gate is on, and required or used with gnsh's own identity
+// (the kubelet's credentials cannot use it).
+func (r *run) slotsLikely() bool {
+	switch r.cfg.Slots.Gate {
+	case config.GateOff:
+		return false
+	case config.GateRequired:
+		return true
+	}
+	if r.d.Connect != nil {
+		return true // tests: their own client
+	}
+	loc := r.d.locator(r.cfg)
+	path, err := loc.FindKubeconfig()
+	return err == nil && filepath.Base(path) != filepath.Base(kube.KubeletKubeconfig)
 }
 
 // roundDue is a due time for a line: whole seconds.

@@ -54,6 +54,9 @@ type run struct {
 	// forceQuorum is --force-quorum.
 	slot        *slots.Slot
 	forceQuorum bool
+	// slotWaitMax bounds the wait for a slot of the agent's drain ahead
+	// of a schedule (ahead): what is left before the schedule's time.
+	slotWaitMax time.Duration
 
 	leaveDrain func() // leaves the signals' Drain mode
 	leaveHold  func() // leaves Hold mode (during the hand-off)

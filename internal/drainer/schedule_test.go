@@ -140,7 +140,8 @@ func TestFarScheduleMessage(t *testing.T) {
 		switch agent {
 		case AgentGuarding, "older agent":
 			want = head + "; the node agent (gnsh.service) will drain the node at " +
-				now.Add(115*time.Minute).Format("2006-01-02 15:04:05 MST") + " (5m0s before it)\n"
+				now.Add(115*time.Minute).Format("2006-01-02 15:04:05 MST") + " (5m0s before it)" +
+				", once it has a reboot slot (if none comes before that time, it cancels the reboot)\n"
 		case AgentNoKubeconfig:
 			want = head + ", and the node agent (gnsh.service) has not taken this node up yet (no kubeconfig when it last looked): nothing promises a drain before it; check 'systemctl status gnsh' in a minute, or run 'gnsh drain' before it\n"
 		}
@@ -152,9 +153,10 @@ func TestFarScheduleMessage(t *testing.T) {
 
 // The agent drains with the config file's drainTimeout, not the command
 // line's: a --drain-timeout shorter than the file's, the agent drains now.
+// With the slot gate off, the line names no slot.
 func TestFarScheduleMessageAgentDrainsNow(t *testing.T) {
 	f := newFakeNode(false, nil, "web-1")
-	d := newDrainer(t, f, "drainTimeout: 5m\n")
+	d := newDrainer(t, f, "drainTimeout: 5m\nslots: {gate: off}\n")
 	l, err := HoldAgentLock(d.LockDir)
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +168,7 @@ func TestFarScheduleMessageAgentDrainsNow(t *testing.T) {
 	if err := d.handOff(t, req, nil); err != nil || len(f.Actions()) != 0 {
 		t.Fatalf("%v, %d actions", err, len(f.Actions()))
 	}
-	if !strings.Contains(d.stderr.String(), "beyond the drain timeout (1m0s); the node agent (gnsh.service) will drain the node now (its drain timeout is 5m0s)") {
+	if !strings.HasSuffix(d.stderr.String(), "beyond the drain timeout (1m0s); the node agent (gnsh.service) will drain the node now (its drain timeout is 5m0s)\n") {
 		t.Errorf("stderr %q", d.stderr)
 	}
 }

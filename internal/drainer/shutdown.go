@@ -228,12 +228,21 @@ func (d *Drainer) drainWithin(ctx context.Context, action string, when *time.Tim
 	}
 	r.cfg.DrainTimeout = min(r.cfg.DrainTimeout, config.Duration(budget))
 	r.cfg.APITimeout = min(r.cfg.APITimeout, config.Duration(budget))
+	// A drain ahead of a schedule waits for a reboot slot within its
+	// budget, less a moment: when none comes, the agent cancels the
+	// schedule before its time (SlotRefusal).
+	r.slotWaitMax = budget - slotRefusalSlack
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	o := r.attempt(ctx, when)
 	r.lock.Release()
 	r.lock = nil
 	r.leaveDrain()
+	// The slot stays held whatever the drain's outcome: the schedule (or
+	// the shutdown under way) still takes the node down. The node agent's
+	// keeper renews it while that schedule stands, and frees it once the
+	// schedule is cancelled or the node is back.
+	r.keepSlot()
 	if when != nil && (o == drained || o == drainedBefore) {
 		if err := d.writeMarker(action, when); err != nil {
 			r.debug("marker %s not written: %v", MarkerName, err)
@@ -244,12 +253,81 @@ func (d *Drainer) drainWithin(ctx context.Context, action string, when *time.Tim
 		return sd, nil
 	case o == drainedBefore:
 		return sd, ErrAlreadyDrained
+	case o == noSlot, o == gateDown:
+		return sd, &SlotRefusal{Err: r.err, Required: o == gateDown}
 	case ctx.Err() == context.DeadlineExceeded:
 		return sd, fmt.Errorf("%w (%s): %v", ErrDrainBudget, budget, r.err)
 	case r.err != nil:
 		return sd, fmt.Errorf("%s: %w", o, r.err)
 	}
 	return sd, errors.New(o.String())
+}
+
+// slotRefusalSlack is how much of its budget a drain ahead of a schedule
+// keeps back from the wait for a reboot slot.
+const slotRefusalSlack = time.Second
+
+// SlotRefusal is what DrainForSchedule returns when no reboot slot came
+// within its budget (or the gate cannot be used and slots.gate is
+// required): nothing was cordoned, and the schedule must not go ahead (the
+// agent cancels it, CancelSchedule).
+type SlotRefusal struct {
+	Err      error
+	Required bool // the gate could not be used, and slots.gate is required
+}
+
+func (e *SlotRefusal) Error() string {
+	if e.Required {
+		return fmt.Sprintf("reboot slots: %v (slots.gate: required)", e.Err)
+	}
+	return e.Err.Error()
+}
+
+func (e *SlotRefusal) Unwrap() error { return e.Err }
+
+// CancelSchedule is the node agent's answer to a SlotRefusal: it cancels
+// the shutdown (action) scheduled for at through cancel (logind's
+// CancelScheduledShutdown, which cancel makes only while that very
+// schedule stands: false if it changed meanwhile), under the drain lock so
+// that no wrapper drains in between, and, if cancelled, posts a Warning
+// Event on the Node saying why. Everything is bounded by 4×apiTimeout.
+func (d *Drainer) CancelSchedule(ctx context.Context, action string, at time.Time, why string,
+	cancel func(ctx context.Context) (bool, error)) (bool, error) {
+	r := newRun(d, forShutdown, "cancel")
+	if err := r.loadConfig(nil); err != nil {
+		return false, err
+	}
+	ctx, stop := context.WithTimeout(ctx, 4*r.cfg.APITimeout.D())
+	defer stop()
+	s, err := d.connect(ctx, r.cfg, "", r.out.sayf)
+	if err != nil {
+		// Cancelling needs no API server: only the Event is lost.
+		r.debug("no Event for the cancelled schedule: %v", err)
+	}
+	r.sess = s
+	node := ""
+	if s != nil {
+		node = s.node
+	}
+	lock, err := d.lock("cancel a schedule without a reboot slot", node, false, deadline(ctx))
+	if err != nil {
+		return false, err
+	}
+	defer lock.Release()
+	cancelled, err := cancel(ctx)
+	if err != nil || !cancelled {
+		return false, err
+	}
+	d.forgetDryRun()
+	r.event(ctx, "Warning", ReasonScheduleCancelled, "The %s scheduled for %s was cancelled by the node agent: %s",
+		action, at.UTC().Format(time.RFC3339), why)
+	return true, nil
+}
+
+// IsSlotRefusal reports whether err is a SlotRefusal.
+func IsSlotRefusal(err error) bool {
+	var sr *SlotRefusal
+	return errors.As(err, &sr)
 }
 
 // IsLockHeld reports whether err is another gnsh holding the drain lock.

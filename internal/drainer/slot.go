@@ -36,14 +36,21 @@ func (r *run) gate() *slots.Gate {
 // takeSlot waits for a reboot slot (internal/slots) before the cordon of a
 // shutdown: ok to go on, else the outcome that ends the attempt. The
 // gate is skipped when off, for -f (never here) and for the node agent's
-// drains (ahead of a schedule, or for a shutdown already under way). n is the Node as just read, o gnsh's record of a cordon that
-// stands.
+// drain for a shutdown already under way (systemctl reboot, the power
+// button: nothing can refuse it now; its cordon counts against others).
+// The agent's drain ahead of a schedule takes one, waiting at most until
+// slotWaitMax (its budget, less a moment for cancelling the schedule when
+// none comes). n is the Node as just read, o gnsh's record of a cordon
+// that stands.
 func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) (outcome, bool) {
-	if r.cfg.Slots.Gate == config.GateOff || r.purpose != forShutdown || r.d.Agent || r.ahead {
+	if r.cfg.Slots.Gate == config.GateOff || r.purpose != forShutdown || r.d.Agent && !r.ahead {
 		return drained, true
 	}
 	g := r.gate()
 	wait := r.cfg.SlotWait()
+	if r.ahead {
+		wait = max(0, min(wait, r.slotWaitMax))
+	}
 	req := slots.Request{
 		Ask: slots.Ask{Entry: slots.Entry{Node: n.Name, UID: n.UID, Boot: r.own.BootID, Action: r.verb, Who: r.own.Requester(),
 			Since: r.d.now().UTC().Truncate(time.Second), Renew: int64(r.cfg.Slots.Renew.D() / time.Second),

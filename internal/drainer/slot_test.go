@@ -253,3 +253,112 @@ func TestSlotHeldBeforeIsNotFreed(t *testing.T) {
 		t.Fatalf("shutdown -c with no drain running left the slot")
 	}
 }
+
+// The node agent's drain ahead of a schedule takes a slot (the entry names
+// the schedule's time) and keeps it, shutting-down, for that schedule;
+// with the only slot held by another node it waits within its budget,
+// then returns a SlotRefusal with nothing cordoned and its place
+// withdrawn. Its drain for a shutdown under way takes none.
+func TestAgentDrainAheadTakesASlot(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	d.Agent = true
+	at := time.Now().Add(30 * time.Minute).Truncate(time.Microsecond)
+	if _, err := d.DrainForSchedule(context.Background(), "reboot", at, 20*time.Second); err != nil {
+		t.Fatalf("DrainForSchedule: %v\n%s", err, d.stderr)
+	}
+	h, ok := slotRecord(t, f).Holder("node1")
+	if !ok || h.Phase != slots.ShuttingDown || h.When == nil || !h.When.Equal(at) || h.Boot != "boot-1" {
+		t.Fatalf("holder %+v %v", h, ok)
+	}
+
+	f = newFakeNode(false, nil, "web-1")
+	otherHolder(t, f)
+	d = newDrainer(t, f, "")
+	d.Agent = true
+	start := time.Now()
+	_, err := d.DrainForSchedule(context.Background(), "reboot", at, 3*time.Second)
+	var sr *SlotRefusal
+	if !errors.As(err, &sr) || sr.Required || !IsSlotRefusal(err) || !strings.Contains(err.Error(), "no reboot slot within 2s: cluster limit 1: node2") {
+		t.Fatalf("%v\n%s", err, d.stderr)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Errorf("waited %s, past its budget", el)
+	}
+	if f.node(t).Spec.Unschedulable {
+		t.Error("cordoned")
+	}
+	if rec := slotRecord(t, f); len(rec.Waiters) != 0 || len(rec.Holders) != 1 {
+		t.Errorf("record %+v", rec)
+	}
+
+	// A shutdown under way (systemctl reboot): no slot asked, drained.
+	if _, err := d.DrainForShutdown(context.Background(), "reboot", 10*time.Second); err != nil {
+		t.Fatalf("DrainForShutdown: %v\n%s", err, d.stderr)
+	}
+	if rec := slotRecord(t, f); len(rec.Holders) != 1 || len(rec.Waiters) != 0 {
+		t.Errorf("the guard's drain asked for a slot: %+v", rec)
+	}
+}
+
+// With slots.gate: required, a gate the agent cannot use refuses its
+// drain ahead of a schedule; optional goes on without a slot.
+func TestAgentDrainAheadGateUnavailable(t *testing.T) {
+	at := time.Now().Add(30 * time.Minute).Truncate(time.Microsecond)
+	for _, required := range []bool{false, true} {
+		f := newFakeNode(false, nil, "web-1")
+		forbidLeases(f, "someone")
+		conf := ""
+		if required {
+			conf = "slots:\n  gate: required\n"
+		}
+		d := newDrainer(t, f, conf)
+		d.Agent = true
+		_, err := d.DrainForSchedule(context.Background(), "reboot", at, 10*time.Second)
+		var sr *SlotRefusal
+		switch {
+		case required && (!errors.As(err, &sr) || !sr.Required || f.node(t).Spec.Unschedulable):
+			t.Errorf("required: %v", err)
+		case !required && (err != nil || !f.node(t).Spec.Unschedulable):
+			t.Errorf("optional: %v\n%s", err, d.stderr)
+		}
+	}
+}
+
+// CancelSchedule cancels under the drain lock and posts the Event only
+// when the schedule was cancelled; a wrapper holding the lock defers it.
+func TestCancelSchedule(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	d.Agent = true
+	at := time.Date(2026, 11, 25, 2, 0, 0, 0, time.UTC)
+	calls := 0
+	yes := func(context.Context) (bool, error) { calls++; return true, nil }
+	no := func(context.Context) (bool, error) { calls++; return false, nil }
+	l, err := d.AcquireLock("reboot", "node1", time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := d.CancelSchedule(context.Background(), "reboot", at, "no slot", yes); ok || !IsLockHeld(err) || calls != 0 {
+		t.Fatalf("under a wrapper's lock: %v %v, %d calls", ok, err, calls)
+	}
+	l.Release()
+	if ok, err := d.CancelSchedule(context.Background(), "reboot", at, "no slot", no); ok || err != nil || len(f.reasons()) != 0 {
+		t.Fatalf("schedule changed: %v %v %v", ok, err, f.reasons())
+	}
+	if ok, err := d.CancelSchedule(context.Background(), "reboot", at, "no reboot slot within 5m", yes); !ok || err != nil {
+		t.Fatalf("%v %v", ok, err)
+	}
+	if got := strings.Join(f.reasons(), " "); got != ReasonScheduleCancelled {
+		t.Fatalf("events %q", got)
+	}
+	var msg string
+	for _, a := range f.Actions() {
+		if a.GetVerb() == "create" && a.GetResource().Resource == "events" {
+			msg = a.(k8stesting.CreateAction).GetObject().(*corev1.Event).Message
+		}
+	}
+	if msg != "The reboot scheduled for 2026-11-25T02:00:00Z was cancelled by the node agent: no reboot slot within 5m" {
+		t.Errorf("event %q", msg)
+	}
+}

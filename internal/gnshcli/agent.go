@@ -356,6 +356,12 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 				defer afterHold()
 				return d.UndoScheduleCordon(ctx, why, pending)
 			},
+			Cancel: func(ctx context.Context, typ string, usec uint64, at time.Time, why string) (bool, error) {
+				defer afterHold()
+				return d.CancelSchedule(ctx, typ, at, why, func(ctx context.Context) (bool, error) {
+					return cancelSchedule(ctx, logind.SystemBusAddress(getenv), typ, usec)
+				})
+			},
 			Out:    env.Stderr,
 			Status: st.guard,
 			Clock:  d.Clock,
@@ -411,4 +417,21 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		say("agent stopping")
 	}
 	return 0
+}
+
+// cancelSchedule cancels logind's scheduled shutdown if it is still typ
+// at usec (false if another stands, or none): a schedule made meanwhile is
+// someone's new request, not the one refused.
+func cancelSchedule(ctx context.Context, address, typ string, usec uint64) (bool, error) {
+	conn, err := logind.Dial(ctx, address, false)
+	if err != nil {
+		return false, fmt.Errorf("system bus %s: %w", address, err)
+	}
+	defer conn.Close()
+	l := conn.Logind()
+	t, u, err := l.ScheduledShutdown(ctx)
+	if err != nil || t != typ || u != usec {
+		return false, err
+	}
+	return l.CancelScheduledShutdown(ctx)
 }
