@@ -98,10 +98,11 @@ cleanup() {
 	# by Ctrl-C (no env yet) leaves etcd running too.
 	[ ! -d "$CP/run" ] || GNSH_K8S_BIN=$K8S_BIN sh test/k8s/controlplane.sh stop "$CP" >/dev/null 2>&1 || true
 	wait 2>/dev/null || true
-	if mounted "$DISK/root"; then
-		umount "$DISK/root" 2>/dev/null || umount -l "$DISK/root" ||
-			echo "demo: cannot unmount $DISK/root" >&2
-	fi
+	for _r in "$WORK"/node-*-disk/root; do
+		if mounted "$_r"; then
+			umount "$_r" 2>/dev/null || umount -l "$_r" || echo "demo: cannot unmount $_r" >&2
+		fi
+	done
 	if grep -qF " $WORK/" /proc/self/mountinfo; then
 		echo "demo: something is still mounted under $WORK; not removing it" >&2
 	elif [ "${KEEP:-0}" = 1 ]; then
@@ -329,6 +330,51 @@ reboot_case() {
 	[ "$sched" = true ] && echo yes >"$log/cordoned" || echo no >"$log/cordoned"
 }
 
+# gnsh_disk NODE: NODE's persistent root, an overlayfs on the cached rootfs
+# mounted at $WORK/NODE-disk/root (upper layer beside it), with gnsh's unit,
+# the delay-lock setting and the stand-in kubelet, as make install and
+# kubeadm would leave them.
+gnsh_disk() {
+	_d=$WORK/$1-disk
+	mkdir -p "$_d/upper" "$_d/work" "$_d/root"
+	mount -t overlay overlay -o "lowerdir=$ROOTFS,upperdir=$_d/upper,workdir=$_d/work" "$_d/root" ||
+		die "cannot mount an overlayfs on $_d/root"
+	_d=$_d/root
+	install -D -m 0644 install/systemd/gnsh.service "$_d/etc/systemd/system/gnsh.service"
+	install -D -m 0644 "$WORK/delay.conf" "$_d/etc/systemd/logind.conf.d/demo.conf"
+	mkdir -p "$_d/var/lib/kubelet"
+	printf '%s\n' "apiVersion: kubelet.config.k8s.io/v1beta1" "kind: KubeletConfiguration" \
+		"shutdownGracePeriod: ${DELAY}s" "shutdownGracePeriodCriticalPods: 2s" >"$_d/var/lib/kubelet/config.yaml"
+	cat >"$_d/etc/systemd/system/demo-kubelet.service" <<EOF
+[Unit]
+Description=demo stand-in for the kubelet: its graceful node shutdown delay lock
+After=dbus.service systemd-logind.service
+[Service]
+ExecStart=/usr/bin/systemd-inhibit --what=shutdown --mode=delay --who=kubelet --why="Kubelet needs time to handle node shutdown" sleep infinity
+[Install]
+WantedBy=multi-user.target
+EOF
+}
+# gnsh_enable NODE: in NODE's container (L), gnsh over the four commands,
+# the agent and the stand-in kubelet enabled and holding their locks.
+gnsh_enable() {
+	for c in reboot poweroff halt shutdown; do in_node "$L" ln -sf /usr/local/sbin/gnsh "/usr/sbin/$c"; done
+	echo "   root: ln -sf /usr/local/sbin/gnsh /usr/sbin/reboot (and poweroff, halt, shutdown)"
+	echo "   root: systemctl enable --now gnsh.service demo-kubelet.service (the agent; the stand-in kubelet)"
+	in_node "$L" systemctl enable --quiet --now gnsh.service demo-kubelet.service
+	wait_for 30 "the agent's and the kubelet's delay locks on $1" holds "$L" kubelet gnsh ||
+		{ agent_log "$L" 0 >&2; die "$1: the agent or the kubelet holds no delay lock"; }
+}
+# report_boot NODE: the kubelet's part that kwok does not play: the Node's
+# status.nodeInfo.bootID is the container's boot ID (L's), as a kubelet
+# reports after each boot; the reboot-slot gate frees a slot once its
+# Node shows a new boot.
+report_boot() {
+	_b=$(in_node "$L" cat /proc/sys/kernel/random/boot_id)
+	k patch node "$1" --subresource=status --type=merge -p "{\"status\":{\"nodeInfo\":{\"bootID\":\"$_b\"}}}" >/dev/null ||
+		die "cannot set the boot ID of Node $1"
+}
+
 r() { cat "$WORK/$1/$2"; }
 cordoned() { [ "$(k get node "$1" -o jsonpath='{.spec.unschedulable}')" = true ]; }
 schedulable() { ! cordoned "$1"; }
@@ -351,34 +397,13 @@ echo "   afterwards: node-a cordoned: $(r stock cordoned); web pods still bound 
 
 echo "== case 2: gnsh installed over reboot on node-b, its node agent enabled"
 echo "   node-b's disk: an overlayfs on the cached rootfs (upper layer in $DISK): it survives the reboot"
-mkdir -p "$DISK/upper" "$DISK/work" "$DISK/root"
-mount -t overlay overlay -o "lowerdir=$ROOTFS,upperdir=$DISK/upper,workdir=$DISK/work" "$DISK/root" ||
-	die "cannot mount an overlayfs on $DISK/root"
+gnsh_disk node-b
 D=$DISK/root
-# As make install and kubeadm would leave them; the stand-in kubelet as a unit.
-install -D -m 0644 install/systemd/gnsh.service "$D/etc/systemd/system/gnsh.service"
-install -D -m 0644 "$WORK/delay.conf" "$D/etc/systemd/logind.conf.d/demo.conf"
 kubelet_conf node-b "$WORK/node-b.kubelet.conf"
 install -D -m 0600 "$WORK/node-b.kubelet.conf" "$D/etc/kubernetes/kubelet.conf"
 install -D -m 0600 "$CP/pki/node-node-b.pem" "$D/var/lib/kubelet/pki/kubelet-client-current.pem"
-printf '%s\n' "apiVersion: kubelet.config.k8s.io/v1beta1" "kind: KubeletConfiguration" \
-	"shutdownGracePeriod: ${DELAY}s" "shutdownGracePeriodCriticalPods: 2s" >"$D/var/lib/kubelet/config.yaml"
-cat >"$D/etc/systemd/system/demo-kubelet.service" <<EOF
-[Unit]
-Description=demo stand-in for the kubelet: its graceful node shutdown delay lock
-After=dbus.service systemd-logind.service
-[Service]
-ExecStart=/usr/bin/systemd-inhibit --what=shutdown --mode=delay --who=kubelet --why="Kubelet needs time to handle node shutdown" sleep infinity
-[Install]
-WantedBy=multi-user.target
-EOF
 boot gnsh node-b -D "$D"
-for c in reboot poweroff halt shutdown; do in_node "$L" ln -sf /usr/local/sbin/gnsh "/usr/sbin/$c"; done
-echo "   root: ln -sf /usr/local/sbin/gnsh /usr/sbin/reboot (and poweroff, halt, shutdown)"
-echo "   root: systemctl enable --now gnsh.service demo-kubelet.service (the agent; the stand-in kubelet)"
-in_node "$L" systemctl enable --quiet --now gnsh.service demo-kubelet.service
-wait_for 30 "the agent's and the kubelet's delay locks on node-b" holds "$L" kubelet gnsh ||
-	{ agent_log "$L" 0 >&2; die "node-b: the agent or the kubelet holds no delay lock"; }
+gnsh_enable node-b
 echo "   journalctl -u gnsh (the agent, this boot):"
 agent_log "$L" 0
 reboot_case gnsh node-b
@@ -447,3 +472,143 @@ if grep -q '^GnshUncordoned ' "$WORK/uncordoned"; then
 else
 	die "node-b is schedulable again, but the agent posted no GnshUncordoned Event"
 fi
+
+echo
+echo "== case 3: reboot typed on two nodes at once, one reboot slot for the cluster (slots.maxUnavailable: 1)"
+echo "   admin, once: kubectl apply -f install/kubernetes/rbac.yaml (gnsh's own identity: the gate's Lease"
+echo "   and the Node list, which the kubelet's credentials may not read); on each node, a ServiceAccount"
+echo "   token in /etc/gnsh/kubeconfig (0600) and /etc/gnsh/config.yaml: slots: {maxUnavailable: 1, settle: 5s}"
+k apply -f install/kubernetes/rbac.yaml >/dev/null
+KC=$WORK/gnsh.kubeconfig
+SERVER=$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+kc() { "$K8S_BIN/kubectl" --kubeconfig "$KC" "$@"; }
+kc config set-cluster demo --server="$SERVER" --certificate-authority="$CP/pki/ca.crt" --embed-certs=true >/dev/null
+# The token goes from kubectl to the file, never to the terminal.
+kc config set-credentials gnsh --token="$(k -n kube-system create token gnsh --duration=1h)" >/dev/null
+kc config set-context demo --cluster=demo --user=gnsh >/dev/null
+kc config use-context demo >/dev/null
+chmod 600 "$KC"
+may_use_lease() { [ "$(kc auth can-i update leases/reboot-slots -n gnsh 2>/dev/null)" = yes ]; }
+wait_for 30 "RBAC to grant gnsh's ServiceAccount the Lease" may_use_lease || die "gnsh's ServiceAccount may not use the Lease"
+# node-c: a third Node, with two web pods of its own; node-b gets one back.
+k apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Node
+metadata: {name: node-c, annotations: {kwok.x-k8s.io/node: fake}, labels: {kubernetes.io/hostname: node-c}}
+EOF
+{
+	pod web-b-4 node-b web 2 ReplicaSet web "$RS"
+	pod web-c-1 node-c web 2 ReplicaSet web "$RS"
+	pod web-c-2 node-c web 4 ReplicaSet web "$RS"
+} | k apply -f - >/dev/null
+k wait --for=condition=Ready node/node-c --timeout=60s >/dev/null || die "node-c not Ready within 60 s"
+k -n demo wait --for=condition=Ready pod/web-b-4 pod/web-c-1 pod/web-c-2 --timeout=60s >/dev/null || die "pods not Ready within 60 s"
+# slots_config NODE DIR: gnsh's identity and config on NODE's disk.
+slots_config() {
+	install -D -m 0600 "$KC" "$2/etc/gnsh/kubeconfig"
+	printf 'node: %s\nslots: {maxUnavailable: 1, settle: 5s}\n' "$1" >"$WORK/$1.config.yaml"
+	install -D -m 0644 "$WORK/$1.config.yaml" "$2/etc/gnsh/config.yaml"
+}
+slots_config node-b "$D"
+in_node "$L" systemctl restart gnsh.service # the agent reads its config at start
+LB=$L NB=$NS
+echo "   node-c: booted like node-b (its own overlayfs disk), gnsh installed the same way"
+gnsh_disk node-c
+DC=$WORK/node-c-disk/root
+slots_config node-c "$DC"
+boot slots-c node-c -D "$DC"
+gnsh_enable node-c >/dev/null
+LC=$L NC=$NS
+L=$LB report_boot node-b
+L=$LC report_boot node-c
+wait_for 30 "node-b's agent to hold its delay lock again" holds "$LB" gnsh || die "node-b: no agent lock after the restart"
+
+log=$WORK/slots
+mkdir -p "$log"
+# The slots as the API server records them (the Lease's holders), and both
+# Nodes' cordons, while the two reboots run.
+kwatch -n gnsh get leases --field-selector metadata.name=reboot-slots --watch --output-watch-events --no-headers -o custom-columns=E:.type,H:.spec.holderIdentity \
+	>"$log/lease-watch" 2>/dev/null &
+kl=$!
+kwatch get nodes --watch --output-watch-events --no-headers -o custom-columns=E:.type,N:.metadata.name,U:.spec.unschedulable \
+	>"$log/node-watch" 2>/dev/null &
+kn=$!
+echo "$kl $kn" >"$WORK/slots-watch.pid"
+wait_for 20 "the watch of the nodes" test -s "$log/node-watch" || die "kubectl watch did not start"
+t0=$(now)
+echo "$t0" >"$log/t0"
+held=
+follow "$log/lease-watch" "$kl" | while read -r _ h; do
+	[ "$h" = "$held" ] && continue
+	held=$h
+	[ "$h" = "<none>" ] && echo "slots held: none" || echo "slots held: $h"
+done | stamp "$log/t0" &
+tl=$!
+cordons() { # node-b's and node-c's cordons, as they change
+	_b= _c=
+	follow "$log/node-watch" "$kn" | while read -r _ n u; do
+		case $n in
+		node-b) [ "$u" = "$_b" ] && continue || _b=$u ;;
+		node-c) [ "$u" = "$_c" ] && continue || _c=$u ;;
+		*) continue ;;
+		esac
+		[ "$u" = true ] && echo "$n cordoned" || echo "$n schedulable"
+	done
+}
+cordons | stamp "$log/t0" &
+tc=$!
+# typed NODE-PID N: reboot as root on that node, its lines prefixed "N| "
+# (and kept in $log/out-N), its exit status in $log/rc-N.
+typed() {
+	{
+		in_node "$1" timeout --foreground 300 reboot 2>&1 && echo 0 >"$log/rc-$2" || echo $? >"$log/rc-$2"
+	} | tee "$log/out-$2" | sed "s/^/$2| /" | stamp "$log/t0"
+}
+echo "   root types reboot on node-b and on node-c at the same moment (their lines: b| and c|):"
+typed "$LB" b &
+cb=$!
+typed "$LC" c &
+cc=$!
+# The first one down is the one that took the slot.
+first=
+while [ -z "$first" ]; do
+	if ! alive "$NB"; then first=b; elif ! alive "$NC"; then first=c; fi
+	[ "$(echo "$(now) $t0" | awk '{print ($1 - $2 > 120)}')" = 0 ] || die "neither node went down within 120 s"
+	sleep 0.1
+done
+if [ "$first" = b ]; then second=c NS1=$NB NS2=$NC; else second=b NS1=$NC NS2=$NB; fi
+wait "$NS1" 2>/dev/null || true
+at "$t0" "$(now)" "node-$first container down (its reboot); node-$second up, its reboot waiting for the slot"
+alive "$NS2" || die "node-$second went down too, before node-$first was back"
+echo "node-$first boots again" | stamp "$log/t0"
+if [ "$first" = b ]; then
+	boot slots-b2 node-b -D "$D"
+	LB=$L
+else
+	boot slots-c2 node-c -D "$DC"
+	LC=$L
+fi
+report_boot "node-$first"
+echo "node-$first up (its Node shows the new boot ID); its agent lifts gnsh's cordon, and frees the slot 5 s later" | stamp "$log/t0"
+gone() { ! alive "$NS2"; }
+wait_for 120 "node-$second to go down" gone || die "node-$second did not go down within 120 s of node-$first's return"
+wait "$NS2" 2>/dev/null || true
+at "$t0" "$(now)" "node-$second container down (its reboot)"
+sleep 0.3 # the watches' last events
+kill "$kl" "$kn" 2>/dev/null || true
+wait "$tl" "$tc" "$cb" "$cc" 2>/dev/null || true
+echo "   journalctl -u gnsh on node-$first, the boot after its reboot (its agent frees the slot):"
+if [ "$first" = b ]; then agent_log "$LB" 0; else agent_log "$LC" 0; fi
+# Checked from the API server's record: never two holders, never both cordoned.
+two=$(awk '$2 ~ /,/ { print $2; exit }' "$log/lease-watch")
+both=$(awk '$2 == "node-b" { b = $3 } $2 == "node-c" { c = $3 } b == "true" && c == "true" { print "yes"; exit }' "$log/node-watch")
+[ -z "$two" ] || die "the Lease listed two holders at once: $two"
+[ -z "$both" ] || die "node-b and node-c were cordoned at the same time"
+grep -q "^gnsh: waiting for a reboot slot" "$log/out-$second" || die "node-$second's reboot did not wait for the slot"
+[ "$(cat "$log/rc-$first" 2>/dev/null)" = 0 ] && [ "$(cat "$log/rc-$second" 2>/dev/null)" = 0 ] ||
+	die "a reboot command failed (node-b: $(cat "$log/rc-b" 2>/dev/null), node-c: $(cat "$log/rc-c" 2>/dev/null))"
+echo
+echo "With one reboot slot, the two reboots typed at once went one after the other: node-$second's"
+echo "reboot waited, naming the holder, until node-$first was back, Ready and uncordoned for the"
+echo "settle time; then it drained and went down. The Lease never had two holders, and the two"
+echo "nodes were never cordoned at the same time."

@@ -13,6 +13,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -380,4 +381,90 @@ func TestSlotsKeptForTheSchedule(t *testing.T) {
 		t.Fatalf("shutdown -c: exit %d, slot held %v", r.Code, held)
 	}
 	stop()
+}
+
+// TestSlotsScheduleWithoutASlot: a reboot scheduled beyond drainTimeout
+// (made through logind, as systemctl or a far shutdown -r leave it) is the
+// node agent's to drain ahead of, and it takes a reboot slot first. With
+// the only slot of the cluster taken by an admin's cordon on another node
+// it waits within its budget, then cancels that schedule through logind:
+// nothing cordoned, a GnshScheduleCancelled Event, no entry left in the
+// Lease. Once the other node is back, the same schedule drains under a
+// slot taken for it, and cancelling the schedule frees that slot.
+func TestSlotsScheduleWithoutASlot(t *testing.T) {
+	k := startCluster(t)
+	kc := k.gnshIdentity(t)
+	n := k.newNode(t, "sched-a")
+	other := k.newNode(t, "sched-b")
+	n.replicaSet("web", 1, podOpts{})
+	n.waitRunning(1)
+	other.adminCordon()
+	run := t.TempDir()
+	bus := logindtest.StartBus(t)
+	ld := bus.StartLogind(t, logindtest.Options{Version: 252, ScheduleFile: filepath.Join(run, "systemd", "shutdown", "scheduled")})
+	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 12s", "slots: {maxUnavailable: 1, renew: 1s}"))
+	env := []string{"KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg, "LOGNAME=alice"}
+	a := startAgentIn(t, run, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address()}, env...))
+	a.waitStatus("nothing to uncordon after boot", 30*time.Second)
+
+	obj := bus.Connect(t).Object(logindtest.LogindName, logindtest.LogindPath)
+	schedule := func() time.Time {
+		t.Helper()
+		at := time.Now().Add(20 * time.Second).Truncate(time.Microsecond)
+		if err := obj.Call(logindtest.LogindInterface+".ScheduleShutdown", 0, "reboot", uint64(at.UnixMicro())).Err; err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	at := schedule()
+	a.waitStatus("STATUS=idle: cancelled the scheduled reboot for ", 40*time.Second)
+	if now := time.Now(); !now.Before(at) {
+		t.Errorf("cancelled %s after the schedule's time", now.Sub(at))
+	}
+	if typ, _ := ld.Scheduled(); typ != "" {
+		t.Errorf("still scheduled: %q", typ)
+	}
+	n.wantCordon("")
+	if rec := k.slotRecord(t); len(rec.Holders) != 0 || len(rec.Waiters) != 0 {
+		t.Errorf("record after the refusal: %+v", rec)
+	}
+	n.wantEvents(slots.ReasonWaiting, "GnshScheduleCancelled")
+
+	// The other node back: the schedule drains under its own slot.
+	if _, err := k.admin.CoreV1().Nodes().Patch(ctxFor(t, time.Minute), other.name, types.StrategicMergePatchType,
+		[]byte(`{"spec":{"unschedulable":false}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	at = schedule()
+	a.waitStatus("STATUS=drained ahead of the scheduled reboot", 40*time.Second)
+	h, held := k.slotRecord(t).Holder(n.name)
+	if !held || h.When == nil || !h.When.Equal(at) || h.Phase != slots.ShuttingDown {
+		t.Fatalf("holder %+v (held %v) for the schedule at %s", h, held, at.Format(time.RFC3339Nano))
+	}
+	n.wantCordon("reboot")
+	if err := obj.Call(logindtest.LogindInterface+".CancelScheduledShutdown", 0).Err; err != nil {
+		t.Fatal(err)
+	}
+	a.waitStatus("; uncordoned", 30*time.Second)
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		if _, held := k.slotRecord(t).Holder(n.name); !held {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the slot of a cancelled schedule is still held 30 s later: %+v", k.slotRecord(t))
+		}
+	}
+	log := a.stop()
+	for _, want := range []string{
+		"gnsh: agent: draining ahead of the scheduled reboot for ",
+		"gnsh: waiting for a reboot slot (place 1 in the queue of gnsh/reboot-slots)",
+		"gnsh: agent: cancelled the scheduled reboot for ",
+		": no reboot slot within ",
+		"cluster limit 1: sched-b (cordoned",
+		"gnsh: agent: drained ahead of the scheduled reboot for ",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
 }
