@@ -47,6 +47,7 @@ type Keeper struct {
 	beat      int64     // the holder's Beat last seen
 	beatSince time.Time // since when
 	since     time.Time // settled since, zero if not now
+	isBack    bool      // its entry is of an earlier boot (being settled)
 }
 
 func (k *Keeper) say(format string, args ...any) {
@@ -98,18 +99,26 @@ func (k *Keeper) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), ctrl.HasSynced) {
 		return ctx.Err()
 	}
-	t := g.clock().NewTicker(g.Renew)
-	defer t.Stop()
 	for {
 		if err := k.step(ctx, store); err != nil {
 			k.debug("reboot slots: %v", err)
 		}
+		// Every renew period; every second while its entry is back (the
+		// Node's state, which no watch here follows, decides when the
+		// settle time starts: the next node waits on it).
+		every := g.Renew
+		if k.isBack {
+			every = min(every, time.Second)
+		}
+		t := g.clock().NewTimer(every)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil
 		case <-kick:
 		case <-t.C():
 		}
+		t.Stop()
 	}
 }
 
@@ -132,12 +141,13 @@ func (k *Keeper) step(ctx context.Context, store cache.Store) error {
 		}
 	}
 	h, ok := rec.Holder(k.Node)
+	k.isBack = ok && h.Boot != k.Boot
 	if !ok {
 		k.since = time.Time{}
 		return nil
 	}
 	now := g.clock().Now()
-	if h.Boot != k.Boot {
+	if k.isBack {
 		return k.back(ctx, h, now)
 	}
 	k.since = time.Time{}

@@ -7,7 +7,12 @@
 # node agent enabled (install/systemd/gnsh.service). node-a is throwaway
 # (--volatile=overlay). node-b boots from an overlayfs mounted here (lower:
 # the cached rootfs, never changed; upper: in $WORK), so it boots a second
-# time from the same disk, where the agent lifts gnsh's cordon.
+# time from the same disk, where the agent lifts gnsh's cordon. Then the
+# reboot-slot gate: gnsh's own identity (install/kubernetes/rbac.yaml, a
+# ServiceAccount token), slots.maxUnavailable 1, and reboot typed on node-b
+# and a third node, node-c (its own overlayfs disk), at the same moment:
+# one goes, the other waits until the first is back, then goes; watches of
+# the Lease and the Nodes check that never two were out.
 # Safety: commands that shut down run only inside the containers; in_node
 # refuses to enter this machine's own PID namespace.
 # Needs root, systemd-nspawn and debootstrap (make deps), the Kubernetes
@@ -527,10 +532,10 @@ log=$WORK/slots
 mkdir -p "$log"
 # The slots as the API server records them (the Lease's holders), and both
 # Nodes' cordons, while the two reboots run.
-kwatch -n gnsh get leases --field-selector metadata.name=reboot-slots --watch --output-watch-events --no-headers -o custom-columns=E:.type,H:.spec.holderIdentity \
+kwatch -n gnsh get leases --field-selector metadata.name=reboot-slots --watch --output-watch-events --no-headers -o custom-columns=E:.type,H:.object.spec.holderIdentity \
 	>"$log/lease-watch" 2>/dev/null &
 kl=$!
-kwatch get nodes --watch --output-watch-events --no-headers -o custom-columns=E:.type,N:.metadata.name,U:.spec.unschedulable \
+kwatch get nodes --watch --output-watch-events --no-headers -o custom-columns=E:.type,N:.object.metadata.name,U:.object.spec.unschedulable \
 	>"$log/node-watch" 2>/dev/null &
 kn=$!
 echo "$kl $kn" >"$WORK/slots-watch.pid"
@@ -562,7 +567,7 @@ tc=$!
 typed() {
 	{
 		in_node "$1" timeout --foreground 300 reboot 2>&1 && echo 0 >"$log/rc-$2" || echo $? >"$log/rc-$2"
-	} | tee "$log/out-$2" | sed "s/^/$2| /" | stamp "$log/t0"
+	} | tee "$log/out-$2" | sed -u "s/^/$2| /" | stamp "$log/t0"
 }
 echo "   root types reboot on node-b and on node-c at the same moment (their lines: b| and c|):"
 typed "$LB" b &
@@ -602,6 +607,10 @@ if [ "$first" = b ]; then agent_log "$LB" 0; else agent_log "$LC" 0; fi
 # Checked from the API server's record: never two holders, never both cordoned.
 two=$(awk '$2 ~ /,/ { print $2; exit }' "$log/lease-watch")
 both=$(awk '$2 == "node-b" { b = $3 } $2 == "node-c" { c = $3 } b == "true" && c == "true" { print "yes"; exit }' "$log/node-watch")
+for n in b c; do # the watches saw each node hold the slot, and cordoned
+	awk -v n="node-$n" '$2 == n { f = 1 } END { exit !f }' "$log/lease-watch" || die "the Lease never listed node-$n as a holder"
+	awk -v n="node-$n" '$2 == n && $3 == "true" { f = 1 } END { exit !f }' "$log/node-watch" || die "node-$n was never seen cordoned"
+done
 [ -z "$two" ] || die "the Lease listed two holders at once: $two"
 [ -z "$both" ] || die "node-b and node-c were cordoned at the same time"
 grep -q "^gnsh: waiting for a reboot slot" "$log/out-$second" || die "node-$second's reboot did not wait for the slot"
