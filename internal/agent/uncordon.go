@@ -149,6 +149,9 @@ type Uncordoner struct {
 	Check drain.Check
 	// Events: post the GnshUncordoned Event on the Node.
 	Events bool
+	// Conditions: write the Node lifecycle conditions (KEP-5683) once it
+	// uncordoned (config nodeConditions).
+	Conditions bool
 	// Out receives the log: one line an event, each starting "gnsh: ".
 	Out io.Writer
 	// Status, if set, receives each waiting line as it is logged (without
@@ -402,6 +405,14 @@ func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bo
 				seen.Action, seen.Requester(), seen.Time.UTC().Format(time.RFC3339))
 			if err := drainer.PostEvent(ctx, c, node, "Normal", drainer.ReasonUncordoned, msg, timeout); err != nil {
 				u.printf("event %s not posted: %v", drainer.ReasonUncordoned, err)
+			}
+		}
+		if u.Conditions {
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			err := drain.SetLifecycle(cctx, c, node, drain.Lifecycle{Reason: drain.ConditionReasonUncordoned, Message: "uncordoned after boot by gnsh's node agent"}, u.clock().Now())
+			cancel()
+			if err != nil {
+				u.printf("node conditions not written: %v", err)
 			}
 		}
 		return r, true, nil

@@ -51,6 +51,10 @@ type Config struct {
 	PodGracePeriod *int64 `json:"podGracePeriod"`
 	// Events: post Kubernetes Events on the Node.
 	Events bool `json:"events"`
+	// NodeConditions: also write the Node lifecycle conditions
+	// DrainInProgress and Drained (KEP-5683, Kubernetes 1.37 alpha, feature
+	// gate NodeLifecycleConditions). Off by default.
+	NodeConditions bool `json:"nodeConditions"`
 	// Debug prints debug lines (such as "no kubeconfig: not a Kubernetes
 	// node") on stderr.
 	Debug bool `json:"debug"`

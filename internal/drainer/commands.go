@@ -125,6 +125,7 @@ func (d *Drainer) UncordonCommand(ctx context.Context, onlyIfOurs bool, stdout i
 	}
 	fmt.Fprintf(stdout, "%s uncordoned\n", s.node)
 	r.event(ctx, "Normal", ReasonUncordoned, "Uncordoned by %s (gnsh uncordon)", d.who().User)
+	r.lifecycle(ctx, drain.Lifecycle{Reason: drain.ConditionReasonUncordoned, Message: "uncordoned by " + d.who().User + " (gnsh uncordon)"})
 	return nil
 }
 

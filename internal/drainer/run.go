@@ -3,6 +3,7 @@ package drainer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"time"
 
@@ -195,13 +196,17 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 		r.debug("%s: %s", s.node, why)
 	}
 	o := drain.Owner(n) // gnsh's record of the cordon that stands, if any
+	forThis := r.ahead && o != nil && o.When != nil && o.When.Equal(*r.own.When) && o.BootID == r.own.BootID
+	if forThis && o.Drained != nil {
+		// Drained for this very schedule already (by the wrapper, which
+		// took its slot then, or an earlier run of the agent): nothing to
+		// do, not even a slot to ask for.
+		return drainedBefore
+	}
 	if out, ok := r.takeSlot(ctx, n, o); !ok {
 		return out
 	}
-	if r.ahead && o != nil && o.When != nil && o.When.Equal(*r.own.When) && o.BootID == r.own.BootID {
-		if o.Drained != nil {
-			return drainedBefore
-		}
+	if forThis {
 		// gnsh's cordon for this schedule stands, but the drain under it
 		// was cut short (a signal, an API failure): the drain resumes
 		// under that cordon, which stays for the schedule whatever this
@@ -341,6 +346,8 @@ func (r *run) drain(ctx context.Context) outcome {
 	s, timeout := r.sess, r.cfg.DrainTimeout.D()
 	r.draining = true
 	r.event(ctx, "Normal", ReasonDrainStarted, "Draining before %s requested by %s (timeout %s)", r.own.Request(), r.own.Requester(), timeout)
+	r.lifecycle(ctx, drain.Lifecycle{InProgress: true, Reason: drain.ConditionReasonDraining,
+		Message: fmt.Sprintf("gnsh drains before %s requested by %s", r.own.Request(), r.own.Requester())})
 	start := r.d.now()
 	stopTicks := r.out.ticking()
 	res, err := drain.Drain(ctx, s.c, drain.Options{
@@ -357,6 +364,8 @@ func (r *run) drain(ctx context.Context) outcome {
 		r.markDrained(ctx)
 		r.info("drained %s in %s: %s", s.node, elapsed, summary(res))
 		r.event(ctx, "Normal", ReasonDrainFinished, "Drained in %s: %s", elapsed, summary(res))
+		r.lifecycle(ctx, drain.Lifecycle{Drained: true, Reason: drain.ConditionReasonDrained,
+			Message: fmt.Sprintf("drained by gnsh in %s before %s requested by %s: %s", elapsed, r.own.Request(), r.own.Requester(), summary(res))})
 		return drained
 	}
 	o := r.classify(ctx, err)
@@ -371,6 +380,9 @@ func (r *run) drain(ctx context.Context) outcome {
 	}
 	if o != interrupted {
 		r.info("drain of %s stopped after %s: %s", s.node, elapsed, progressOf(res))
+	}
+	if o != apiFailed {
+		r.lifecycle(ctx, drain.Lifecycle{Reason: drain.ConditionReasonDrainFailed, Message: fmt.Sprintf("gnsh's drain stopped after %s: %v", elapsed, err)})
 	}
 	return r.fail(o, err)
 }
@@ -531,6 +543,7 @@ func (r *run) undo(why string) {
 		r.cordoned = false
 		r.d.forgetNote(func(n CordonNote) bool { return r.mine(&n.Own) })
 		r.info("%s; %s uncordoned", why, r.sess.node)
+		r.lifecycle(ctx, drain.Lifecycle{Reason: drain.ConditionReasonUncordoned, Message: why})
 	}
 }
 
@@ -568,6 +581,20 @@ func (r *run) event(ctx context.Context, typ, reason, format string, args ...any
 	// Not worth more than a debug line: the drain goes on without it.
 	if err := r.sess.event(ctx, r.cfg.APITimeout.D(), typ, reason, format, args...); err != nil {
 		r.debug("event %s not posted: %v", reason, err)
+	}
+}
+
+// lifecycle writes the Node lifecycle conditions (KEP-5683) when
+// nodeConditions is on: bounded by apiTimeout, even after ctx ended (an
+// interrupted drain still says so); a failure is a debug line.
+func (r *run) lifecycle(ctx context.Context, l drain.Lifecycle) {
+	if !r.cfg.NodeConditions || r.sess == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.APITimeout.D())
+	defer cancel()
+	if err := drain.SetLifecycle(ctx, r.sess.c, r.sess.node, l, r.d.now()); err != nil {
+		r.debug("node conditions not written: %v", err)
 	}
 }
 
@@ -639,5 +666,6 @@ func (c *cancelRun) Finish(ctx context.Context, err error) {
 	case undone:
 		r.info("the scheduled shutdown was cancelled; %s uncordoned", s.node)
 		r.event(ctx, "Normal", ReasonUncordoned, "Scheduled shutdown cancelled by %s; uncordoned", c.d.who().User)
+		r.lifecycle(ctx, drain.Lifecycle{Reason: drain.ConditionReasonUncordoned, Message: "the scheduled shutdown was cancelled by " + c.d.who().User})
 	}
 }

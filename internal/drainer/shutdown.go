@@ -444,6 +444,7 @@ func (d *Drainer) undoUnderLock(ctx context.Context, r *run, action string, only
 	undone, err := drain.Uncordon(ctx, s.c, s.node, func(o *drain.Ownership) bool { return sameRecord(rec, o) }, s.check)
 	if undone {
 		d.RemoveMarker()
+		r.lifecycle(ctx, drain.Lifecycle{Reason: drain.ConditionReasonUncordoned, Message: "gnsh's cordon undone by the node agent (" + action + ")"})
 	}
 	if err == nil && settled != nil {
 		settled()

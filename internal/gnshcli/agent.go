@@ -256,6 +256,7 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		APITimeout: cfg.APITimeout.D(),
 		Check:      d.MachineCheck(),
 		Events:     cfg.Events,
+		Conditions: cfg.NodeConditions,
 		Out:        env.Stderr,
 		Debug:      cfg.Debug || getenv("GNSH_DEBUG") == "1",
 	}

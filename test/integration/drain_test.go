@@ -524,6 +524,7 @@ func TestDrain(t *testing.T) {
 		{"scheduled", testScheduled},
 		{"reboot -f", testForce},
 		{"gnsh drain and uncordon", testCommands},
+		{"node lifecycle conditions", testNodeConditions},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
@@ -1078,4 +1079,60 @@ func TestDrainWithoutKubeconfig(t *testing.T) {
 		t.Errorf("bad config, --no-drain: exit %d", r.Code)
 	}
 	wantHandOff(t, "bad config, --no-drain", b.ld.Calls(), "RebootWithFlags")
+}
+
+// testNodeConditions: with nodeConditions on, a reboot's drain leaves the
+// Node's DrainInProgress False and Drained True (KEP-5683), written with
+// the kubelet's own credentials on the status subresource, next to the
+// kubelet's conditions (Ready stays); gnsh uncordon sets Drained False.
+// Off (the default), none is written.
+func testNodeConditions(t *testing.T, k *cluster) {
+	n := k.newNode(t, "conds")
+	n.replicaSet("web", 1, podOpts{})
+	n.waitRunning(1)
+	b := newLogind(t)
+	cond := func(typ corev1.NodeConditionType) *corev1.NodeCondition {
+		t.Helper()
+		obj, err := n.admin.CoreV1().Nodes().Get(ctxFor(t, time.Minute), n.name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range obj.Status.Conditions {
+			if c.Type == typ {
+				return &obj.Status.Conditions[i]
+			}
+		}
+		return nil
+	}
+	r := waitCmd(t, startCmd(t, b.bus, n.env(config("nodeConditions: true")), "", "reboot"), "reboot")
+	if r.Code != 0 {
+		t.Fatalf("reboot: exit %d", r.Code)
+	}
+	ip, dr := cond("DrainInProgress"), cond("Drained")
+	if ip == nil || ip.Status != corev1.ConditionFalse || dr == nil || dr.Status != corev1.ConditionTrue || dr.Reason != "GnshDrained" ||
+		!strings.Contains(dr.Message, "drained by gnsh in ") || !strings.Contains(dr.Message, "before reboot requested by alice") {
+		t.Fatalf("after the reboot's drain: DrainInProgress %+v, Drained %+v", ip, dr)
+	}
+	if rd := cond(corev1.NodeReady); rd == nil || rd.Status != corev1.ConditionTrue {
+		t.Errorf("Ready %+v", rd)
+	}
+	r = gnshRun(t, nil, n.env(config("nodeConditions: true")), "gnsh", "uncordon", "--only-if-ours")
+	if r.Code != 0 {
+		t.Fatalf("uncordon: exit %d", r.Code)
+	}
+	if dr := cond("Drained"); dr == nil || dr.Status != corev1.ConditionFalse || dr.Reason != "GnshUncordoned" {
+		t.Errorf("after gnsh uncordon: Drained %+v", dr)
+	}
+
+	off := k.newNode(t, "conds-off")
+	r = waitCmd(t, startCmd(t, newLogind(t).bus, off.env(fastConfig), "", "reboot"), "reboot")
+	obj, err := off.admin.CoreV1().Nodes().Get(ctxFor(t, time.Minute), off.name, metav1.GetOptions{})
+	if r.Code != 0 || err != nil {
+		t.Fatalf("reboot: exit %d, %v", r.Code, err)
+	}
+	for _, c := range obj.Status.Conditions {
+		if c.Type == "DrainInProgress" || c.Type == "Drained" {
+			t.Errorf("nodeConditions off, yet %+v", c)
+		}
+	}
 }
