@@ -37,6 +37,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -111,9 +112,8 @@ type ScheduleFollower struct {
 	// Cancel, if set, cancels the schedule (type and usec as logind
 	// shows it) for which no reboot slot came (Drain returned a
 	// drainer.SlotRefusal), why being that refusal: it must cancel only
-	// while that very schedule stands (false, nil when it changed) and
-	// take the drain lock (a drainer.HeldError while a gnsh command holds
-	// it: tried again at the next look, until the schedule's time).
+	// while that very schedule stands (false, nil when it changed). A
+	// failure is tried again at the next look, until the schedule's time.
 	Cancel func(ctx context.Context, typ string, usec uint64, at time.Time, why string) (bool, error)
 	Out    io.Writer
 	Status func(string)
@@ -121,6 +121,29 @@ type ScheduleFollower struct {
 
 	// Timing; the DefaultSchedule… constants if zero.
 	Poll, Reread, Margin time.Duration
+
+	mu      sync.Mutex
+	running *drainRun // the drain under way, for Preempt
+}
+
+// Preempt stops the drain ahead of a schedule, if one runs, and waits
+// within ctx until it has ended (its lock released): a shutdown under way
+// (the shutdown guard's drain) needs the drain lock that drain holds,
+// maybe while it only waits for a reboot slot. It reports whether it
+// stopped one.
+func (f *ScheduleFollower) Preempt(ctx context.Context) bool {
+	f.mu.Lock()
+	r := f.running
+	f.mu.Unlock()
+	if r == nil {
+		return false
+	}
+	r.cancel()
+	select {
+	case <-r.finished:
+	case <-ctx.Done():
+	}
+	return true
 }
 
 // schedule is a scheduled shutdown that stands.
@@ -215,9 +238,10 @@ type follow struct {
 }
 
 type drainRun struct {
-	s      *schedule
-	cancel context.CancelFunc
-	done   chan error
+	s        *schedule
+	cancel   context.CancelFunc
+	done     chan error
+	finished chan struct{} // closed once Drain returned
 }
 
 func (f *ScheduleFollower) say(format string, args ...any) {
@@ -428,9 +452,21 @@ func (w *follow) act(ctx context.Context) {
 	f.say("draining ahead of the scheduled %s for %s, within %s", s.action, s.when(), budget.Round(time.Millisecond))
 	f.status(fmt.Sprintf("draining ahead of the scheduled %s for %s", s.action, s.when()))
 	dctx, cancel := context.WithCancel(ctx)
-	r := &drainRun{s: s, cancel: cancel, done: make(chan error, 1)}
+	r := &drainRun{s: s, cancel: cancel, done: make(chan error, 1), finished: make(chan struct{})}
 	w.drain = r
-	go func() { r.done <- f.Drain(dctx, s.action, s.at, budget) }()
+	f.mu.Lock()
+	f.running = r
+	f.mu.Unlock()
+	go func() {
+		err := f.Drain(dctx, s.action, s.at, budget)
+		f.mu.Lock()
+		if f.running == r {
+			f.running = nil
+		}
+		f.mu.Unlock()
+		close(r.finished)
+		r.done <- err
+	}()
 }
 
 // tryCancel cancels the schedule no reboot slot came for, while it

@@ -867,3 +867,47 @@ func TestFollowerRefusalSchedulesChanged(t *testing.T) {
 		t.Errorf("the same failure logged again:\n%s", f.out)
 	}
 }
+
+// Preempt stops a drain ahead of a schedule (here waiting, as for a
+// reboot slot, until its context ends) and returns once it has ended.
+func TestFollowerPreempt(t *testing.T) {
+	clk := clocktesting.NewFakeClock(s0)
+	at := s0.Add(3 * time.Minute)
+	started, ended := make(chan struct{}), make(chan struct{})
+	fl := &ScheduleFollower{
+		Read: func(context.Context) (LogindSchedule, error) {
+			return LogindSchedule{Type: "reboot", USec: usecOf(at)}, nil
+		},
+		File: filepath.Join(t.TempDir(), "scheduled"), DrainTimeout: followerTimeout,
+		Drain: func(ctx context.Context, _ string, _ time.Time, _ time.Duration) error {
+			close(started)
+			<-ctx.Done()
+			time.Sleep(50 * time.Millisecond) // its withdrawal
+			close(ended)
+			return ctx.Err()
+		},
+		Undo:  func(context.Context, string, func(context.Context) bool) (bool, error) { return false, nil },
+		Out:   &syncBuffer{},
+		Clock: clk,
+	}
+	if fl.Preempt(context.Background()) {
+		t.Fatal("Preempt with no drain running")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = fl.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no drain started")
+	}
+	if !fl.Preempt(context.Background()) {
+		t.Fatal("Preempt found no drain")
+	}
+	select {
+	case <-ended:
+	default:
+		t.Fatal("Preempt returned before the drain ended")
+	}
+}

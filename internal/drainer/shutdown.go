@@ -288,38 +288,30 @@ func (e *SlotRefusal) Unwrap() error { return e.Err }
 // CancelSchedule is the node agent's answer to a SlotRefusal: it cancels
 // the shutdown (action) scheduled for at through cancel (logind's
 // CancelScheduledShutdown, which cancel makes only while that very
-// schedule stands: false if it changed meanwhile), under the drain lock so
-// that no wrapper drains in between, and, if cancelled, posts a Warning
-// Event on the Node saying why. Everything is bounded by 4×apiTimeout.
+// schedule stands: false if it changed meanwhile) and, if cancelled,
+// posts a Warning Event on the Node saying why. The cancel comes first
+// and needs neither the API server nor the drain lock (a wrapper waiting
+// for a slot holds it, maybe past the schedule's time); the Event
+// follows, bounded by 2×apiTimeout.
 func (d *Drainer) CancelSchedule(ctx context.Context, action string, at time.Time, why string,
 	cancel func(ctx context.Context) (bool, error)) (bool, error) {
-	r := newRun(d, forShutdown, "cancel")
-	if err := r.loadConfig(nil); err != nil {
-		return false, err
-	}
-	ctx, stop := context.WithTimeout(ctx, 4*r.cfg.APITimeout.D())
-	defer stop()
-	s, err := d.connect(ctx, r.cfg, "", r.out.sayf)
-	if err != nil {
-		// Cancelling needs no API server: only the Event is lost.
-		r.debug("no Event for the cancelled schedule: %v", err)
-	}
-	r.sess = s
-	node := ""
-	if s != nil {
-		node = s.node
-	}
-	lock, err := d.lock("cancel a schedule without a reboot slot", node, false, deadline(ctx))
-	if err != nil {
-		return false, err
-	}
-	defer lock.Release()
 	cancelled, err := cancel(ctx)
 	if err != nil || !cancelled {
 		return false, err
 	}
-	d.forgetDryRun()
-	r.event(ctx, "Warning", ReasonScheduleCancelled, "The %s scheduled for %s was cancelled by the node agent: %s",
+	r := newRun(d, forShutdown, "cancel")
+	if err := r.loadConfig(nil); err != nil || !r.cfg.Events {
+		return true, nil
+	}
+	ectx, stop := context.WithTimeout(context.WithoutCancel(ctx), 2*r.cfg.APITimeout.D())
+	defer stop()
+	s, err := d.connect(ectx, r.cfg, "", r.out.sayf)
+	if err != nil {
+		r.debug("no Event for the cancelled schedule: %v", err)
+		return true, nil
+	}
+	r.sess = s
+	r.event(ectx, "Warning", ReasonScheduleCancelled, "The %s scheduled for %s was cancelled by the node agent: %s",
 		action, at.UTC().Format(time.RFC3339), why)
 	return true, nil
 }

@@ -65,10 +65,15 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 	var ue *slots.UnavailableError
 	switch {
 	case err == nil:
-	case ctx.Err() != nil:
-		return r.fail(r.classify(ctx, err), err), false
 	case errors.As(err, &we):
 		return r.fail(noSlot, err), false
+	case r.ahead && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// The agent's budget ended while it waited (its wait and the
+		// budget differ by the requests around the wait): no slot came
+		// before the schedule's time all the same.
+		return r.fail(noSlot, &slots.WaitError{Waited: r.d.now().Sub(start), Err: err}), false
+	case ctx.Err() != nil:
+		return r.fail(r.classify(ctx, err), err), false
 	case errors.As(err, &ue) && r.cfg.Slots.Gate == config.GateRequired:
 		return r.fail(gateDown, err), false
 	case errors.As(err, &ue) && kubeletIdentity(err):

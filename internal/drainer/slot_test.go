@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gnsh/gnsh/internal/slots"
@@ -292,6 +293,18 @@ func TestAgentDrainAheadTakesASlot(t *testing.T) {
 		t.Errorf("record %+v", rec)
 	}
 
+	// A slow API server: the budget ends before the wait for a slot does;
+	// a refusal still (the schedule is cancelled), not a failed drain.
+	f.PrependReactor("*", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		time.Sleep(700 * time.Millisecond)
+		return false, nil, nil
+	})
+	_, err = d.DrainForSchedule(context.Background(), "reboot", at, 2*time.Second)
+	if !IsSlotRefusal(err) {
+		t.Fatalf("slow API server: %v\n%s", err, d.stderr)
+	}
+	f.ReactionChain = f.ReactionChain[1:]
+
 	// A shutdown under way (systemctl reboot): no slot asked, drained.
 	if _, err := d.DrainForShutdown(context.Background(), "reboot", 10*time.Second); err != nil {
 		t.Fatalf("DrainForShutdown: %v\n%s", err, d.stderr)
@@ -325,8 +338,9 @@ func TestAgentDrainAheadGateUnavailable(t *testing.T) {
 	}
 }
 
-// CancelSchedule cancels under the drain lock and posts the Event only
-// when the schedule was cancelled; a wrapper holding the lock defers it.
+// CancelSchedule cancels, even while a wrapper holds the drain lock (it
+// may wait for a slot past the schedule's time) or the API server does
+// not answer, and posts the Event only when the schedule was cancelled.
 func TestCancelSchedule(t *testing.T) {
 	f := newFakeNode(false, nil, "web-1")
 	d := newDrainer(t, f, "")
@@ -339,12 +353,25 @@ func TestCancelSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := d.CancelSchedule(context.Background(), "reboot", at, "no slot", yes); ok || !IsLockHeld(err) || calls != 0 {
-		t.Fatalf("under a wrapper's lock: %v %v, %d calls", ok, err, calls)
+	if ok, err := d.CancelSchedule(context.Background(), "reboot", at, "no slot", no); ok || err != nil || calls != 1 || len(f.reasons()) != 0 {
+		t.Fatalf("schedule changed, under a wrapper's lock: %v %v, %d calls, events %v", ok, err, calls, f.reasons())
 	}
 	l.Release()
-	if ok, err := d.CancelSchedule(context.Background(), "reboot", at, "no slot", no); ok || err != nil || len(f.reasons()) != 0 {
-		t.Fatalf("schedule changed: %v %v %v", ok, err, f.reasons())
+	// The API server does not answer: cancelled all the same, at once.
+	down := newDrainer(t, f, "")
+	down.Connect = func(ctx context.Context) (kubernetes.Interface, string, error) {
+		<-ctx.Done()
+		return nil, "", ctx.Err()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var when time.Duration
+	start := time.Now()
+	if ok, err := down.CancelSchedule(ctx, "reboot", at, "no slot", func(ctx context.Context) (bool, error) {
+		when = time.Since(start)
+		return true, ctx.Err()
+	}); !ok || err != nil || when > time.Second {
+		t.Fatalf("API server down: %v %v, cancelled after %s", ok, err, when)
 	}
 	if ok, err := d.CancelSchedule(context.Background(), "reboot", at, "no reboot slot within 5m", yes); !ok || err != nil {
 		t.Fatalf("%v %v", ok, err)

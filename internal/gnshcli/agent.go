@@ -319,12 +319,19 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		// minutes while the API server comes up). The uncordon and the
 		// drains take the drain lock, and the uncordon waits while logind
 		// prepares a shutdown or has one due within drainTimeout.
+		var f *agent.ScheduleFollower // the guard's drain preempts its drain
 		g := &agent.ShutdownGuard{
 			Dial: func(ctx context.Context) (*logind.Conn, error) {
 				return logind.Dial(ctx, logind.SystemBusAddress(getenv), false)
 			},
 			Drain: func(ctx context.Context, action string, budget time.Duration) (func(string), error) {
 				defer afterHold()
+				// The drain ahead of a schedule, if one runs (maybe only
+				// waiting for a reboot slot), gives way: this shutdown is
+				// under way, and its drain needs the lock.
+				if f.Preempt(ctx) {
+					say("agent: the drain ahead of the schedule stopped: a shutdown is under way")
+				}
 				sd, err := drainForShutdown(ctx, d, action, budget)
 				return func(why string) { defer afterHold(); sd.Undo(why) }, err
 			},
@@ -340,7 +347,7 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 			Out:    env.Stderr,
 			Status: st.guard,
 		}
-		f := &agent.ScheduleFollower{
+		f = &agent.ScheduleFollower{
 			Read: func(ctx context.Context) (agent.LogindSchedule, error) {
 				return agent.ReadLogindSchedule(ctx, logind.SystemBusAddress(getenv))
 			},
