@@ -101,6 +101,10 @@ type ScheduleFollower struct {
 	// (shutdown -k) that the wrapper noted (drainer.DryRunAt): logind's
 	// readers show a dry run as a real schedule.
 	DryRun func(at time.Time) bool
+	// NoDrain, if set, reports whether the schedule for at was made with
+	// --no-drain (drainer.NoDrainAt): the follower neither drains for it
+	// nor asks a reboot slot, as the wrapper would not have.
+	NoDrain func(at time.Time) bool
 	// Drain drains ahead of the shutdown action scheduled for at, within
 	// budget (drainer.DrainForSchedule).
 	Drain func(ctx context.Context, action string, at time.Time, budget time.Duration) error
@@ -370,6 +374,13 @@ func (w *follow) observe(ctx context.Context, file string) {
 		if s.key() != w.ignored {
 			f.say("a dry run (shutdown -k) is scheduled for %s: nothing to drain for", s.when())
 			f.status("idle: a dry run (shutdown -k) is scheduled for " + s.when())
+			w.ignored = s.key()
+		}
+		s = nil
+	case f.NoDrain != nil && f.NoDrain(s.at):
+		if s.key() != w.ignored {
+			f.say("a %s is scheduled for %s with --no-drain: not draining for it", s.action, s.when())
+			f.status(fmt.Sprintf("idle: a %s is scheduled for %s with --no-drain", s.action, s.when()))
 			w.ignored = s.key()
 		}
 		s = nil

@@ -37,6 +37,7 @@ type followerFixture struct {
 	undoErr   error
 	wrapperAt time.Time // Drained reports true for this schedule
 	dryAt     time.Time // DryRun reports true for this schedule
+	noDrainAt time.Time // NoDrain reports true for this schedule
 	orphan    bool      // a cordon of gnsh's for a cancelled schedule stands
 	onUndo    func()    // called as an undo begins (without f.mu)
 	cancels   []string  // Cancel's calls: "type@usec: why"
@@ -77,6 +78,11 @@ func startFollower(t *testing.T, setup func(*followerFixture)) *followerFixture 
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			return at.Equal(f.dryAt)
+		},
+		NoDrain: func(at time.Time) bool {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return at.Equal(f.noDrainAt)
 		},
 		Drain: func(_ context.Context, action string, at time.Time, budget time.Duration) error {
 			f.mu.Lock()
@@ -909,5 +915,24 @@ func TestFollowerPreempt(t *testing.T) {
 	case <-ended:
 	default:
 		t.Fatal("Preempt returned before the drain ended")
+	}
+}
+
+// A schedule made with --no-drain: the follower neither drains for it nor
+// asks a slot (no cancel either).
+func TestFollowerNoDrainNoted(t *testing.T) {
+	at := s0.Add(3 * time.Minute)
+	f := startFollower(t, func(f *followerFixture) {
+		f.noDrainAt = at
+		f.drainErr = &drainer.SlotRefusal{Err: errors.New("no reboot slot")}
+	})
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
+	f.to(t, s0.Add(time.Second))
+	f.to(t, at.Add(-time.Minute))
+	if d, _ := f.calls(); len(d) != 0 {
+		t.Errorf("drained for a --no-drain schedule: %+v", d)
+	}
+	if strings.Count(f.out.String(), "with --no-drain: not draining for it") != 1 {
+		t.Errorf("log:\n%s", f.out)
 	}
 }

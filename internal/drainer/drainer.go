@@ -78,6 +78,7 @@ type Drainer struct {
 var (
 	_ handoff.Preparer    = (*Drainer)(nil)
 	_ handoff.DryRunNoter = (*Drainer)(nil)
+	_ handoff.NoDrainNoter = (*Drainer)(nil)
 )
 
 func (d *Drainer) getenv(k string) string {

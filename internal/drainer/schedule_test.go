@@ -386,6 +386,22 @@ func TestDryRunNote(t *testing.T) {
 	}
 }
 
+// A schedule made with --no-drain is noted as such for the agent, and is
+// not a dry run.
+func TestNoDrainNote(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	at := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	d.NoteNoDrain(legacy.Usec(at))
+	if !d.NoDrainAt(at) || d.NoDrainAt(at.Add(time.Second)) || d.DryRunAt(at) {
+		t.Fatal("NoDrainAt does not name the schedule, or DryRunAt takes it")
+	}
+	d.NoteDryRun(legacy.Usec(at))
+	if d.NoDrainAt(at) || !d.DryRunAt(at) {
+		t.Fatal("the dry run did not replace the note")
+	}
+}
+
 // A wrapper's drain for shutdown -r +1 that ended on an API failure leaves
 // gnsh's cordon for the schedule standing, but not drained: the agent's
 // drain ahead of that schedule runs (it used to take the cordon for a

@@ -86,20 +86,30 @@ func (d *Drainer) readRunFile(name string, v any) error {
 // a real schedule, and the node agent must not drain ahead of it.
 const DryRunName = "dry-run"
 
+// (It also notes a schedule made with --no-drain, NoDrain: one schedule
+// stands at a time, and a new request replaces the note.)
 type dryRun struct {
-	BootID string `json:"bootID"`
-	USec   uint64 `json:"usec"`
+	BootID  string `json:"bootID"`
+	USec    uint64 `json:"usec"`
+	NoDrain bool   `json:"noDrain,omitempty"`
 }
 
 // NoteDryRun is handoff.DryRunNoter: on a Kubernetes node (a kubeconfig
 // is found; elsewhere nothing changes) it notes the dry run scheduled for
 // usec. A failure only costs a drain by the agent ahead of it.
-func (d *Drainer) NoteDryRun(usec uint64) {
-	r := newRun(d, forShutdown, "dry run")
+func (d *Drainer) NoteDryRun(usec uint64) { d.noteSchedule(usec, false) }
+
+// NoteNoDrain is handoff.NoDrainNoter: as NoteDryRun, for a shutdown
+// scheduled with --no-drain, which the node agent then leaves alone (no
+// drain, no reboot slot). A failure costs that drain, and the gate.
+func (d *Drainer) NoteNoDrain(usec uint64) { d.noteSchedule(usec, true) }
+
+func (d *Drainer) noteSchedule(usec uint64, noDrain bool) {
+	r := newRun(d, forShutdown, "note")
 	if r.loadConfig(nil) != nil || !r.cfg.Drain || !r.isNode() {
 		return
 	}
-	data, _ := json.Marshal(dryRun{BootID: d.bootID(), USec: usec})
+	data, _ := json.Marshal(dryRun{BootID: d.bootID(), USec: usec, NoDrain: noDrain})
 	_ = d.writeRunFile(DryRunName, data)
 }
 
@@ -107,7 +117,14 @@ func (d *Drainer) NoteDryRun(usec uint64) {
 // schedule for at is a dry run. (For the node agent.)
 func (d *Drainer) DryRunAt(at time.Time) bool {
 	var dr dryRun
-	return d.readRunFile(DryRunName, &dr) == nil && dr.BootID == d.bootID() && dr.USec == uint64(at.UnixMicro())
+	return d.readRunFile(DryRunName, &dr) == nil && dr.BootID == d.bootID() && dr.USec == uint64(at.UnixMicro()) && !dr.NoDrain
+}
+
+// NoDrainAt reports whether the wrapper noted, in this boot, that the
+// schedule for at was made with --no-drain. (For the node agent.)
+func (d *Drainer) NoDrainAt(at time.Time) bool {
+	var dr dryRun
+	return d.readRunFile(DryRunName, &dr) == nil && dr.BootID == d.bootID() && dr.USec == uint64(at.UnixMicro()) && dr.NoDrain
 }
 
 // forgetDryRun drops the note: a real request (or a cancel) replaced the

@@ -355,6 +355,7 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 			DrainTimeout: cfg.DrainTimeout.D(),
 			Drained:      d.ScheduleDrained,
 			DryRun:       d.DryRunAt,
+			NoDrain:      d.NoDrainAt,
 			Drain: func(ctx context.Context, action string, at time.Time, budget time.Duration) error {
 				defer afterHold()
 				_, err := d.DrainForSchedule(ctx, action, at, budget)

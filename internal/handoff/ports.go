@@ -124,6 +124,13 @@ type DryRunNoter interface {
 	NoteDryRun(usec uint64)
 }
 
+// NoDrainNoter is what a Preparer may also be: it hears of a shutdown
+// scheduled with --no-drain that logind accepted for usec, which gnsh's
+// node agent then neither drains ahead of nor gates.
+type NoDrainNoter interface {
+	NoteNoDrain(usec uint64)
+}
+
 // Prepared is the state of one successful preparation.
 type Prepared interface {
 	// Finish reports how the hand-off went: err is nil when logind (or a

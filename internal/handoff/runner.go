@@ -310,6 +310,9 @@ func (r *Runner) schedule(ctx context.Context, req *legacy.Request) error {
 	if n, ok := r.Preparer.(DryRunNoter); ok && req.DryRun {
 		n.NoteDryRun(req.When)
 	}
+	if n, ok := r.Preparer.(NoDrainNoter); ok && req.Drain.Skip && !req.DryRun {
+		n.NoteNoDrain(req.When)
+	}
 	// Like systemd, report what logind now has scheduled; a failure to read
 	// it back is printed but does not fail the command.
 	if err := r.showWith(ctx, l); err != nil {

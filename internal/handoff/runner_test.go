@@ -547,13 +547,36 @@ func TestPreparerHearsTheOutcome(t *testing.T) {
 	}
 }
 
-// dryNoter records the dry runs it hears of.
+// dryNoter records the dry runs and --no-drain schedules it hears of.
 type dryNoter struct {
 	finishRecorder
-	dry []uint64
+	dry, noDrain []uint64
 }
 
-func (d *dryNoter) NoteDryRun(usec uint64) { d.dry = append(d.dry, usec) }
+func (d *dryNoter) NoteDryRun(usec uint64)  { d.dry = append(d.dry, usec) }
+func (d *dryNoter) NoteNoDrain(usec uint64) { d.noDrain = append(d.noDrain, usec) }
+
+func TestNoDrainNoted(t *testing.T) {
+	noDrain := func(r *legacy.Request) *legacy.Request { r.Drain.Skip = true; return r }
+	for _, c := range []struct {
+		name string
+		req  *legacy.Request
+		want []uint64
+	}{
+		{"scheduled with --no-drain", noDrain(req(legacy.Reboot, at(5))), []uint64{legacy.Usec(t0.Add(5 * time.Minute))}},
+		{"scheduled", req(legacy.Reboot, at(5)), nil},
+		{"a dry run with --no-drain", noDrain(req(legacy.Reboot, at(5), dry)), nil},
+	} {
+		e := newEnv()
+		e.host.euid = 0
+		d := &dryNoter{}
+		e.prep = d
+		e.run(c.req)
+		if !reflect.DeepEqual(d.noDrain, c.want) {
+			t.Errorf("%s: noted %v, want %v", c.name, d.noDrain, c.want)
+		}
+	}
+}
 
 func TestDryRunNoted(t *testing.T) {
 	for _, c := range []struct {
