@@ -160,6 +160,7 @@ type acquirer struct {
 
 	lastBeat  time.Time // when its waiter entry was last renewed
 	answered  bool      // the gate answered once: its failures from then on are waited out
+	early     int       // failures before it answered (earlyTries at most)
 	lastState string
 	waited    bool // it waited (told, Event posted)
 	quorum    bool // GnshQuorumRefused posted
@@ -302,8 +303,17 @@ func (a *acquirer) trouble(ctx context.Context, err error, deadline time.Time, v
 	switch {
 	case ctx.Err() != nil:
 		return a.fail(ctx, err)
-	case !a.answered, apierrors.IsForbidden(err), apierrors.IsNotFound(err), errors.As(err, &newer), errors.Is(err, errBadRecord):
+	case apierrors.IsForbidden(err), apierrors.IsNotFound(err), errors.As(err, &newer), errors.Is(err, errBadRecord):
 		return a.fail(ctx, err)
+	case !a.answered:
+		// Never answered yet: a moment's failure (a 5xx as etcd changes
+		// leader, which control-plane reboots cause) is tried again a
+		// few times, for at most 2×apiTimeout, before the gate counts as
+		// unavailable (and the optional gate lets the shutdown go on).
+		a.early++
+		if a.early >= earlyTries || a.g.clock().Since(a.start) >= 2*a.g.APITimeout || !a.g.clock().Now().Before(deadline) {
+			return a.fail(ctx, err)
+		}
 	case !a.g.clock().Now().Before(deadline):
 		a.withdraw()
 		return &WaitError{Waited: a.g.clock().Since(a.start), Blocks: v.Blocks, Err: err}
@@ -325,6 +335,10 @@ func (a *acquirer) fail(ctx context.Context, err error) error {
 	// longer renewed (a withdrawal would wait on the failing server).
 	return &UnavailableError{Where: a.g.Where(), Err: err}
 }
+
+// earlyTries is how many reads a gate that never answered gets before it
+// counts as unavailable.
+const earlyTries = 3
 
 // maxBackoff bounds the pause after a conflict (doubling from 10 ms, with
 // jitter): long enough to spread a crowd, short enough that the head of the

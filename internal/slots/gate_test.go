@@ -63,16 +63,34 @@ func TestTransientFailureWhileWaitingRefuses(t *testing.T) {
 }
 
 // A gate that never answered is unavailable (the shutdown may go on, as
-// slots.gate says), at once.
+// slots.gate says) after earlyTries reads; one that fails once at first
+// (a 5xx while etcd changes leader) and then answers is not: the node
+// waits for the slot node2 holds.
 func TestGateDownAtFirstIsUnavailable(t *testing.T) {
 	g, c, r := gateRig(t)
+	var gets atomic.Int32
 	c.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		gets.Add(1)
 		return true, nil, apierrors.NewServiceUnavailable("down")
 	})
 	_, _, err := g.Acquire(context.Background(), r)
 	var ue *UnavailableError
-	if !errors.As(err, &ue) {
-		t.Fatalf("got %v, want an UnavailableError", err)
+	if !errors.As(err, &ue) || gets.Load() != earlyTries {
+		t.Fatalf("got %v after %d reads, want an UnavailableError after %d", err, gets.Load(), earlyTries)
+	}
+
+	g, c, r = gateRig(t)
+	gets.Store(0)
+	c.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if gets.Add(1) == 1 {
+			return true, nil, apierrors.NewServiceUnavailable("etcdserver: leader changed")
+		}
+		return false, nil, nil
+	})
+	_, _, err = g.Acquire(context.Background(), r)
+	var we *WaitError
+	if !errors.As(err, &we) {
+		t.Fatalf("one failure at first: got %v, want a WaitError (node2 holds the only slot)", err)
 	}
 }
 
