@@ -524,7 +524,6 @@ func TestDrain(t *testing.T) {
 		{"scheduled", testScheduled},
 		{"reboot -f", testForce},
 		{"gnsh drain and uncordon", testCommands},
-		{"node lifecycle conditions", testNodeConditions},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
@@ -1081,12 +1080,21 @@ func TestDrainWithoutKubeconfig(t *testing.T) {
 	wantHandOff(t, "bad config, --no-drain", b.ld.Calls(), "RebootWithFlags")
 }
 
-// testNodeConditions: with nodeConditions on, a reboot's drain leaves the
-// Node's DrainInProgress False and Drained True (KEP-5683), written with
-// the kubelet's own credentials on the status subresource, next to the
-// kubelet's conditions (Ready stays); gnsh uncordon sets Drained False.
-// Off (the default), none is written.
-func testNodeConditions(t *testing.T, k *cluster) {
+// TestNodeLifecycleConditions: on an API server with the
+// NodeLifecycleConditions feature gate on, with nodeConditions on, a
+// reboot's drain leaves the Node's DrainInProgress False and Drained True
+// (KEP-5683), written with the kubelet's own credentials on the status
+// subresource, next to the kubelet's conditions (Ready stays); gnsh
+// uncordon sets Drained False. Off (the default), none is written.
+func TestNodeLifecycleConditions(t *testing.T) {
+	need(t)
+	controlplane.Need(t)
+	cp := controlplane.StartWith(t, controlplane.Options{Kwok: true, FeatureGates: "NodeLifecycleConditions=true"})
+	cfg, err := clientcmd.BuildConfigFromFlags("", cp.AdminKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &cluster{cp: cp, admin: kubernetes.NewForConfigOrDie(cfg)}
 	n := k.newNode(t, "conds")
 	n.replicaSet("web", 1, podOpts{})
 	n.waitRunning(1)

@@ -20,6 +20,8 @@
 #                  Leases in namespace gnsh at RequestResponse) (JSON lines,
 #                  stage RequestReceived omitted, blocking mode: none lost)
 #                  in DIR/logs/audit.log (rotated at 1 GB to audit-*.log)
+#   CP_FEATURE_GATES  the kube-apiserver's --feature-gates (e.g.
+#                  NodeLifecycleConditions=true); default none
 #   CP_TIMEOUT     seconds to wait for readiness (default 60)
 #   CP_OWNER_PID   stop the control plane when this process is gone
 set -eu
@@ -190,6 +192,7 @@ try_start() {
 	[ "$EC" != "$EP" ] && [ "$EC" != "$AP" ] && [ "$EP" != "$AP" ] || return 2
 	rm -rf "$D/etcd"
 	set --
+	[ -z "${CP_FEATURE_GATES:-}" ] || set -- "--feature-gates=$CP_FEATURE_GATES"
 	if [ "${CP_AUDIT:-0}" = 1 ]; then
 		# Writes of gnsh's slots Lease with their answers (the record each
 		# version holds); every other request at level Metadata.
@@ -198,7 +201,7 @@ try_start() {
 			"  resources: [{group: coordination.k8s.io, resources: [leases]}]" \
 			"- level: Metadata" >"$D/audit-policy.yaml"
 		rm -f "$D"/logs/audit*.log
-		set -- --audit-policy-file="$D/audit-policy.yaml" --audit-log-path="$D/logs/audit.log" \
+		set -- "$@" --audit-policy-file="$D/audit-policy.yaml" --audit-log-path="$D/logs/audit.log" \
 			--audit-log-format=json --audit-log-mode=blocking --audit-log-maxsize=1024
 	fi
 	spawn etcd "$BIN/etcd" --name gnsh-test --data-dir "$D/etcd" \

@@ -52,6 +52,9 @@ type Options struct {
 	// ResponseStarted and ResponseComplete) to AuditLog, e.g. to count a
 	// client's requests by user.
 	Audit bool
+	// FeatureGates is the kube-apiserver's --feature-gates ("" for none),
+	// e.g. NodeLifecycleConditions=true.
+	FeatureGates string
 }
 
 // Need skips t unless a control plane can be started here; with
@@ -190,7 +193,7 @@ func StartWith(t testing.TB, o Options) *ControlPlane {
 		audit = "1"
 	}
 	t.Cleanup(c.Stop)
-	out, err := c.run(nil, []string{"CP_NODES=" + nodes, "CP_KWOK=" + kwok, "CP_AUDIT=" + audit}, "start", c.Dir)
+	out, err := c.run(nil, []string{"CP_NODES=" + nodes, "CP_KWOK=" + kwok, "CP_AUDIT=" + audit, "CP_FEATURE_GATES=" + o.FeatureGates}, "start", c.Dir)
 	if err != nil {
 		t.Fatalf("controlplane.sh start: %v\n%s", err, out)
 	}
