@@ -76,8 +76,8 @@ type Drainer struct {
 }
 
 var (
-	_ handoff.Preparer    = (*Drainer)(nil)
-	_ handoff.DryRunNoter = (*Drainer)(nil)
+	_ handoff.Preparer     = (*Drainer)(nil)
+	_ handoff.DryRunNoter  = (*Drainer)(nil)
 	_ handoff.NoDrainNoter = (*Drainer)(nil)
 )
 
