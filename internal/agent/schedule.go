@@ -126,18 +126,25 @@ type ScheduleFollower struct {
 	// Timing; the DefaultSchedule… constants if zero.
 	Poll, Reread, Margin time.Duration
 
-	mu      sync.Mutex
-	running *drainRun // the drain under way, for Preempt
+	mu          sync.Mutex
+	running     *drainRun // the drain under way, for Preempt
+	pausedUntil time.Time // Preempt: no drain starts before (zero: none)
+	retry       bool      // Resume: drain again for a schedule tried
 }
 
-// Preempt stops the drain ahead of a schedule, if one runs, and waits
-// within ctx until it has ended (its lock released): a shutdown under way
-// (the shutdown guard's drain) needs the drain lock that drain holds,
-// maybe while it only waits for a reboot slot. It reports whether it
-// stopped one.
+// preemptPause bounds a Preempt's pause when no Resume comes (the
+// shutdown under way neither happened nor was cancelled).
+const preemptPause = 10 * time.Minute
+
+// Preempt stops the drain ahead of a schedule, if one runs, waits within
+// ctx until it has ended (its lock released), and starts none until
+// Resume (at most preemptPause): a shutdown under way (the shutdown
+// guard's drain) needs the drain lock that drain holds, maybe while it
+// only waits for a reboot slot. It reports whether it stopped one.
 func (f *ScheduleFollower) Preempt(ctx context.Context) bool {
 	f.mu.Lock()
 	r := f.running
+	f.pausedUntil = f.clock().Now().Add(preemptPause)
 	f.mu.Unlock()
 	if r == nil {
 		return false
@@ -148,6 +155,30 @@ func (f *ScheduleFollower) Preempt(ctx context.Context) bool {
 	case <-ctx.Done():
 	}
 	return true
+}
+
+// Resume ends Preempt's pause: the shutdown under way was cancelled, and
+// a schedule that still stands is drained for (and gated) again.
+func (f *ScheduleFollower) Resume() {
+	f.mu.Lock()
+	f.pausedUntil, f.retry = time.Time{}, true
+	f.mu.Unlock()
+}
+
+func (f *ScheduleFollower) clock() clock.Clock {
+	if f.Clock == nil {
+		return clock.RealClock{}
+	}
+	return f.Clock
+}
+
+// paused reports whether Preempt holds drains back now, and takes a
+// Resume's retry.
+func (f *ScheduleFollower) paused(now time.Time) (paused, retry bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	retry, f.retry = f.retry, false
+	return now.Before(f.pausedUntil), retry
 }
 
 // schedule is a scheduled shutdown that stands.
@@ -233,6 +264,10 @@ type follow struct {
 	orphanErr string // the last failure of that look, logged
 
 	drain *drainRun // the drain under way
+	// notBefore: no drain starts before (a drain found the lock held: it
+	// tries again at the next look, not at once).
+	notBefore time.Time
+	drainHeld bool // the last drain found the lock held (its line logged)
 
 	// refused: the schedule no reboot slot came for, while its cancel is
 	// still to be made (why: the refusal).
@@ -446,7 +481,11 @@ func (w *follow) act(ctx context.Context) {
 	if far && w.orphans && w.resp == nil && !now.Before(w.orphansAt) {
 		w.undoOrphan(ctx)
 	}
-	if s == nil || far || s.key() == w.tried {
+	paused, retry := f.paused(now)
+	if retry {
+		w.tried = ""
+	}
+	if s == nil || far || s.key() == w.tried || paused || now.Before(w.notBefore) {
 		return
 	}
 	if f.Drained != nil && f.Drained(s.at) {
@@ -535,6 +574,8 @@ func (w *follow) drained(ctx context.Context, err error) {
 	w.drain = nil
 	r.cancel()
 	s := r.s
+	heldBefore := w.drainHeld
+	w.drainHeld = false
 	switch {
 	case w.undo != "":
 		// Cancelled or moved meanwhile: the undo follows.
@@ -548,7 +589,11 @@ func (w *follow) drained(ctx context.Context, err error) {
 	case errors.Is(err, drainer.ErrAlreadyDrained):
 		f.say("the scheduled %s for %s was drained for already: %v", s.action, s.when(), err)
 	case drainer.IsLockHeld(err):
-		f.say("not draining ahead of the scheduled %s yet: %v", s.action, err)
+		if !heldBefore {
+			f.say("not draining ahead of the scheduled %s yet: %v", s.action, err)
+		}
+		w.drainHeld = true
+		w.notBefore = w.clk.Now().Add(orDefault(f.Poll, DefaultSchedulePoll))
 		return // tried again at the next look
 	case drainer.IsSlotRefusal(err):
 		// Nothing was cordoned; the schedule must not take the node down

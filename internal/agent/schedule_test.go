@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -880,12 +881,16 @@ func TestFollowerPreempt(t *testing.T) {
 	clk := clocktesting.NewFakeClock(s0)
 	at := s0.Add(3 * time.Minute)
 	started, ended := make(chan struct{}), make(chan struct{})
+	var drains atomic.Int32
 	fl := &ScheduleFollower{
 		Read: func(context.Context) (LogindSchedule, error) {
 			return LogindSchedule{Type: "reboot", USec: usecOf(at)}, nil
 		},
 		File: filepath.Join(t.TempDir(), "scheduled"), DrainTimeout: followerTimeout,
 		Drain: func(ctx context.Context, _ string, _ time.Time, _ time.Duration) error {
+			if drains.Add(1) > 1 {
+				return nil
+			}
 			close(started)
 			<-ctx.Done()
 			time.Sleep(50 * time.Millisecond) // its withdrawal
@@ -899,6 +904,7 @@ func TestFollowerPreempt(t *testing.T) {
 	if fl.Preempt(context.Background()) {
 		t.Fatal("Preempt with no drain running")
 	}
+	fl.Resume()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = fl.Run(ctx) }()
@@ -915,6 +921,22 @@ func TestFollowerPreempt(t *testing.T) {
 	case <-ended:
 	default:
 		t.Fatal("Preempt returned before the drain ended")
+	}
+	// Paused: no drain starts again, however often it looks (the
+	// shutdown under way is the guard's), until Resume.
+	for i := 0; i < 5; i++ {
+		clk.Step(DefaultSchedulePoll)
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := drains.Load(); n != 1 {
+		t.Fatalf("%d drains started while paused", n)
+	}
+	fl.Resume()
+	for end := time.Now().Add(20 * time.Second); drains.Load() != 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("no drain again after Resume")
+		}
+		clk.Step(DefaultSchedulePoll)
 	}
 }
 
@@ -934,5 +956,24 @@ func TestFollowerNoDrainNoted(t *testing.T) {
 	}
 	if strings.Count(f.out.String(), "with --no-drain: not draining for it") != 1 {
 		t.Errorf("log:\n%s", f.out)
+	}
+}
+
+// A drain that finds the drain lock held is tried again at the next look,
+// not at once (no busy loop while a wrapper holds it), with one line.
+func TestFollowerLockHeldNoSpin(t *testing.T) {
+	f := startFollower(t, func(f *followerFixture) { f.drainErr = &drainer.HeldError{} })
+	at := s0.Add(3 * time.Minute)
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
+	f.to(t, s0.Add(time.Second))
+	time.Sleep(200 * time.Millisecond) // the clock stands still
+	if d, _ := f.calls(); len(d) > 2 {
+		t.Fatalf("%d drains with the clock standing still", len(d))
+	}
+	for i := 0; i < 3; i++ {
+		f.to(t, f.clk.Now())
+	}
+	if n := strings.Count(f.out.String(), "not draining ahead of the scheduled reboot yet"); n != 1 {
+		t.Errorf("%d lock-held lines:\n%s", n, f.out)
 	}
 }

@@ -333,7 +333,13 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 					say("agent: the drain ahead of the schedule stopped: a shutdown is under way")
 				}
 				sd, err := drainForShutdown(ctx, d, action, budget)
-				return func(why string) { defer afterHold(); sd.Undo(why) }, err
+				return func(why string) {
+					// The shutdown was cancelled: a schedule that stands
+					// is drained for, and gated, again.
+					defer f.Resume()
+					defer afterHold()
+					sd.Undo(why)
+				}, err
 			},
 			Drained: func() (string, bool) {
 				m, ok := d.DrainedFor(MarkerMaxAge)

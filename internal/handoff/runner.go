@@ -298,6 +298,13 @@ func (r *Runner) schedule(ctx context.Context, req *legacy.Request) error {
 		prefix = "dry-"
 	}
 	r.setWall(ctx, l, caps, req)
+	if n, ok := r.Preparer.(NoDrainNoter); ok && req.Drain.Skip && !req.DryRun {
+		// Before logind writes its schedule file, which the node agent
+		// follows: it must never see the schedule without the note. (A
+		// note of a request logind then refuses names a time that never
+		// stands.)
+		n.NoteNoDrain(req.When)
+	}
 	err = r.call(ctx, func(ctx context.Context) error { return l.ScheduleShutdown(ctx, prefix+typ, req.When) })
 	if err != nil && req.Action == legacy.Kexec && busErrorName(err) == ErrInvalidArgs {
 		r.gnshWarn("logind cannot schedule a kexec reboot (%s); scheduling a normal reboot", err)
@@ -309,9 +316,6 @@ func (r *Runner) schedule(ctx context.Context, req *legacy.Request) error {
 	}
 	if n, ok := r.Preparer.(DryRunNoter); ok && req.DryRun {
 		n.NoteDryRun(req.When)
-	}
-	if n, ok := r.Preparer.(NoDrainNoter); ok && req.Drain.Skip && !req.DryRun {
-		n.NoteNoDrain(req.When)
 	}
 	// Like systemd, report what logind now has scheduled; a failure to read
 	// it back is printed but does not fail the command.
