@@ -31,6 +31,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -311,7 +312,7 @@ func (n *node) forceDelete() {
 			continue
 		}
 		err := n.admin.CoreV1().Pods(p.Namespace).Delete(ctxFor(n.t, time.Minute), p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-		if err != nil {
+		if err != nil && !apierrors.IsNotFound(err) { // gone meanwhile: as good
 			n.t.Fatal(err)
 		}
 	}
