@@ -119,6 +119,9 @@ type ScheduleFollower struct {
 	// while that very schedule stands (false, nil when it changed). A
 	// failure is tried again at the next look, until the schedule's time.
 	Cancel func(ctx context.Context, typ string, usec uint64, at time.Time, why string) (bool, error)
+	// Uncancelled, if set, records (a Warning Event) that a schedule no
+	// reboot slot came for could not be cancelled before its time.
+	Uncancelled func(ctx context.Context, action string, at time.Time, why string)
 	Out    io.Writer
 	Status func(string)
 	Clock  clock.Clock // clock.RealClock if nil
@@ -527,6 +530,11 @@ func (w *follow) tryCancel(ctx context.Context) {
 	switch {
 	case w.preparing, !w.clk.Now().Before(s.at):
 		f.say("no reboot slot for the scheduled %s for %s (%s), and it could not be cancelled before its time; it goes ahead", s.action, s.when(), w.why)
+		if f.Uncancelled != nil {
+			uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			f.Uncancelled(uctx, s.action, s.at, w.why)
+			cancel()
+		}
 		w.refused, w.cancelErr = nil, ""
 		return
 	case w.cur == nil || w.cur.key() != s.key():

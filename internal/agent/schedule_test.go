@@ -42,6 +42,7 @@ type followerFixture struct {
 	orphan    bool      // a cordon of gnsh's for a cancelled schedule stands
 	onUndo    func()    // called as an undo begins (without f.mu)
 	cancels   []string  // Cancel's calls: "type@usec: why"
+	uncancel  []string  // Uncancelled's calls: "action: why"
 	cancelErr error     // Cancel's error
 }
 
@@ -126,6 +127,11 @@ func startFollower(t *testing.T, setup func(*followerFixture)) *followerFixture 
 			f.ls = LogindSchedule{}
 			_ = os.Remove(f.file)
 			return true, nil
+		},
+		Uncancelled: func(_ context.Context, action string, _ time.Time, why string) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.uncancel = append(f.uncancel, action+": "+why)
 		},
 		Out: f.out, Clock: f.clk,
 	}
@@ -872,6 +878,11 @@ func TestFollowerRefusalSchedulesChanged(t *testing.T) {
 	})
 	if strings.Count(f.out.String(), "cancelling it failed") != 1 {
 		t.Errorf("the same failure logged again:\n%s", f.out)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.uncancel) != 1 || f.uncancel[0] != "reboot: no reboot slot" {
+		t.Errorf("Uncancelled heard %q", f.uncancel)
 	}
 }
 

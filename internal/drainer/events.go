@@ -20,6 +20,8 @@ const (
 	// ReasonScheduleCancelled: the node agent cancelled a scheduled
 	// shutdown for which no reboot slot came in time.
 	ReasonScheduleCancelled = "GnshScheduleCancelled"
+	// ReasonScheduleUncancelled: one it could not cancel before its time.
+	ReasonScheduleUncancelled = "GnshScheduleNotCancelled"
 )
 
 // eventNamespace is where Node events live (kubectl describe node reads

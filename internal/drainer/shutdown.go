@@ -333,6 +333,25 @@ func (d *Drainer) CancelSchedule(ctx context.Context, action string, at time.Tim
 	return true, nil
 }
 
+// ScheduleUncancelled posts a Warning Event on the Node: a schedule no
+// reboot slot came for could not be cancelled before its time (logind or
+// the drain's own requests too slow), so the node goes down without a
+// slot. Bounded by ctx and apiTimeout; a failure is a debug line.
+func (d *Drainer) ScheduleUncancelled(ctx context.Context, action string, at time.Time, why string) {
+	r := newRun(d, forShutdown, "cancel")
+	if err := r.loadConfig(nil); err != nil || !r.cfg.Events {
+		return
+	}
+	s, err := d.connect(ctx, r.cfg, "", r.out.sayf)
+	if err != nil {
+		r.debug("no Event for the uncancelled schedule: %v", err)
+		return
+	}
+	r.sess = s
+	r.event(ctx, "Warning", ReasonScheduleUncancelled, "The %s scheduled for %s goes ahead without a reboot slot: it could not be cancelled before its time (%s)",
+		action, at.UTC().Format(time.RFC3339), why)
+}
+
 // IsSlotRefusal reports whether err is a SlotRefusal.
 func IsSlotRefusal(err error) bool {
 	var sr *SlotRefusal

@@ -389,3 +389,13 @@ func TestCancelSchedule(t *testing.T) {
 		t.Errorf("event %q", msg)
 	}
 }
+
+// A schedule that could not be cancelled in time gets a Warning Event.
+func TestScheduleUncancelledEvent(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	d.ScheduleUncancelled(context.Background(), "reboot", time.Date(2026, 11, 25, 2, 0, 0, 0, time.UTC), "no reboot slot within 5m")
+	if got := strings.Join(f.reasons(), " "); got != ReasonScheduleUncancelled {
+		t.Fatalf("events %q", got)
+	}
+}

@@ -377,6 +377,9 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 					return cancelSchedule(ctx, logind.SystemBusAddress(getenv), typ, usec)
 				})
 			},
+			Uncancelled: func(ctx context.Context, action string, at time.Time, why string) {
+				d.ScheduleUncancelled(ctx, action, at, why)
+			},
 			Out:    env.Stderr,
 			Status: st.guard,
 			Clock:  d.Clock,
