@@ -122,9 +122,9 @@ type ScheduleFollower struct {
 	// Uncancelled, if set, records (a Warning Event) that a schedule no
 	// reboot slot came for could not be cancelled before its time.
 	Uncancelled func(ctx context.Context, action string, at time.Time, why string)
-	Out    io.Writer
-	Status func(string)
-	Clock  clock.Clock // clock.RealClock if nil
+	Out         io.Writer
+	Status      func(string)
+	Clock       clock.Clock // clock.RealClock if nil
 
 	// Timing; the DefaultSchedule… constants if zero.
 	Poll, Reread, Margin time.Duration
