@@ -91,6 +91,15 @@ type World struct {
 	// (EtcdKnown); a cluster whose etcd runs elsewhere has none.
 	Etcd      []Member
 	EtcdKnown bool
+	// Heartbeats are the kubelets' heartbeats (their Leases in
+	// kube-node-lease) of the holders this observer follows, by node.
+	Heartbeats map[string]Heartbeat
+}
+
+// Heartbeat is a kubelet's Lease as last seen.
+type Heartbeat struct {
+	Renewed  time.Time     // spec.renewTime, by the kubelet's clock
+	Duration time.Duration // spec.leaseDurationSeconds
 }
 
 // Observations are what this process saw of the record over time
@@ -103,6 +112,13 @@ type Observations interface {
 	// e.Boot, Ready, schedulable (unless e.WasUnschedulable) and, for a
 	// control-plane node, with its etcd member Ready; 0 if it is not now.
 	Settled(e Entry) time.Duration
+	// Alive is how long e's node has been seen alive since e's Beat last
+	// changed: the span of its kubelet's heartbeat (its Lease in
+	// kube-node-lease, by the kubelet's own clock) while e was silent,
+	// 0 if the heartbeat is not seen going on now. A node going down
+	// stays Ready for the node controller's grace period (40-50 s) after
+	// its kubelet stops; only a heartbeat that goes on says it is up.
+	Alive(e Entry) time.Duration
 }
 
 // Ask is one node asking for a slot.
@@ -117,8 +133,8 @@ type Ask struct {
 
 // Out is a node that counts against a limit, and why.
 type Out struct {
-	Node string
-	Why  string
+	Node string `json:"node"`
+	Why  string `json:"why"`
 }
 
 // Block is a limit that holds a node back.
@@ -135,7 +151,7 @@ func (b Block) String() string {
 	}
 	switch b.Limit {
 	case LimitQuorum:
-		return "etcd would lose its quorum: " + strings.Join(s, ", ")
+		return "etcd would lose its quorum: " + strings.Join(s, ", ") + " (--force-quorum overrides)"
 	case LimitQueue:
 		return "earlier in the queue: " + strings.Join(s, ", ")
 	}
@@ -187,14 +203,17 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 	v.reclaim(w, lim, obs)
 	me := a.Entry
 
-	// Asked again: the node holds a slot (two admins, a retried task, or
-	// the node rebooted and asks before its agent freed the slot).
-	if h, ok := v.Record.Holder(me.Node); ok && h.UID == me.UID {
-		v.Admitted, v.Already = true, true
-		if h.Boot != me.Boot {
-			h.Boot, h.Phase, h.Beat, h.Action, h.Who, h.Since, h.Renew = me.Boot, Admitted, 0, me.Action, me.Who, me.Since, me.Renew
-			h.WasUnschedulable, h.When, h.Warned = me.WasUnschedulable, me.When, false
-		} else {
+	// Asked again on the same boot: the node holds a slot (two admins, a
+	// retried task, a schedule asked for again). Its own request finding
+	// its entry (the answer to its write was lost) holds it as its own;
+	// another request holds it as someone else's (Already), never to free.
+	// A node back on a new boot that asks again is a new request: its
+	// earlier boot's slot (still settling) stays until it is admitted,
+	// and it is admitted only where a new node would be.
+	if h, ok := v.Record.Holder(me.Node); ok && h.UID == me.UID && h.Boot == me.Boot {
+		v.Admitted = true
+		v.Already = h.Run == "" || h.Run != me.Run
+		if v.Already {
 			// A sign of life now: an observer that watched its earlier
 			// taker stop renewing must not free it under this one. The
 			// schedule is the latest asked for (shutdown -r +9 after +8).
@@ -243,7 +262,8 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 	if len(bs) == 0 {
 		v.Admitted = true
 		me.Phase, me.Beat, me.Renew = Admitted, 0, a.Entry.Renew
-		v.Record.Holders = append(v.Record.Holders, me)
+		// Its earlier boot's entry, if any, gives way to this one.
+		v.Record.Holders = append(without(v.Record.Holders, me.Node), me)
 		v.Self = me
 		v.QuorumWarning = quorumWarning(self, w)
 		v.finish(rec)
@@ -323,8 +343,12 @@ func freeWhy(h Entry, w World, settle time.Duration, obs Observations) string {
 		if d := obs.Settled(h); d > 0 && d >= settle+2*h.renewPeriod() {
 			return fmt.Sprintf("it is back on a new boot, Ready and schedulable for %s, and its node agent did not free the slot", d.Round(time.Second))
 		}
-	case obs.Silent(h) >= 3*h.renewPeriod():
-		return fmt.Sprintf("its shutdown was given up: the same boot, Ready, and no renewal for %s", obs.Silent(h).Round(time.Second))
+	case obs.Silent(h) >= 3*h.renewPeriod() && obs.Alive(h) >= 3*h.renewPeriod():
+		// Silent, and yet up: the taker died or gave up, and the node
+		// did not go down. A node that is going down is silent too, and
+		// still Ready until the node controller sees its kubelet gone;
+		// its kubelet's heartbeat stops with it.
+		return fmt.Sprintf("its shutdown was given up: the same boot, Ready, its kubelet's heartbeat going on, and no renewal for %s", obs.Silent(h).Round(time.Second))
 	}
 	return ""
 }

@@ -47,6 +47,7 @@ type still struct{}
 
 func (still) Silent(Entry) time.Duration  { return 0 }
 func (still) Settled(Entry) time.Duration { return 0 }
+func (still) Alive(Entry) time.Duration   { return 0 }
 
 var one = Limits{Max: 1, Settle: 30 * time.Second}
 
@@ -156,7 +157,7 @@ func TestDecideControlPlaneAndQuorum(t *testing.T) {
 	// An etcd member not Ready refuses a reboot of another control-plane node.
 	w.Etcd = etcd(true, false, true)
 	v = Decide(Record{}, w, lim, still{}, ask("a"))
-	if v.Admitted || names(v.Blocks) != "etcd would lose its quorum: etcd-b (not Ready)" {
+	if v.Admitted || names(v.Blocks) != "etcd would lose its quorum: etcd-b (not Ready) (--force-quorum overrides)" {
 		t.Fatalf("%s", names(v.Blocks))
 	}
 	a := ask("a")
@@ -182,6 +183,15 @@ type lasted time.Duration
 
 func (l lasted) Silent(Entry) time.Duration  { return time.Duration(l) }
 func (l lasted) Settled(Entry) time.Duration { return time.Duration(l) }
+func (l lasted) Alive(Entry) time.Duration   { return time.Duration(l) }
+
+// silentOnly: every entry silent for d, and no node's kubelet seen alive
+// meanwhile (nodes going down, or heartbeats that cannot be read).
+type silentOnly time.Duration
+
+func (l silentOnly) Silent(Entry) time.Duration { return time.Duration(l) }
+func (silentOnly) Settled(Entry) time.Duration  { return 0 }
+func (silentOnly) Alive(Entry) time.Duration    { return 0 }
 
 func TestDecideReclaims(t *testing.T) {
 	rec := Record{Next: 2, Holders: []Entry{holder("a", 0)}, Waiters: []Entry{{Node: "c", UID: "uid-c", Boot: "boot-c", Ticket: 1, Renew: 10}}}
@@ -200,6 +210,9 @@ func TestDecideReclaims(t *testing.T) {
 		{"same boot, renewing", node("a"), lasted(29 * time.Second), ""},
 		{"same boot, silent", node("a"), lasted(30 * time.Second), "given up"},
 		{"same boot, silent, NotReady", node("a", notReady), lasted(time.Hour), ""},
+		// Going down: still Ready (the node controller has not seen its
+		// kubelet stop yet), but its heartbeat stopped with it.
+		{"same boot, silent, Ready, no heartbeat", node("a"), silentOnly(time.Hour), ""},
 	} {
 		w := world(node("b"), node("c"))
 		if c.a.Name != "" {
@@ -225,13 +238,122 @@ func TestDecideReclaims(t *testing.T) {
 	}
 }
 
+// A node back on a new boot asking again (its earlier slot still
+// settling) is a new request: admitted only where a new node would be,
+// its earlier entry replaced then, kept while it waits.
 func TestDecideRebootedHolderAsksAgain(t *testing.T) {
 	old := time.Date(2026, 1, 1, 3, 0, 0, 0, time.UTC)
 	rec := Record{Next: 1, Holders: []Entry{{Node: "a", UID: "uid-a", Boot: "old", Phase: Back, Beat: 7, Renew: 10, When: &old, Warned: true}}}
 	v := Decide(rec, world(node("a"), node("b", cordoned)), one, still{}, ask("a"))
-	if !v.Admitted || !v.Already || !v.Changed || v.Self.Boot != "boot-a" || v.Self.Phase != Admitted || v.Self.Beat != 0 ||
-		v.Self.When != nil || v.Self.Warned {
+	if v.Admitted || names(v.Blocks) != "cluster limit 1: b (cordoned)" {
+		t.Fatalf("admitted past the limit, or not naming b: %+v", v)
+	}
+	if h, ok := v.Record.Holder("a"); !ok || h.Boot != "old" {
+		t.Fatalf("its earlier boot's slot is freed only once settled: %+v", v.Record)
+	}
+	v = Decide(v.Record, world(node("a"), node("b")), one, still{}, ask("a"))
+	if !v.Admitted || v.Already || !v.Changed || v.Self.Boot != "boot-a" || v.Self.Phase != Admitted || v.Self.Beat != 0 ||
+		v.Self.When != nil || v.Self.Warned || len(v.Record.Holders) != 1 || len(v.Record.Waiters) != 0 {
 		t.Fatalf("%+v", v)
+	}
+	// A control-plane node back on a new boot is held by the quorum guard.
+	cp := func(n *NodeState) { n.ControlPlane = true }
+	w := world(node("a", cp), node("b", cp), node("c", cp))
+	w.EtcdKnown = true
+	w.Etcd = []Member{{"etcd-a", "a", true}, {"etcd-b", "b", false}, {"etcd-c", "c", true}}
+	v = Decide(rec, w, one, still{}, ask("a"))
+	if v.Admitted || !strings.Contains(names(v.Blocks), "etcd would lose its quorum: etcd-b (not Ready) (--force-quorum overrides)") {
+		t.Fatalf("%+v", v)
+	}
+}
+
+// The same request finding its own entry (the answer to its write was
+// lost) holds the slot as its own; another request of the same node holds
+// it as someone else's.
+func TestDecideOwnRequest(t *testing.T) {
+	a := ask("a")
+	a.Entry.Run = "run-1"
+	v := Decide(Record{}, world(node("a")), one, still{}, a)
+	if !v.Admitted || v.Already {
+		t.Fatalf("%+v", v)
+	}
+	again := Decide(v.Record, world(node("a")), one, still{}, a)
+	if !again.Admitted || again.Already || again.Changed {
+		t.Fatalf("its own entry: %+v", again)
+	}
+	b := a
+	b.Entry.Run = "run-2"
+	other := Decide(v.Record, world(node("a")), one, still{}, b)
+	if !other.Admitted || !other.Already || other.Self.Run != "run-1" || other.Self.Beat != 1 {
+		t.Fatalf("another request: %+v", other)
+	}
+}
+
+// A waiter admitted is a new holder to every observer: the silence it
+// had as a waiter (renewing 3 times less often) does not count against
+// the slot it just took.
+func TestTrackerAdmittedWaiterStartsAfresh(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	x := &Tracker{Clock: clk}
+	w := world(node("h"), node("w"), node("x"))
+	rec := Record{Next: 3, Holders: []Entry{holder("h", 0)}, Waiters: []Entry{
+		{Node: "w", UID: "uid-w", Boot: "boot-w", Ticket: 1, Renew: 30},
+		{Node: "x", UID: "uid-x", Boot: "boot-x", Ticket: 2, Renew: 30}}}
+	x.Observe(rec, w)
+	clk.SetTime(clk.Now().Add(29900 * time.Millisecond))
+	rec.Holders = nil
+	vw := Decide(rec, w, one, still{}, ask("w"))
+	if !vw.Admitted {
+		t.Fatalf("%+v", vw)
+	}
+	clk.SetTime(clk.Now().Add(200 * time.Millisecond))
+	x.Observe(vw.Record, w)
+	if d := x.Silent(vw.Self); d != 0 {
+		t.Fatalf("w's slot silent for %s the moment it was taken", d)
+	}
+	vx := Decide(vw.Record, w, one, x, ask("x"))
+	if vx.Admitted || len(vx.Reclaimed) != 0 {
+		t.Fatalf("w's slot freed and x admitted beside it: %+v", vx)
+	}
+}
+
+// Alive is the span of the kubelet's own heartbeat since the entry's Beat
+// last changed, and nothing once the heartbeat is no longer seen going on.
+func TestTrackerAlive(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	tr := &Tracker{Clock: clk}
+	h := holder("a", 0)
+	rec := Record{Holders: []Entry{h}}
+	kubelet := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) // its clock, years off
+	w := world(node("a"))
+	beat := func(d time.Duration) {
+		clk.SetTime(clk.Now().Add(d))
+		kubelet = kubelet.Add(d)
+		w.Heartbeats = map[string]Heartbeat{"a": {Renewed: kubelet, Duration: 40 * time.Second}}
+		tr.Observe(rec, w)
+	}
+	tr.Observe(rec, w) // no heartbeat seen yet
+	if tr.Alive(h) != 0 {
+		t.Fatal("alive without a heartbeat")
+	}
+	for range 4 {
+		beat(10 * time.Second)
+	}
+	if got := tr.Alive(h); got != 30*time.Second {
+		t.Fatalf("alive %s", got)
+	}
+	// The kubelet stops: a while later its last heartbeat says nothing.
+	clk.SetTime(clk.Now().Add(21 * time.Second))
+	tr.Observe(rec, w)
+	if got := tr.Alive(h); got != 0 {
+		t.Fatalf("alive %s after the heartbeat stopped", got)
+	}
+	// A renewal of the entry starts the span again.
+	h.Beat++
+	rec.Holders[0] = h
+	beat(10 * time.Second)
+	if got := tr.Alive(h); got != 0 {
+		t.Fatalf("alive %s right after a renewal", got)
 	}
 }
 

@@ -112,6 +112,10 @@ type WaitError struct {
 }
 
 func (e *WaitError) Error() string {
+	var newer *NewerError
+	if errors.As(e.Err, &newer) || errors.Is(e.Err, errBadRecord) {
+		return "no reboot slot: " + e.Err.Error()
+	}
 	var s []string
 	for _, b := range e.Blocks {
 		s = append(s, b.String())
@@ -146,7 +150,10 @@ type snapshot struct {
 // The first attempt reads the Lease and the Nodes once and writes once;
 // only a node that must wait watches them.
 func (g *Gate) Acquire(ctx context.Context, r Request) (*Slot, Verdict, error) {
-	a := &acquirer{g: g, r: r, tr: &Tracker{Clock: g.clock()}, start: g.clock().Now()}
+	if r.Entry.Run == "" {
+		r.Entry.Run = newRun()
+	}
+	a := &acquirer{g: g, r: r, tr: &Tracker{Clock: g.clock()}, start: g.clock().Now(), kick: make(chan struct{}, 1)}
 	s, v, err := a.run(ctx)
 	a.stopWatches()
 	return s, v, err
@@ -174,6 +181,20 @@ type acquirer struct {
 	etcdKnown bool
 	etcdAt    time.Time
 	fresh     *coordinationv1.Lease // read after a conflict: newer than the watch's
+	// hearts follows the kubelet heartbeat Leases of the holders that
+	// have gone silent, by node (the given-up rule needs them).
+	hearts map[string]heartWatch
+}
+
+// heartWatch watches one kubelet Lease.
+type heartWatch struct {
+	store cache.Store
+	stop  context.CancelFunc
+}
+
+// newRun is a random name for one request (Entry.Run).
+func newRun() string {
+	return fmt.Sprintf("%016x", rand.Uint64())
 }
 
 func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
@@ -193,6 +214,15 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 		}
 		a.answered = true
 		v = a.decide(ctx, snap)
+		if w, ok := snap.rec.Waiter(a.r.Entry.Node); ok && w.UID == a.r.Entry.UID && w.Boot == a.r.Entry.Boot {
+			// Its waiter entry stands (its write landed, whether or not
+			// the answer came back): renewed from now on, and its place
+			// kept.
+			if a.lastBeat.IsZero() {
+				a.lastBeat = g.clock().Now()
+			}
+			a.r.Ask.Ticket, a.r.Ask.HasTicket = w.Ticket, true
+		}
 		if !v.Admitted && g.clock().Since(a.lastBeat) >= WaiterRenewFactor*g.Renew && v.Self.Ticket < v.Record.Next {
 			// Renew its waiter entry (its first write counts as one).
 			for i := range v.Record.Waiters {
@@ -293,17 +323,24 @@ func (a *acquirer) waitedFor() string {
 
 // trouble decides what an error from the API server means: nil to try
 // again (after a pause), else what Acquire returns. A gate that never
-// answered, or answers that it cannot be used (403, 404, a newer record),
-// is unavailable (slots.gate decides whether the shutdown goes on). A
-// gate that answered and then fails for a moment (5xx, 429, a timeout) is
-// tried again until the wait runs out, and then refuses: a node that was
-// told to wait never goes on because an answer was lost.
+// answered, or whose first answer is that it cannot be used (403, 404), is
+// unavailable (slots.gate decides whether the shutdown goes on). A record
+// that cannot be read (a newer gnsh's, or broken) refuses. A gate that
+// answered and then fails (5xx, 429, a timeout, and also 403 or 404: a
+// RoleBinding or the namespace removed meanwhile) is tried again until the
+// wait runs out, and then refuses: a node that was told to wait never goes
+// on because an answer was lost.
 func (a *acquirer) trouble(ctx context.Context, err error, deadline time.Time, v Verdict) error {
 	var newer *NewerError
 	switch {
 	case ctx.Err() != nil:
 		return a.fail(ctx, err)
-	case apierrors.IsForbidden(err), apierrors.IsNotFound(err), errors.As(err, &newer), errors.Is(err, errBadRecord):
+	case errors.As(err, &newer), errors.Is(err, errBadRecord):
+		// The Lease is there but its record cannot be read: whose slots
+		// it holds is unknown, so no limit can be kept. A refusal, never
+		// "unavailable" (which the optional gate goes past).
+		return &WaitError{Waited: a.g.clock().Since(a.start), Blocks: v.Blocks, Err: err}
+	case !a.answered && (apierrors.IsForbidden(err) || apierrors.IsNotFound(err)):
 		return a.fail(ctx, err)
 	case !a.answered:
 		// Never answered yet: a moment's failure (a 5xx as etcd changes
@@ -373,6 +410,9 @@ func (a *acquirer) decide(ctx context.Context, snap snapshot) Verdict {
 		return v
 	}
 	for _, name := range recheck {
+		if name == a.r.Self.Name {
+			continue // its own Node is the caller's fresh read
+		}
 		rctx, cancel := context.WithTimeout(ctx, a.g.APITimeout)
 		n, err := a.g.C.CoreV1().Nodes().Get(rctx, name, metav1.GetOptions{})
 		cancel()
@@ -434,7 +474,9 @@ func (a *acquirer) tell(ctx context.Context, v Verdict) {
 	}
 	if g.WarnAfter > 0 && v.Place == 1 {
 		for _, h := range a.tr.Overdue(v.Record, g.WarnAfter) {
-			g.warnHeldLong(ctx, h, a.r.Entry.Node)
+			if !g.warnHeldLong(ctx, h, a.r.Entry.Node) {
+				a.tr.Unwarn(h)
+			}
 		}
 	}
 
@@ -444,8 +486,8 @@ func (a *acquirer) tell(ctx context.Context, v Verdict) {
 // bounded best effort: an entry left behind is dropped by others once it
 // is no longer renewed.
 func (a *acquirer) withdraw() {
-	if a.lastBeat.IsZero() {
-		return // it never wrote one
+	if !a.answered {
+		return // it never reached the Lease: it wrote nothing
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*a.g.APITimeout)
 	defer cancel()
@@ -515,6 +557,10 @@ func (a *acquirer) read(ctx context.Context) (snapshot, error) {
 		}
 		snap.rec = rec
 	}
+	if a.watching {
+		a.followHearts(ctx, snap.rec)
+		snap.world.Heartbeats = a.heartbeats()
+	}
 	if a.needEtcd(snap) {
 		a.readEtcd(ctx)
 	}
@@ -522,19 +568,13 @@ func (a *acquirer) read(ctx context.Context) (snapshot, error) {
 	return snap, nil
 }
 
-// needEtcd: this node, a waiter or a holder is a control-plane node (the
-// quorum guard, and a control-plane holder is settled only with its etcd
-// member Ready).
-func (a *acquirer) needEtcd(snap snapshot) bool {
-	if a.r.Self.ControlPlane {
-		return true
-	}
-	for _, e := range append(snap.rec.Waiters[:len(snap.rec.Waiters):len(snap.rec.Waiters)], snap.rec.Holders...) {
-		if snap.world.Nodes[e.Node].ControlPlane {
-			return true
-		}
-	}
-	return false
+// needEtcd: this node is a control-plane node.
+func (a *acquirer) needEtcd(snapshot) bool {
+	// Only a control-plane node's decision needs them: the quorum guard,
+	// and a control-plane holder's settling, which the others leave to
+	// that node's agent or to a control-plane node waiting (a worker
+	// waiting behind a control-plane node never lists kube-system).
+	return a.r.Self.ControlPlane
 }
 
 // readEtcd lists the etcd members (static pods etcd-* in kube-system), at
@@ -562,11 +602,17 @@ func (a *acquirer) readEtcd(ctx context.Context) {
 const etcdEvery = 3 * time.Second
 
 // EtcdMembers lists the static etcd pods of kube-system (etcd-NODE, mirror
-// pods or labelled component=etcd).
+// pods or labelled component=etcd): those labelled component=etcd
+// (kubeadm's, RKE2's), and only when there are none every pod of
+// kube-system, for etcd pods named so but not labelled.
 func (g *Gate) EtcdMembers(ctx context.Context) ([]Member, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.APITimeout)
 	defer cancel()
-	pl, err := g.C.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+	pods := g.C.CoreV1().Pods(metav1.NamespaceSystem)
+	pl, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "component=etcd"})
+	if err == nil && len(pl.Items) == 0 {
+		pl, err = pods.List(ctx, metav1.ListOptions{})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -604,7 +650,7 @@ func (a *acquirer) write(ctx context.Context, snap snapshot, v Verdict) error {
 func (a *acquirer) watch(ctx context.Context) error {
 	g := a.g
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	a.stopWatch, a.kick = cancel, make(chan struct{}, 1)
+	a.stopWatch = cancel
 	nodes := g.C.CoreV1().Nodes()
 	nodeLW := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -683,6 +729,81 @@ func (a *acquirer) stopWatches() {
 	if a.stopWatch != nil {
 		a.stopWatch()
 	}
+	for node, h := range a.hearts {
+		h.stop()
+		delete(a.hearts, node)
+	}
+}
+
+// NodeLeaseNamespace holds the kubelets' heartbeat Leases, one per node,
+// named after it.
+const NodeLeaseNamespace = "kube-node-lease"
+
+// followHearts watches the kubelet heartbeat of each holder (other than
+// itself) whose renewals have stopped for a period, and stops watching the
+// others: the given-up rule needs to see a silent holder's node still up.
+// Best effort, never waited for: without permission to read them (an
+// rbac.yaml older than this gnsh) nothing is seen, and no holder counts as
+// given up (the node agents free those).
+func (a *acquirer) followHearts(ctx context.Context, rec Record) {
+	want := map[string]bool{}
+	for _, h := range rec.Holders {
+		if h.Node != a.r.Self.Name && a.tr.Silent(h) >= h.renewPeriod() {
+			want[h.Node] = true
+		}
+	}
+	for node, h := range a.hearts {
+		if !want[node] {
+			h.stop()
+			delete(a.hearts, node)
+		}
+	}
+	for node := range want {
+		if _, ok := a.hearts[node]; ok {
+			continue
+		}
+		if a.hearts == nil {
+			a.hearts = map[string]heartWatch{}
+		}
+		byName := fields.OneTermEqualSelector("metadata.name", node).String()
+		leases := a.g.C.CoordinationV1().Leases(NodeLeaseNamespace)
+		lw := &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				o.FieldSelector = byName
+				return leases.List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				o.FieldSelector = byName
+				return leases.Watch(ctx, o)
+			},
+		}
+		store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{}),
+			ObjectType: &coordinationv1.Lease{}, Handler: onChange(a.poke)})
+		hctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		go ctrl.RunWithContext(hctx)
+		a.hearts[node] = heartWatch{store: store, stop: stop}
+	}
+}
+
+// heartbeats are the kubelet heartbeats followed, as last seen.
+func (a *acquirer) heartbeats() map[string]Heartbeat {
+	m := map[string]Heartbeat{}
+	for node, h := range a.hearts {
+		o, ok, _ := h.store.GetByKey(NodeLeaseNamespace + "/" + node)
+		if !ok {
+			continue
+		}
+		l := o.(*coordinationv1.Lease)
+		var hb Heartbeat
+		if l.Spec.RenewTime != nil {
+			hb.Renewed = l.Spec.RenewTime.Time
+		}
+		if l.Spec.LeaseDurationSeconds != nil {
+			hb.Duration = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+		}
+		m[node] = hb
+	}
+	return m
 }
 
 // refetch reads the Lease after a conflict: the watch may not have the
@@ -787,7 +908,8 @@ func (g *Gate) Update(ctx context.Context, change func(*Record) bool) (Record, e
 
 // warnHeldLong posts GnshSlotHeldLong on h's Node, once for all
 // observers: the one whose compare-and-swap marks the entry Warned posts.
-func (g *Gate) warnHeldLong(ctx context.Context, h Entry, by string) {
+// It reports false when the mark could not be written (to try again).
+func (g *Gate) warnHeldLong(ctx context.Context, h Entry, by string) bool {
 	ctx, cancel := context.WithTimeout(ctx, 2*g.APITimeout)
 	defer cancel()
 	_, _, marked, err := g.changeHolder(ctx, h, func(e *Entry) bool {
@@ -797,12 +919,16 @@ func (g *Gate) warnHeldLong(ctx context.Context, h Entry, by string) {
 		e.Warned = true
 		return true
 	})
-	if err != nil || !marked {
-		return
+	if err != nil {
+		return false
+	}
+	if !marked {
+		return true
 	}
 	g.event(ctx, h.Node, "Warning", ReasonHeldLong, "%s has held a reboot slot of %s for more than %s (%s by %s, %s; seen from %s): "+
 		"a node that is down keeps its slot; it is freed once the node is back and settled, or by 'gnsh slots release --node %s'",
 		h.Node, g.Where(), g.WarnAfter, h.Action, h.Who, h.Phase, by, h.Node)
+	return true
 }
 
 // changeHolder applies f to the holder entry that is h (the same node, UID,

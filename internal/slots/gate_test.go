@@ -3,6 +3,7 @@ package slots
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -164,4 +165,75 @@ func TestLeaseDeletedWhileWaiting(t *testing.T) {
 		t.Fatalf("record %+v (%+v)", rec, h)
 	}
 	s.Halt()
+}
+
+// Permission taken away while a node waits (its RoleBinding removed, its
+// namespace gone): it keeps waiting and is refused at the end of the
+// wait, never told the gate is unavailable (which optional goes past).
+func TestForbiddenWhileWaitingRefuses(t *testing.T) {
+	g, c, r := gateRig(t)
+	var writes atomic.Int32
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "reboot-slots", errors.New("RBAC: role gnsh:slots not found"))
+	c.PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetVerb() == "update" && writes.Add(1) == 1 {
+			return false, nil, nil // its waiter entry
+		}
+		if writes.Load() >= 1 {
+			return true, nil, forbidden
+		}
+		return false, nil, nil
+	})
+	_, _, err := g.Acquire(context.Background(), r)
+	var we *WaitError
+	var ue *UnavailableError
+	if !errors.As(err, &we) || errors.As(err, &ue) {
+		t.Fatalf("got %v, want a WaitError", err)
+	}
+}
+
+// A holder that stopped renewing is freed as given up only while its
+// node's kubelet is seen heartbeating (its Lease in kube-node-lease): a
+// node going down is silent too, and stays Ready for the node
+// controller's grace period after its kubelet stops.
+func TestGivenUpNeedsAHeartbeat(t *testing.T) {
+	for _, beating := range []bool{false, true} {
+		g, c, r := gateRig(t)
+		g.Renew = time.Second
+		r.Wait = 8 * time.Second
+		l, _ := c.CoordinationV1().Leases("gnsh").Get(context.Background(), "reboot-slots", metav1.GetOptions{})
+		Record{Version: Schema, Next: 1, Holders: []Entry{{Node: "node2", UID: "u2", Boot: "", Phase: ShuttingDown, Renew: 1}}}.Encode(l)
+		if _, err := c.CoordinationV1().Leases("gnsh").Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		if beating {
+			dur := int32(40)
+			kl := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "node2", Namespace: NodeLeaseNamespace},
+				Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: &dur}}
+			if _, err := c.CoordinationV1().Leases(NodeLeaseNamespace).Create(ctx, kl, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				for ctx.Err() == nil {
+					now := metav1.NewMicroTime(time.Now())
+					kl.Spec.RenewTime = &now
+					_, _ = c.CoordinationV1().Leases(NodeLeaseNamespace).Update(ctx, kl, metav1.UpdateOptions{})
+					time.Sleep(200 * time.Millisecond)
+				}
+			}()
+		}
+		s, v, err := g.Acquire(ctx, r)
+		cancel()
+		switch {
+		case beating && err != nil:
+			t.Errorf("node2 silent, its kubelet heartbeating: not freed: %v", err)
+		case beating && (len(v.Reclaimed) != 1 || !strings.Contains(v.Reclaimed[0].Why, "given up")):
+			t.Errorf("admitted, but not by freeing node2's slot: %+v", v)
+		case !beating && err == nil:
+			t.Errorf("node2 silent and no heartbeat (going down): its slot freed: %+v", v.Reclaimed)
+		}
+		if s != nil {
+			s.Halt()
+		}
+	}
 }

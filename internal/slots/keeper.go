@@ -103,10 +103,10 @@ func (k *Keeper) Run(ctx context.Context) error {
 		if err := k.step(ctx, store); err != nil {
 			k.debug("reboot slots: %v", err)
 		}
-		// Every renew period; every second while its entry is back (the
+		// Every half renew period; every second while its entry is back (the
 		// Node's state, which no watch here follows, decides when the
 		// settle time starts: the next node waits on it).
-		every := g.Renew
+		every := g.Renew / 2
 		if k.isBack {
 			every = min(every, time.Second)
 		}
@@ -137,7 +137,9 @@ func (k *Keeper) step(ctx context.Context, store cache.Store) error {
 	k.tr.Observe(rec, World{})
 	if k.WarnAfter > 0 {
 		for _, h := range k.tr.Overdue(rec, k.WarnAfter+spread(k.Node, k.WarnAfter)) {
-			g.warnHeldLong(ctx, h, k.Node)
+			if !g.warnHeldLong(ctx, h, k.Node) {
+				k.tr.Unwarn(h)
+			}
 		}
 	}
 	h, ok := rec.Holder(k.Node)
@@ -154,8 +156,12 @@ func (k *Keeper) step(ctx context.Context, store cache.Store) error {
 	if h.Beat != k.beat || k.beatSince.IsZero() {
 		k.beat, k.beatSince = h.Beat, now
 	}
-	if now.Sub(k.beatSince) < g.Renew+g.Renew/2 {
-		return nil // its taker renews it
+	if now.Sub(k.beatSince) < g.Renew+g.Renew/4 {
+		// Its taker renews it. Looked at every half period, renewed
+		// here once silent for a period and a quarter: at most about
+		// 1.75 periods between beats, well within the 3 after which
+		// others may free it.
+		return nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, 3*g.APITimeout)
 	defer cancel()

@@ -40,8 +40,9 @@ import (
 const Annotation = "gnsh.io/slots"
 
 // Schema is the record's version this gnsh writes. A record of a later
-// version was written by a newer gnsh: this one reads it but never
-// overwrites it (the gate is unavailable until the node is upgraded).
+// version was written by a newer gnsh: this one never overwrites it, and
+// refuses to take a slot until the node is upgraded (a newer gnsh's
+// holders cannot be read for sure, so none of its limits can be kept).
 const Schema = 1
 
 // Phase is where a holder is.
@@ -90,6 +91,12 @@ type Entry struct {
 	// (shutdown -r +5), nil for one at once: the node agent keeps the slot
 	// while logind still has that schedule.
 	When *time.Time `json:"when,omitempty"`
+	// Run identifies the request (one Acquire) that made the entry: the
+	// same node asking again in another request (two admins, a retried
+	// task) finds the slot held by someone else's request, which it never
+	// frees; the same request finding its own entry (the answer to its
+	// write was lost) knows the slot is its own.
+	Run string `json:"run,omitempty"`
 }
 
 // key identifies one entry over its life: a new boot, a new Node of the

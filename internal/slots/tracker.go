@@ -19,11 +19,23 @@ type Tracker struct {
 	settled map[string]time.Time
 	seen    map[string]time.Time
 	warned  map[string]bool
+	alive   map[string]aliveSeen
 }
 
 type beatSeen struct {
 	beat  int64
+	renew int64
 	since time.Time
+}
+
+// aliveSeen is a holder's kubelet heartbeat while its Beat is beat:
+// the kubelet's renewTime first and last seen (the kubelet's clock, only
+// compared with itself), and when the last one was first seen here.
+type aliveSeen struct {
+	beat        int64
+	first, last time.Time
+	lastAt      time.Time
+	fresh       time.Duration
 }
 
 var _ Observations = (*Tracker)(nil)
@@ -40,20 +52,34 @@ func (t *Tracker) Observe(rec Record, w World) {
 	now := t.now()
 	if t.beats == nil {
 		t.beats, t.settled, t.seen, t.warned = map[string]beatSeen{}, map[string]time.Time{}, map[string]time.Time{}, map[string]bool{}
+		t.alive = map[string]aliveSeen{}
 	}
 	live := map[string]bool{}
 	for _, e := range append(rec.Holders[:len(rec.Holders):len(rec.Holders)], rec.Waiters...) {
-		k := e.key()
+		k := trackKey(e)
 		live[k] = true
-		if b, ok := t.beats[k]; !ok || b.beat != e.Beat {
-			t.beats[k] = beatSeen{e.Beat, now}
+		// A new Beat, or a new period (a waiter admitted keeps its key
+		// but not its role: see trackKey), starts the silence again.
+		if b, ok := t.beats[k]; !ok || b.beat != e.Beat || b.renew != e.Renew {
+			t.beats[k] = beatSeen{e.Beat, e.Renew, now}
 		}
 		if _, ok := t.seen[k]; !ok {
 			t.seen[k] = now
 		}
 	}
 	for _, h := range rec.Holders {
-		k := h.key()
+		k := trackKey(h)
+		if hb, ok := w.Heartbeats[h.Node]; ok && !hb.Renewed.IsZero() {
+			a, seen := t.alive[k]
+			switch {
+			case !seen || a.beat != h.Beat:
+				a = aliveSeen{beat: h.Beat, first: hb.Renewed, last: hb.Renewed, lastAt: now}
+			case hb.Renewed.After(a.last):
+				a.last, a.lastAt = hb.Renewed, now
+			}
+			a.fresh = max(hb.Duration/2, 10*time.Second)
+			t.alive[k] = a
+		}
 		if settled(h, w) {
 			if _, ok := t.settled[k]; !ok {
 				t.settled[k] = now
@@ -68,8 +94,19 @@ func (t *Tracker) Observe(rec Record, w World) {
 			delete(t.settled, k)
 			delete(t.seen, k)
 			delete(t.warned, k)
+			delete(t.alive, k)
 		}
 	}
+}
+
+// trackKey is what the tracker follows an entry by: its key and whether
+// it is a holder (a phase) or a waiter, so that a waiter admitted starts a
+// new silence as a holder.
+func trackKey(e Entry) string {
+	if e.Phase == "" {
+		return e.key() + "/waiter"
+	}
+	return e.key() + "/holder"
 }
 
 // settled reports whether h's node is up on a new boot and back in
@@ -96,16 +133,26 @@ func etcdReady(node string, w World) bool {
 
 // Silent is how long e's Beat has not changed, as seen here.
 func (t *Tracker) Silent(e Entry) time.Duration {
-	b, ok := t.beats[e.key()]
-	if !ok || b.beat != e.Beat {
+	b, ok := t.beats[trackKey(e)]
+	if !ok || b.beat != e.Beat || b.renew != e.Renew {
 		return 0
 	}
 	return t.now().Sub(b.since)
 }
 
+// Alive is how long e's node's kubelet has been seen renewing its
+// heartbeat since e's Beat was last seen to change (Observations.Alive).
+func (t *Tracker) Alive(e Entry) time.Duration {
+	a, ok := t.alive[trackKey(e)]
+	if !ok || a.beat != e.Beat || t.now().Sub(a.lastAt) > a.fresh {
+		return 0
+	}
+	return a.last.Sub(a.first)
+}
+
 // Settled is how long e's node has been settled on a new boot.
 func (t *Tracker) Settled(e Entry) time.Duration {
-	s, ok := t.settled[e.key()]
+	s, ok := t.settled[trackKey(e)]
 	if !ok {
 		return 0
 	}
@@ -114,7 +161,7 @@ func (t *Tracker) Settled(e Entry) time.Duration {
 
 // HeldFor is how long this process has seen e.
 func (t *Tracker) HeldFor(e Entry) time.Duration {
-	s, ok := t.seen[e.key()]
+	s, ok := t.seen[trackKey(e)]
 	if !ok {
 		return 0
 	}
@@ -126,7 +173,7 @@ func (t *Tracker) HeldFor(e Entry) time.Duration {
 func (t *Tracker) Overdue(rec Record, after time.Duration) []Entry {
 	var due []Entry
 	for _, h := range rec.Holders {
-		k := h.key()
+		k := trackKey(h)
 		if !h.Warned && !t.warned[k] && t.HeldFor(h) >= after {
 			t.warned[k] = true
 			due = append(due, h)
@@ -134,3 +181,7 @@ func (t *Tracker) Overdue(rec Record, after time.Duration) []Entry {
 	}
 	return due
 }
+
+// Unwarn forgets that h was reported here (its warning could not be
+// posted): it is reported again at the next look.
+func (t *Tracker) Unwarn(h Entry) { delete(t.warned, trackKey(h)) }
