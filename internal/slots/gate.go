@@ -1081,15 +1081,19 @@ func (s *Slot) write(ctx context.Context, change func(*Entry)) error {
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !found {
-		if !s.lost && s.lostFn != nil {
-			s.lostFn(fmt.Sprintf("the reboot slot of %s in %s was freed by someone else ('gnsh slots release', or a node that found it stale)", me.Node, s.g.Where()))
-		}
-		s.lost = true
+	if found {
+		s.entry.Beat = now.Beat
+		s.mu.Unlock()
 		return nil
 	}
-	s.entry.Beat = now.Beat
+	tell := !s.lost && s.lostFn != nil
+	lostFn := s.lostFn
+	s.lost = true
+	s.mu.Unlock()
+	if tell {
+		// Outside the lock: the callback may ask the slot anything.
+		lostFn(fmt.Sprintf("the reboot slot of %s in %s was freed by someone else ('gnsh slots release', or a node that found it stale)", me.Node, s.g.Where()))
+	}
 	return nil
 }
 

@@ -278,3 +278,33 @@ func admissions(versions []slots.Record) (order []slots.Entry, most int) {
 	}
 	return order, most
 }
+
+// heartbeat renews name's kubelet Lease in kube-node-lease every 200 ms,
+// as its kubelet would (every 10 s), until the returned stop is called.
+func (r *rig) heartbeat(t *testing.T, name string) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	dur := int32(40)
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: slots.NodeLeaseNamespace},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &name, LeaseDurationSeconds: &dur}}
+	l, err := r.admin.CoordinationV1().Leases(slots.NodeLeaseNamespace).Create(ctxFor(t, time.Minute), l, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			now := metav1.NewMicroTime(time.Now())
+			l.Spec.RenewTime = &now
+			if nl, err := r.admin.CoordinationV1().Leases(slots.NodeLeaseNamespace).Update(ctx, l, metav1.UpdateOptions{}); err == nil {
+				l = nl
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}

@@ -195,9 +195,24 @@ func testStranded(t *testing.T, r *rig) {
 	waitFor("back and settled", 20*time.Second)
 	r.deleteNode(t, b.Name)
 
+	// Going down: the holder's renewals stop (its agent stopped by the
+	// shutdown) and so does its kubelet's heartbeat, while its Node is
+	// still Ready (the node controller marks it NotReady only 40-50 s
+	// later): not freed, however long it stays so.
+	e, se := take("goingdown")
+	stopBeat := r.heartbeat(t, e.Name)
+	mustWait("going down, renewing", 3*time.Second)
+	stopBeat()
+	se.Keep(ctx, slots.ShuttingDown)
+	mustWait("going down, silent, Ready, no heartbeat", 8*time.Second)
+	r.deleteNode(t, e.Name)
+	waitFor("going down, then its Node deleted", 10*time.Second)
+
 	// A shutdown given up: the wrapper died after taking the slot (no
-	// more renewals), the node Ready on the same boot.
+	// more renewals), the node Ready on the same boot and its kubelet
+	// heartbeating.
 	c, sc := take("gaveup")
+	defer r.heartbeat(t, c.Name)()
 	mustWait("renewing", 4*time.Second)
 	sc.Keep(ctx, slots.Draining) // stops renewing, as a killed wrapper
 	waitFor("given up", 20*time.Second)
