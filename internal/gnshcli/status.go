@@ -282,6 +282,9 @@ func slotsLine(sf nodefacts.SlotsFacts) string {
 	if len(sf.Pools) > 0 {
 		v += ", pools " + strings.Join(sf.Pools, ", ")
 	}
+	if sf.Cause == nodefacts.CauseNotANode {
+		return v + "; " + sf.Error
+	}
 	if !sf.Reachable {
 		return v + "; unavailable: " + sf.Error
 	}
