@@ -129,6 +129,10 @@ func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.C
 		}
 		if gate {
 			sf.Cause, sf.Error = CauseKubeconfig, "kubeconfig invalid: "+err.Error()
+			if ue := (*kube.UnreadableError)(nil); errors.As(err, &ue) {
+				// A file it names (CA, client key, token file).
+				sf.Error = "kubeconfig unreadable: " + err.Error()
+			}
 		}
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -16,7 +17,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 
 	"github.com/gnsh/gnsh/internal/kube"
 	"github.com/gnsh/gnsh/internal/slots"
@@ -281,6 +284,11 @@ func TestGatherKubeGateCauses(t *testing.T) {
 		{name: "kubeconfig invalid", files: map[string]string{"/etc/gnsh/kubeconfig": "clusters: [\n"}, required: true,
 			cause: CauseKubeconfig, verdict: Fail, msg: "every reboot is refused (but with --no-drain or -f): kubeconfig invalid: ",
 			fix: "see the kubeconfig and node checks"},
+		{name: "a file the kubeconfig names unreadable", files: map[string]string{"/etc/gnsh/kubeconfig": "apiVersion: v1\nkind: Config\n"},
+			opts: KubeOptions{Connect: func(string, time.Duration) (kubernetes.Interface, *rest.Config, error) {
+				return nil, nil, &kube.UnreadableError{Path: "/etc/gnsh/ca.crt", Err: os.ErrPermission}
+			}},
+			cause: CauseKubeconfig, verdict: Warn, msg: "kubeconfig unreadable: cannot read /etc/gnsh/ca.crt: permission denied", fix: "see the kubeconfig and node checks"},
 		{name: "API server hung", files: map[string]string{"/etc/gnsh/kubeconfig": kubeconfigFor(hung.URL), "/etc/gnsh/config.yaml": "node: node1\napiTimeout: 300ms\nslots: {renew: 1s}\n"},
 			cause: CauseAPIServer, verdict: Warn, msg: "cannot reach the API server: it did not answer within 300ms", fix: "check that the API server answers"},
 		{name: "node unknown", files: map[string]string{"/etc/gnsh/kubeconfig": "apiVersion: v1\nkind: Config\n"},
