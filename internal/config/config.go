@@ -101,7 +101,9 @@ type Slots struct {
 	// the holder's Node (it is never freed for it).
 	WarnAfter Duration `json:"warnAfter"`
 	// Renew is how often a holder or a waiter renews its entry; one that
-	// stops for 3 periods is seen as gone.
+	// stops for 3 periods is seen as gone. Whole seconds, at least
+	// apiTimeout, at most MaxRenew; left out: 10s, or apiTimeout rounded
+	// up to whole seconds when that is longer.
 	Renew Duration `json:"renew"`
 }
 
@@ -149,6 +151,8 @@ type Duration time.Duration
 // D returns d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
+func (d Duration) truncSeconds() Duration { return Duration(d.D().Truncate(time.Second)) }
+
 // UnmarshalJSON accepts a string or a number of seconds. Its error is an
 // *json.UnmarshalTypeError, which encoding/json completes with the key's
 // path (tidy words it).
@@ -189,8 +193,14 @@ func Load(path string) (Config, error) {
 // the defaults.
 func Parse(b []byte) (Config, error) {
 	c := Default()
+	c.Slots.Renew = 0 // unset: see below
 	if err := yaml.UnmarshalStrict(b, &c); err != nil {
 		return Default(), errors.New(tidy(err))
+	}
+	if c.Slots.Renew == 0 {
+		// Left out: the default, or apiTimeout (in whole seconds) when that
+		// is longer, so that a file raising apiTimeout alone stays valid.
+		c.Slots.Renew = max(Default().Slots.Renew, Duration(c.APITimeout.D()+time.Second-1).truncSeconds())
 	}
 	if c.PodGracePeriod != nil && *c.PodGracePeriod < 0 {
 		return Default(), errors.New("podGracePeriod must be 0 or more seconds (leave it out for each pod's own)")

@@ -69,6 +69,13 @@ func TestLoadSlotsBounds(t *testing.T) {
 			t.Errorf("%q: %v", y, err)
 		}
 	}
+	// Left out, renew follows a longer apiTimeout (whole seconds up).
+	for api, want := range map[string]time.Duration{"2s": 10 * time.Second, "10s": 10 * time.Second, "30s": 30 * time.Second, "12500ms": 13 * time.Second} {
+		c, err := Parse([]byte("apiTimeout: " + api + "\n"))
+		if err != nil || c.Slots.Renew.D() != want {
+			t.Errorf("apiTimeout %s: renew %s, %v; want %s", api, c.Slots.Renew.D(), err, want)
+		}
+	}
 }
 
 func TestLoadErrors(t *testing.T) {
@@ -90,7 +97,7 @@ func TestLoadErrors(t *testing.T) {
 		{"slots:\n  renew: 1ms\n", "slots.renew 1ms must be whole seconds (the slots record stores seconds): use 1s"},
 		{"slots:\n  renew: 1500ms\n", "slots.renew 1.5s must be whole seconds (the slots record stores seconds): use 1s or 2s"},
 		{"slots:\n  renew: 4s\n", "slots.renew 4s must be at least apiTimeout (5s): raise slots.renew or lower apiTimeout"},
-		{"apiTimeout: 30s\n", "slots.renew 10s must be at least apiTimeout (30s)"},
+		{"apiTimeout: 30s\nslots:\n  renew: 10s\n", "slots.renew 10s must be at least apiTimeout (30s)"},
 		{"slots:\n  renew: 11m\n", "slots.renew 11m0s must be at most 10m0s"},
 		{"slots:\n  maxUnavailable: \"2\"\n", "slots.maxUnavailable must be a whole number, not a quoted string (leave out the quotes)"},
 		{"slots:\n  maxUnavailable: 1.5\n", "slots.maxUnavailable must be a whole number, not 1.5"},

@@ -770,7 +770,7 @@ func testUnreachableAtStart(t *testing.T, k *cluster) {
 		// apiTimeout nor by client-go's TLS handshake timeout (10 s).
 		b = newLogind(t)
 		start = time.Now()
-		r = gnshRun(t, b.bus, []string{"KUBECONFIG=" + f, "GNSH_CONFIG=" + writeConfig(t, config("apiTimeout: 30s", "forceCordonTimeout: 1s", "slots: {renew: 30s}"))},
+		r = gnshRun(t, b.bus, []string{"KUBECONFIG=" + f, "GNSH_CONFIG=" + writeConfig(t, config("apiTimeout: 30s", "forceCordonTimeout: 1s"))},
 			"reboot", "-f")
 		took = time.Since(start)
 		if r.Kernel != "restart" {
