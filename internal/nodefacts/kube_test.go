@@ -290,7 +290,7 @@ func TestGatherKubeGateCauses(t *testing.T) {
 			}},
 			cause: CauseKubeconfig, verdict: Warn, msg: "kubeconfig unreadable: cannot read /etc/gnsh/ca.crt: permission denied", fix: "see the kubeconfig and node checks"},
 		{name: "API server hung", files: map[string]string{"/etc/gnsh/kubeconfig": kubeconfigFor(hung.URL), "/etc/gnsh/config.yaml": "node: node1\napiTimeout: 300ms\nslots: {renew: 1s}\n"},
-			cause: CauseAPIServer, verdict: Warn, msg: "cannot reach the API server: it did not answer within 300ms", fix: "check that the API server answers"},
+			cause: CauseAPIServer, verdict: Warn, msg: "unavailable: reboots go on without a slot: cannot reach the API server: ", fix: "check that the API server answers"},
 		{name: "node unknown", files: map[string]string{"/etc/gnsh/kubeconfig": "apiVersion: v1\nkind: Config\n"},
 			opts:  KubeOptions{Connect: connectTo(empty), Hostname: func() (string, error) { return "ghost", nil }},
 			cause: CauseNode, verdict: Warn, msg: "this node's name is unknown: ", fix: "see the kubeconfig and node checks"},
