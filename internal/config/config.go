@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gnsh/gnsh/internal/legacy"
@@ -98,7 +101,9 @@ type Slots struct {
 	// the holder's Node (it is never freed for it).
 	WarnAfter Duration `json:"warnAfter"`
 	// Renew is how often a holder or a waiter renews its entry; one that
-	// stops for 3 periods is seen as gone.
+	// stops for 3 periods is seen as gone. Whole seconds, at least
+	// apiTimeout, at most MaxRenew; left out: 10s, or apiTimeout rounded
+	// up to whole seconds when that is longer.
 	Renew Duration `json:"renew"`
 }
 
@@ -146,16 +151,22 @@ type Duration time.Duration
 // D returns d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// UnmarshalJSON accepts a string or a number of seconds.
+func (d Duration) truncSeconds() Duration { return Duration(d.D().Truncate(time.Second)) }
+
+// UnmarshalJSON accepts a string or a number of seconds. Its error is an
+// *json.UnmarshalTypeError, which encoding/json completes with the key's
+// path (tidy words it).
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	s := strings.Trim(string(b), `"`)
 	v, err := legacy.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("%q: %v", s, err)
+		return &json.UnmarshalTypeError{Value: strconv.Quote(s), Type: durationType}
 	}
 	*d = Duration(v)
 	return nil
 }
+
+var durationType = reflect.TypeFor[Duration]()
 
 // MarshalJSON writes the Go form ("5m0s").
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
@@ -182,20 +193,33 @@ func Load(path string) (Config, error) {
 // the defaults.
 func Parse(b []byte) (Config, error) {
 	c := Default()
+	c.Slots.Renew = 0 // unset: see below
 	if err := yaml.UnmarshalStrict(b, &c); err != nil {
 		return Default(), errors.New(tidy(err))
+	}
+	if c.Slots.Renew == 0 {
+		// Left out: the default, or apiTimeout (in whole seconds) when that
+		// is longer, so that a file raising apiTimeout alone stays valid.
+		c.Slots.Renew = max(Default().Slots.Renew, Duration(c.APITimeout.D()+time.Second-1).truncSeconds())
 	}
 	if c.PodGracePeriod != nil && *c.PodGracePeriod < 0 {
 		return Default(), errors.New("podGracePeriod must be 0 or more seconds (leave it out for each pod's own)")
 	}
-	if err := c.Slots.check(); err != nil {
+	if err := c.Slots.check(c.APITimeout.D()); err != nil {
 		return Default(), err
 	}
 	return c, nil
 }
 
+// MaxRenew bounds slots.renew: a holder whose shutdown was given up keeps
+// its slot until its renewals have stopped for 3 periods, so a longer
+// period would keep a node's slot from the others for more than half an
+// hour (3 × 10m), past slots.warnAfter's default.
+const MaxRenew = 10 * time.Minute
+
 // check validates the slots section: one line naming the key and the fix.
-func (s *Slots) check() error {
+// apiTimeout is the configuration's, which bounds a renewal.
+func (s *Slots) check(apiTimeout time.Duration) error {
 	if s.Gate == "false" {
 		// YAML 1.1 reads an unquoted off as false.
 		s.Gate = GateOff
@@ -208,11 +232,32 @@ func (s *Slots) check() error {
 	if s.MaxUnavailable < 1 {
 		return errors.New("slots.maxUnavailable must be 1 or more (slots.gate: off turns the gate off)")
 	}
-	if !dnsLabel(s.Namespace) || !dnsSubdomain(s.Lease) {
-		return fmt.Errorf("slots.namespace %q / slots.lease %q: use Kubernetes names (lower case letters, digits, '-')", s.Namespace, s.Lease)
+	if len(validation.IsDNS1123Label(s.Namespace)) > 0 {
+		return fmt.Errorf("slots.namespace %q is not a namespace name: use at most 63 lower case letters, digits and '-', "+
+			"starting and ending with a letter or digit", s.Namespace)
 	}
-	if s.Renew.D() < time.Second {
-		return errors.New("slots.renew must be 1s or more")
+	if len(validation.IsDNS1123Subdomain(s.Lease)) > 0 {
+		return fmt.Errorf("slots.lease %q is not a Lease name: use at most 253 lower case letters, digits, '-' and '.', "+
+			"each part between dots starting and ending with a letter or digit", s.Lease)
+	}
+	// The record stores each entry's period in whole seconds: 1500ms
+	// would be read back as 1s by the other nodes, which would free the
+	// slot after 3s of silence.
+	r := s.Renew.D()
+	switch {
+	case r%time.Second != 0:
+		use := (r.Truncate(time.Second) + time.Second).String()
+		if d := r.Truncate(time.Second); d > 0 {
+			use = d.String() + " or " + use
+		}
+		return fmt.Errorf("slots.renew %s must be whole seconds (the slots record stores seconds): use %s", r, use)
+	case r < apiTimeout:
+		// A renewal is one write bounded by 2 × apiTimeout; others free
+		// a holder silent for 3 periods: a period shorter than one
+		// request would free slots whose renewals are only slow.
+		return fmt.Errorf("slots.renew %s must be at least apiTimeout (%s): raise slots.renew or lower apiTimeout", r, apiTimeout)
+	case r > MaxRenew:
+		return fmt.Errorf("slots.renew %s must be at most %s (a given-up shutdown keeps its slot for 3 periods): lower slots.renew", r, MaxRenew)
 	}
 	seen := map[string]bool{}
 	for i, p := range s.Pools {
@@ -230,23 +275,12 @@ func (s *Slots) check() error {
 	return nil
 }
 
-func dnsLabel(s string) bool { return len(s) <= 63 && dnsSubdomain(s) && !strings.Contains(s, ".") }
-
-func dnsSubdomain(s string) bool {
-	if s == "" || len(s) > 253 {
-		return false
-	}
-	for i, r := range s {
-		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || (r == '-' || r == '.') && i > 0 && i < len(s)-1
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
-
 // tidy shortens sigs.k8s.io/yaml's errors to what an admin needs.
 func tidy(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return typeError(te)
+	}
 	s := err.Error()
 	s = strings.TrimPrefix(s, "error unmarshaling JSON: while decoding JSON: ")
 	s = strings.TrimPrefix(s, "error converting YAML to JSON: ")
@@ -255,4 +289,54 @@ func tidy(err error) string {
 	// on its own indented line.
 	s = strings.ReplaceAll(s, ":\n  ", ": ")
 	return strings.ReplaceAll(s, "\n  ", "; ")
+}
+
+// typeError names the key path and the type it wants, in place of Go's
+// "json: cannot unmarshal string into Go struct field Slots.slots.
+// maxUnavailable of type int".
+func typeError(te *json.UnmarshalTypeError) string {
+	if te.Type == durationType {
+		return fmt.Sprintf("%s must be a positive duration such as 90s, 10m or 1h (or seconds), not %s", te.Field, te.Value)
+	}
+	want := "a value of type " + te.Type.String()
+	switch te.Type.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		want = "a whole number"
+	case reflect.Bool:
+		want = "true or false"
+	case reflect.String:
+		want = "a string"
+	case reflect.Slice, reflect.Array:
+		want = "a list"
+	case reflect.Struct, reflect.Map:
+		want = "a map of keys"
+	}
+	got, v, _ := strings.Cut(te.Value, " ") // "number 2.5"
+	switch got {
+	case "string":
+		got = "a quoted string"
+		if want != "a string" {
+			got += " (leave out the quotes)"
+		}
+	case "number":
+		got = "a number"
+		if v != "" {
+			got = v
+			if want == "a whole number" && !strings.ContainsAny(v, ".eE") {
+				return fmt.Sprintf("%s %s is out of range", te.Field, v)
+			}
+		}
+	case "array":
+		got = "a list"
+	case "object":
+		got = "a map"
+	case "bool":
+		got = "true or false"
+	}
+	if te.Field == "" {
+		return "the file must be " + want + " (key: value lines), not " + got
+	}
+	// Field is the path from the top (pools' items add no index).
+	return fmt.Sprintf("%s must be %s, not %s", te.Field, want, got)
 }

@@ -56,18 +56,59 @@ func TestLoadSlots(t *testing.T) {
 	}
 }
 
+// slots.renew within its bounds; the names Kubernetes takes.
+func TestLoadSlotsBounds(t *testing.T) {
+	for _, y := range []string{
+		"slots:\n  renew: 5s\n",                // = apiTimeout
+		"apiTimeout: 2s\nslots:\n  renew: 2\n", // seconds
+		"slots:\n  renew: 10m\n",               // MaxRenew
+		"slots:\n  lease: reboot-slots.v2\n",   // a subdomain
+		"slots:\n  namespace: " + strings.Repeat("a", 63) + "\n",
+	} {
+		if _, err := Parse([]byte(y)); err != nil {
+			t.Errorf("%q: %v", y, err)
+		}
+	}
+	// Left out, renew follows a longer apiTimeout (whole seconds up).
+	for api, want := range map[string]time.Duration{"2s": 10 * time.Second, "10s": 10 * time.Second, "30s": 30 * time.Second, "12500ms": 13 * time.Second} {
+		c, err := Parse([]byte("apiTimeout: " + api + "\n"))
+		if err != nil || c.Slots.Renew.D() != want {
+			t.Errorf("apiTimeout %s: renew %s, %v; want %s", api, c.Slots.Renew.D(), err, want)
+		}
+	}
+}
+
 func TestLoadErrors(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
 		{"drian: false\n", `unknown key "drian"`},
-		{"drainTimeout: soon\n", `"soon": use a duration such as 90s, 10m or 1h`},
-		{"drainTimeout: 0s\n", "must be positive"},
+		{"drainTimeout: soon\n", `drainTimeout must be a positive duration such as 90s, 10m or 1h (or seconds), not "soon"`},
+		{"drainTimeout: 0s\n", `drainTimeout must be a positive duration such as 90s, 10m or 1h (or seconds), not "0s"`},
+		{"slots:\n  wait: -1s\n", `slots.wait must be a positive duration`},
 		{"podGracePeriod: -1\n", "podGracePeriod must be 0 or more"},
 		{"drain: [\n", "yaml"},
 		{"drainTimeout: 1m\ndrainTimeout: 2m\n", `: yaml: unmarshal errors: line 2: key "drainTimeout" already set in map`},
 		{"slots:\n  gate: maybe\n", `slots.gate: "maybe": use off, optional or required`},
 		{"slots:\n  maxUnavailable: 0\n", "slots.maxUnavailable must be 1 or more"},
-		{"slots:\n  lease: Reboot_Slots\n", "use Kubernetes names"},
-		{"slots:\n  renew: 1ms\n", "slots.renew must be 1s or more"},
+		{"slots:\n  lease: Reboot_Slots\n", `slots.lease "Reboot_Slots" is not a Lease name: use at most 253 lower case letters`},
+		{"slots:\n  lease: a..b\n", `slots.lease "a..b" is not a Lease name`},
+		{"slots:\n  lease: a.-b\n", `slots.lease "a.-b" is not a Lease name`},
+		{"slots:\n  namespace: gnsh.x\n", `slots.namespace "gnsh.x" is not a namespace name: use at most 63`},
+		{"slots:\n  namespace: " + strings.Repeat("a", 64) + "\n", "is not a namespace name"},
+		{"slots:\n  renew: 1ms\n", "slots.renew 1ms must be whole seconds (the slots record stores seconds): use 1s"},
+		{"slots:\n  renew: 1500ms\n", "slots.renew 1.5s must be whole seconds (the slots record stores seconds): use 1s or 2s"},
+		{"slots:\n  renew: 4s\n", "slots.renew 4s must be at least apiTimeout (5s): raise slots.renew or lower apiTimeout"},
+		{"apiTimeout: 30s\nslots:\n  renew: 10s\n", "slots.renew 10s must be at least apiTimeout (30s)"},
+		{"slots:\n  renew: 11m\n", "slots.renew 11m0s must be at most 10m0s"},
+		{"slots:\n  maxUnavailable: \"2\"\n", "slots.maxUnavailable must be a whole number, not a quoted string (leave out the quotes)"},
+		{"slots:\n  maxUnavailable: 1.5\n", "slots.maxUnavailable must be a whole number, not 1.5"},
+		{"slots:\n  maxUnavailable: 99999999999999999999\n", "slots.maxUnavailable 100000000000000000000 is out of range"},
+		{"slots:\n  pools: {gpu: 1}\n", "slots.pools must be a list, not a map"},
+		{"slots:\n  pools:\n  - {name: a, selector: p=1, maxUnavailable: one}\n", "slots.pools.maxUnavailable must be a whole number"},
+		{"slots: on\n", "slots must be a map of keys, not true or false"},
+		{"events: \"no\"\n", "events must be true or false, not a quoted string (leave out the quotes)"},
+		{"podGracePeriod: 1.5\n", "podGracePeriod must be a whole number, not 1.5"},
+		{"node: [a]\n", "node must be a string, not a list"},
+		{"- drain\n", "the file must be a map of keys (key: value lines), not a list"},
 		{"slots:\n  pools:\n  - name: a\n    selector: 'pool in (x'\n    maxUnavailable: 1\n", "slots.pools a: selector"},
 		{"slots:\n  pools:\n  - name: a\n    selector: ''\n    maxUnavailable: 1\n", "slots.pools a: selector"},
 		{"slots:\n  pools:\n  - name: a\n    selector: p=1\n    maxUnavailable: 0\n", "slots.pools a: maxUnavailable must be 1 or more"},
@@ -75,9 +116,13 @@ func TestLoadErrors(t *testing.T) {
 		{"slots:\n  gaet: off\n", `unknown key "gaet"`},
 	} {
 		p := write(t, c.yaml)
-		_, err := Load(p)
+		got, err := Load(p)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), p+": ") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: %v, want …%s…", c.yaml, err, c.want)
+		}
+		// Bad input changes nothing: the defaults, whole.
+		if !reflect.DeepEqual(got, Default()) {
+			t.Errorf("%q: %+v, want the defaults", c.yaml, got)
 		}
 	}
 }
@@ -126,7 +171,8 @@ func FuzzParse(f *testing.F) {
 		if c.PodGracePeriod != nil && *c.PodGracePeriod < 0 {
 			t.Fatalf("negative grace in %+v", c)
 		}
-		if c.Slots.MaxUnavailable < 1 || c.Slots.Renew.D() < time.Second || c.SlotWait() <= 0 {
+		r := c.Slots.Renew.D()
+		if c.Slots.MaxUnavailable < 1 || r < time.Second || r%time.Second != 0 || r < c.APITimeout.D() || r > MaxRenew || c.SlotWait() <= 0 {
 			t.Fatalf("slots out of range in %+v", c.Slots)
 		}
 	})

@@ -140,7 +140,7 @@ func (d *Drainer) Describe(req *legacy.Request) string {
 	case req.DryRun:
 		return "none: a dry run never drains"
 	case req.Drain.Skip:
-		return "none: --no-drain"
+		return "none: --no-drain (no drain and no reboot slot)"
 	}
 	r := newRun(d, forShutdown, req.Action.String())
 	if err := r.loadConfig(nil); err != nil {
@@ -170,15 +170,43 @@ func (d *Drainer) Describe(req *legacy.Request) string {
 	if req.Drain.Force || r.cfg.ForceDrain {
 		onBlock = "hand off anyway (--force-drain)"
 	}
+	gate := r.cfg.Slots.Gate != config.GateOff
+	where := r.cfg.Slots.Namespace + "/" + r.cfg.Slots.Lease
 	switch {
 	case req.Action == legacy.Cancel:
-		return "after the cancel: undo gnsh's cordon if it was made for a scheduled shutdown (kubeconfig " + path + ")"
+		free := ""
+		if gate {
+			free = " and free the reboot slot of " + where + " this boot holds for it"
+		}
+		return "after the cancel: undo gnsh's cordon if it was made for a scheduled shutdown" + free + " (kubeconfig " + path + ")"
 	case req.Force != 0:
-		return fmt.Sprintf("cordon only, best effort within %s, no drain (kubeconfig %s)", r.cfg.ForceCordonTimeout.D(), path)
+		return fmt.Sprintf("cordon only, best effort within %s, no drain and no reboot slot (kubeconfig %s)", r.cfg.ForceCordonTimeout.D(), path)
 	case req.When > 0 && req.DueIn(d.now()) > timeout:
-		return fmt.Sprintf("none now: due beyond the drain timeout (%s); the node agent (gnsh.service), if it runs, drains %s before it (the config file's drainTimeout), else run 'gnsh drain'",
-			timeout, r.agentTimeout)
+		slot := ""
+		if gate {
+			slot = fmt.Sprintf(", once it has a reboot slot of %s (none before the schedule's time: it cancels the schedule)", where)
+		}
+		return fmt.Sprintf("none now: due beyond the drain timeout (%s); the node agent (gnsh.service), if it runs, drains %s before it (the config file's drainTimeout)%s, else run 'gnsh drain'",
+			timeout, r.agentTimeout, slot)
 	}
-	return fmt.Sprintf("cordon, evict, wait up to %s, then the calls; not drained in time: %s; API server unreachable or failing, Node not this machine's, kubelet down: a warning, then the calls (kubeconfig %s)",
+	return slotStep(r.cfg, req.Drain.ForceQuorum) + fmt.Sprintf("cordon, evict, wait up to %s, then the calls; not drained in time: %s; API server unreachable or failing, Node not this machine's, kubelet down: a warning, then the calls (kubeconfig %s)",
 		timeout, onBlock, path)
+}
+
+// slotStep is the reboot-slot step ahead of the cordon, for Describe:
+// which slot, how long it waits, what a refusal and an unusable gate do.
+func slotStep(cfg config.Config, forceQuorum bool) string {
+	if cfg.Slots.Gate == config.GateOff {
+		return "no reboot slot (slots.gate: off); "
+	}
+	unusable := "go on without a slot (slots.gate: optional)"
+	if cfg.Slots.Gate == config.GateRequired {
+		unusable = "refuse, exit 1 (slots.gate: required)"
+	}
+	quorum := "a control-plane node also needs the etcd quorum kept"
+	if forceQuorum {
+		quorum = "--force-quorum: a control-plane node goes without the etcd quorum guard (a warning and a GnshQuorumOverridden Event)"
+	}
+	return fmt.Sprintf("take a reboot slot of %s first, waiting up to %s in arrival order (slots.wait; none in time: refuse, exit 1, nothing cordoned; "+
+		"gate unusable: %s; %s), then ", cfg.Slots.Namespace+"/"+cfg.Slots.Lease, cfg.SlotWait(), unusable, quorum)
 }

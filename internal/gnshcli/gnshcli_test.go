@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/gnsh/gnsh/internal/dispatch"
+	"github.com/gnsh/gnsh/internal/drainer"
 	"github.com/gnsh/gnsh/internal/handoff"
 	"github.com/gnsh/gnsh/internal/system"
 )
@@ -98,5 +103,61 @@ func TestUnknownCommandAndVersion(t *testing.T) {
 	}
 	if code := Run(context.Background(), []string{"gnsh", "version"}, env); code != 0 || !strings.HasPrefix(out.String(), "gnsh ") {
 		t.Fatalf("version: %d %q", code, out)
+	}
+}
+
+// gnsh plan says what the gate does before the cordon: which slot, how
+// long it waits, what a refusal and an unusable gate do, --force-quorum.
+func TestPlanSlotStep(t *testing.T) {
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "etc", "gnsh", "kubeconfig")
+	if err := os.MkdirAll(filepath.Dir(kc), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kc, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		config string
+		args   []string
+		want   []string
+		not    string
+	}{
+		{"", []string{"reboot"}, []string{
+			"take a reboot slot of gnsh/reboot-slots first, waiting up to 5m0s in arrival order (slots.wait; none in time: refuse, exit 1, nothing cordoned; " +
+				"gate unusable: go on without a slot (slots.gate: optional); a control-plane node also needs the etcd quorum kept), then cordon, evict, wait up to 5m0s"}, ""},
+		{"slots:\n  gate: required\n  wait: 2m\n  namespace: ops\n  lease: slots\n", []string{"reboot", "--force-quorum"}, []string{
+			"take a reboot slot of ops/slots first, waiting up to 2m0s",
+			"gate unusable: refuse, exit 1 (slots.gate: required)",
+			"--force-quorum: a control-plane node goes without the etcd quorum guard"}, ""},
+		{"slots: {gate: off}\n", []string{"reboot"}, []string{"no reboot slot (slots.gate: off); cordon, evict"}, "take a reboot slot"},
+		{"", []string{"reboot", "-f"}, []string{"no drain and no reboot slot"}, "take a reboot slot"},
+		{"", []string{"reboot", "--no-drain"}, []string{"none: --no-drain (no drain and no reboot slot)"}, "take a reboot slot"},
+		{"", []string{"shutdown", "-r", "+60"}, []string{"once it has a reboot slot of gnsh/reboot-slots (none before the schedule's time: it cancels the schedule)"}, ""},
+	} {
+		env, out, errb := testEnv(t)
+		cfg := filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(cfg, []byte(tt.config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		env.NewDrainer = func() *drainer.Drainer {
+			return &drainer.Drainer{Stderr: errb, Getenv: func(string) string { return "" }, ConfigPath: cfg, KubeRoot: dir,
+				Clock: clocktesting.NewFakeClock(env.Now())}
+		}
+		if code := Run(context.Background(), append([]string{"gnsh", "plan"}, tt.args...), env); code != 0 {
+			t.Fatalf("%v: exit %d: %s", tt.args, code, errb)
+		}
+		var p handoff.Plan
+		if err := json.Unmarshal(out.Bytes(), &p); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(p.Drain, w) {
+				t.Errorf("%q %v: drain %q\nlacks %q", tt.config, tt.args, p.Drain, w)
+			}
+		}
+		if tt.not != "" && strings.Contains(p.Drain, tt.not) {
+			t.Errorf("%q %v: drain %q has %q", tt.config, tt.args, p.Drain, tt.not)
+		}
 	}
 }

@@ -3,9 +3,15 @@ package gnshcli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +22,7 @@ import (
 	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/dispatch"
 	"github.com/gnsh/gnsh/internal/drainer"
+	"github.com/gnsh/gnsh/internal/kube"
 	"github.com/gnsh/gnsh/internal/slots"
 )
 
@@ -28,8 +35,11 @@ func slotsCommand(code *int, env *dispatch.Env) *cli.Command {
 			"(admitted, draining, shutting-down, back), when and by whom it was asked; the\n" +
 			"waiters in the order they are served; and the nodes that count as out besides\n" +
 			"(NotReady, cordoned, being deleted). 'gnsh slots release --node NAME' frees a slot\n" +
-			"by hand. Uses --kubeconfig, else the kubeconfig gnsh finds (an admin's kubeconfig\n" +
-			"works, as does gnsh's own identity; the kubelet's may not read the Lease).",
+			"by hand. Uses --kubeconfig, else $KUBECONFIG, your own ~/.kube/config (as kubectl),\n" +
+			"/etc/gnsh/kubeconfig, /etc/kubernetes/kubelet.conf (an admin's kubeconfig works, as does\n" +
+			"gnsh's own identity; the kubelet's may not read the Lease). --output json: lease, gate,\n" +
+			"maxUnavailable, pools, holders, waiters, out (lists, [] when empty) and outError (only\n" +
+			"when the Nodes could not be listed).",
 		Flags: []cli.Flag{outputFlag, kubeFlag},
 		Action: func(c *cli.Context) error {
 			if err := checkOutput(c); err != nil {
@@ -58,8 +68,8 @@ func slotsCommand(code *int, env *dispatch.Env) *cli.Command {
 	}
 }
 
-// slotsGate connects as gnsh would (--kubeconfig, then discovery) to the
-// gate of the config file.
+// slotsGate connects to the gate of the config file with an admin's
+// kubeconfig (adminKubeconfig).
 func slotsGate(c *cli.Context, env *dispatch.Env) (*slots.Gate, config.Config, error) {
 	d := newDrainer(c, env)
 	cfg, err := config.Load(d.ConfigFile())
@@ -67,7 +77,7 @@ func slotsGate(c *cli.Context, env *dispatch.Env) (*slots.Gate, config.Config, e
 		return nil, cfg, err
 	}
 	loc := d.Locator(cfg)
-	path, err := loc.FindKubeconfig()
+	path, err := adminKubeconfig(&loc, func(k string) string { v, _ := env.LookupEnv(k); return v })
 	if err != nil {
 		return nil, cfg, err
 	}
@@ -80,6 +90,83 @@ func slotsGate(c *cli.Context, env *dispatch.Env) (*slots.Gate, config.Config, e
 		return nil, cfg, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
 	return slots.NewGate(kc, cfg), cfg, nil
+}
+
+// adminKubeconfig finds the kubeconfig of gnsh slots and slots release,
+// commands an admin types: --kubeconfig (or the config file's kubeconfig),
+// then $KUBECONFIG, then the user's own ~/.kube/config (as kubectl), then
+// gnsh's and the kubelet's (kube.Locator). ~/.kube/config is used only
+// when it, and the symlink it may be, belong to this user or to root: a
+// kubeconfig can run commands (exec credential plugins), and root with
+// another user's $HOME must not run that user's.
+func adminKubeconfig(loc *kube.Locator, getenv func(string) string) (string, error) {
+	var skipped string
+	if loc.Kubeconfig == "" && !anyExists(filepath.SplitList(getenv("KUBECONFIG"))) {
+		p, why := homeKubeconfig(getenv)
+		switch {
+		case p != "" && why == "":
+			loc.Kubeconfig = p
+		case why != "":
+			skipped = "; " + why
+		}
+	}
+	path, err := loc.FindKubeconfig()
+	if errors.Is(err, kube.ErrNoKubeconfig) {
+		return "", fmt.Errorf("no kubeconfig found ($KUBECONFIG, ~/.kube/config, %s, %s)%s: pass --kubeconfig FILE or set $KUBECONFIG to an admin's kubeconfig",
+			kube.GnshKubeconfig, kube.KubeletKubeconfig, skipped)
+	}
+	return path, err
+}
+
+// geteuid is os.Geteuid (tests).
+var geteuid = os.Geteuid
+
+// homeKubeconfig is ~/.kube/config of this user ($HOME, else the
+// password database), if it exists; why says why it is not used.
+func homeKubeconfig(getenv func(string) string) (path, why string) {
+	home := getenv("HOME")
+	if home == "" {
+		if u, err := user.Current(); err == nil {
+			home = u.HomeDir
+		}
+	}
+	if home == "" {
+		return "", ""
+	}
+	path = filepath.Join(home, ".kube", "config")
+	lfi, err := os.Lstat(path)
+	if err != nil {
+		return "", "" // none (or not looked at: as none)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", ""
+	}
+	uid := geteuid()
+	for _, f := range []fs.FileInfo{lfi, fi} {
+		st, ok := f.Sys().(*syscall.Stat_t)
+		if ok && int(st.Uid) != uid && st.Uid != 0 {
+			return "", fmt.Sprintf("%s not used: it belongs to uid %d, not to this user (uid %d)", path, st.Uid, uid)
+		}
+	}
+	if !fi.Mode().IsRegular() {
+		return "", ""
+	}
+	return path, ""
+}
+
+// anyExists reports whether one of paths is there (or cannot be looked
+// at: kube.Locator reports that).
+func anyExists(paths []string) bool {
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+			return true
+		}
+	}
+	return false
 }
 
 // slotsView is `gnsh slots --output json`.
@@ -105,8 +192,15 @@ func listSlots(c *cli.Context, env *dispatch.Env) error {
 	}
 	v := slotsView{Lease: g.Where(), Gate: cfg.Slots.Gate, MaxUnavailable: cfg.Slots.MaxUnavailable, Pools: cfg.Slots.Pools,
 		Holders: rec.Holders, Waiters: rec.Waiters, Out: []slots.Out{}}
+	// Lists, never null (no Lease yet, or an empty record).
 	if v.Pools == nil {
 		v.Pools = []config.Pool{}
+	}
+	if v.Holders == nil {
+		v.Holders = []slots.Entry{}
+	}
+	if v.Waiters == nil {
+		v.Waiters = []slots.Entry{}
 	}
 	if v.Out, err = outNodes(c.Context, g, rec); err != nil {
 		v.OutError = err.Error()
@@ -141,19 +235,24 @@ func outNodes(ctx context.Context, g *slots.Gate, rec slots.Record) ([]slots.Out
 	return out, nil
 }
 
+// writeSlots writes v for a terminal. Every text from the Lease (node,
+// phase, action, who: written by any node holding gnsh's token) or the
+// cluster goes through termSafe: no control character reaches the
+// terminal, and none breaks the columns.
 func writeSlots(w io.Writer, v slotsView) {
+	t := termSafe
 	limits := fmt.Sprintf("limit %d", v.MaxUnavailable)
 	for _, p := range v.Pools {
-		limits += fmt.Sprintf("; pool %s (%s) %d", p.Name, p.Selector, p.MaxUnavailable)
+		limits += fmt.Sprintf("; pool %s (%s) %d", t(p.Name), t(p.Selector), p.MaxUnavailable)
 	}
-	fmt.Fprintf(w, "reboot slots %s (gate %s): %s\n", v.Lease, v.Gate, limits)
+	fmt.Fprintf(w, "reboot slots %s (gate %s): %s\n", t(v.Lease), t(v.Gate), limits)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	entry := func(kind string, e slots.Entry, phase string) {
-		who := e.Action
+		who := t(e.Action)
 		if e.Who != "" {
-			who += " by " + e.Who
+			who += " by " + t(e.Who)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\tsince %s\t%s\n", kind, e.Node, phase, e.Since.UTC().Format("2006-01-02T15:04:05Z"), who)
+		fmt.Fprintf(tw, "%s\t%s\t%s\tsince %s\t%s\n", kind, t(e.Node), t(phase), e.Since.UTC().Format("2006-01-02T15:04:05Z"), who)
 	}
 	for _, h := range v.Holders {
 		entry("holder", h, string(h.Phase))
@@ -162,14 +261,14 @@ func writeSlots(w io.Writer, v slotsView) {
 		entry("waiting", e, fmt.Sprintf("place %d", i+1))
 	}
 	for _, o := range v.Out {
-		fmt.Fprintf(tw, "out\t%s\t%s\t\t\n", o.Node, o.Why)
+		fmt.Fprintf(tw, "out\t%s\t%s\t\t\n", t(o.Node), t(o.Why))
 	}
 	tw.Flush()
 	if len(v.Holders)+len(v.Waiters)+len(v.Out) == 0 {
 		fmt.Fprintln(w, "no slot held, no node waiting or out")
 	}
 	if v.OutError != "" {
-		fmt.Fprintf(w, "nodes out: unknown (%s)\n", strings.TrimSpace(v.OutError))
+		fmt.Fprintf(w, "nodes out: unknown (%s)\n", t(strings.TrimSpace(v.OutError)))
 	}
 }
 
@@ -196,14 +295,14 @@ func releaseSlot(c *cli.Context, env *dispatch.Env) error {
 	}
 	user := drainer.WhoAsks(func(k string) string { v, _ := env.LookupEnv(k); return v }).User
 	if h := freed; h != nil {
-		fmt.Fprintf(env.Stdout, "freed the reboot slot of %s (%s, %s by %s)\n", node, h.Phase, h.Action, h.Who)
+		fmt.Fprintf(env.Stdout, "freed the reboot slot of %s (%s, %s by %s)\n", termSafe(node), termSafe(string(h.Phase)), termSafe(h.Action), termSafe(h.Who))
 		if cfg.Events {
 			_ = drainer.PostEvent(ctx, g.C, node, "Warning", slots.ReasonReleased,
 				fmt.Sprintf("Reboot slot of %s (%s, %s by %s) freed by %s with 'gnsh slots release'", g.Where(), h.Phase, h.Action, h.Who, user), cfg.APITimeout.D())
 		}
 	}
 	if dropped != nil {
-		fmt.Fprintf(env.Stdout, "took %s out of the queue\n", node)
+		fmt.Fprintf(env.Stdout, "took %s out of the queue\n", termSafe(node))
 	}
 	return nil
 }

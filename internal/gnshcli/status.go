@@ -282,6 +282,9 @@ func slotsLine(sf nodefacts.SlotsFacts) string {
 	if len(sf.Pools) > 0 {
 		v += ", pools " + strings.Join(sf.Pools, ", ")
 	}
+	if sf.Cause == nodefacts.CauseNotANode {
+		return v + "; " + sf.Error
+	}
 	if !sf.Reachable {
 		return v + "; unavailable: " + sf.Error
 	}
@@ -348,5 +351,6 @@ func unset(s string) string {
 	return s
 }
 
-// oneLine keeps a fact on its line whatever an error text holds.
-func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+// oneLine keeps a fact on its line whatever an error text holds, and
+// escapes what must not reach a terminal raw (termSafe).
+func oneLine(s string) string { return termSafe(strings.ReplaceAll(s, "\n", " ")) }

@@ -24,9 +24,13 @@ type APIRequest struct {
 	Subresource string `json:"subresource,omitempty"`
 	Namespace   string `json:"namespace,omitempty"` // "" = every namespace (or cluster-scoped)
 	Name        string `json:"name,omitempty"`
-	// FieldSelector is the request's spec.nodeName selector: the Node
-	// authorizer lets a node list and watch pods only with it.
+	// FieldSelector is the request's field selector, such as
+	// spec.nodeName=NODE (the Node authorizer lets a node list and watch
+	// pods only with it) or metadata.name=NAME (which the API server
+	// authorizes as a request for that name). LabelSelector is its label
+	// selector (component=etcd).
 	FieldSelector string `json:"fieldSelector,omitempty"`
+	LabelSelector string `json:"labelSelector,omitempty"`
 	// For says which of gnsh's steps sends it.
 	For string `json:"for"`
 	// Optional: gnsh does without it (a fallback), so a denial is a
@@ -36,7 +40,8 @@ type APIRequest struct {
 
 // String names the request as the doctor line does, e.g. "patch
 // nodes/node1", "list pods (spec.nodeName=node1)", "get
-// leases.coordination.k8s.io/node1 in kube-node-lease".
+// leases.coordination.k8s.io/node1 in kube-node-lease", "list pods
+// (component=etcd) in kube-system".
 func (q APIRequest) String() string {
 	res := q.Resource
 	if q.Group != "" {
@@ -49,8 +54,14 @@ func (q APIRequest) String() string {
 		res += "/" + q.Name
 	}
 	s := q.Verb + " " + res
-	if q.FieldSelector != "" {
-		s += " (" + q.FieldSelector + ")"
+	var sel []string
+	for _, x := range []string{q.FieldSelector, q.LabelSelector} {
+		if x != "" {
+			sel = append(sel, x)
+		}
+	}
+	if len(sel) > 0 {
+		s += " (" + strings.Join(sel, ", ") + ")"
 	}
 	if q.Namespace != "" {
 		s += " in " + q.Namespace
@@ -87,18 +98,40 @@ func GnshRequests(node string, events bool) []APIRequest {
 }
 
 // SlotRequests lists the requests of the reboot-slot gate (internal/slots)
-// on the Lease ns/name: read, watch and update it (create it once), list
-// and watch the Nodes.
-func SlotRequests(ns, name string) []APIRequest {
-	return []APIRequest{
-		{Verb: "get", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: name, For: "read the reboot slots"},
-		{Verb: "watch", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: name, For: "wait for a reboot slot"},
-		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: name, For: "take, renew and free a reboot slot"},
-		{Verb: "create", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, For: "make the slots Lease (once)", Optional: true},
+// on the Lease ns/name: read it, list and watch it (its informer, with a
+// metadata.name field selector, which the API server authorizes as a
+// request for that name), update it and create it once; read, list and
+// watch the Nodes; read, list and watch the kubelets' heartbeat Leases in
+// kube-node-lease (a holder whose kubelet still renews is up, not going
+// down); and, for a control-plane node (controlPlane), list the etcd pods
+// of kube-system (the quorum guard). leaseExists: the Lease is there, so
+// creating it is not needed.
+func SlotRequests(ns, name string, controlPlane, leaseExists bool) []APIRequest {
+	const coord = "coordination.k8s.io"
+	byName := "metadata.name=" + name
+	rs := []APIRequest{
+		{Verb: "get", Group: coord, Resource: "leases", Namespace: ns, Name: name, For: "read the reboot slots"},
+		{Verb: "list", Group: coord, Resource: "leases", Namespace: ns, Name: name, FieldSelector: byName, For: "follow the reboot slots (a list, then a watch)"},
+		{Verb: "watch", Group: coord, Resource: "leases", Namespace: ns, Name: name, FieldSelector: byName, For: "wait for a reboot slot"},
+		{Verb: "update", Group: coord, Resource: "leases", Namespace: ns, Name: name, For: "take, renew and free a reboot slot"},
+		{Verb: "create", Group: coord, Resource: "leases", Namespace: ns, For: "make the slots Lease (once)", Optional: leaseExists},
+		{Verb: "get", Resource: "nodes", For: "read a holder's Node"},
 		{Verb: "list", Resource: "nodes", For: "count the nodes out of service"},
 		{Verb: "watch", Resource: "nodes", For: "follow the nodes out of service while waiting"},
+		{Verb: "get", Group: coord, Resource: "leases", Namespace: corev1.NamespaceNodeLease, For: "read a holder's kubelet heartbeat (up, or going down)"},
+		{Verb: "list", Group: coord, Resource: "leases", Namespace: corev1.NamespaceNodeLease, For: "follow the kubelet heartbeats (a list, then a watch)"},
+		{Verb: "watch", Group: coord, Resource: "leases", Namespace: corev1.NamespaceNodeLease, For: "follow the kubelet heartbeats while waiting"},
 	}
+	if controlPlane {
+		rs = append(rs, APIRequest{Verb: "list", Resource: "pods", Namespace: metav1.NamespaceSystem, LabelSelector: EtcdSelector,
+			For: "count the etcd members (the quorum guard of a control-plane node)"})
+	}
+	return rs
 }
+
+// EtcdSelector is the label selector the gate lists kube-system's static
+// etcd pods with.
+const EtcdSelector = "component=etcd"
 
 // AccessFacts is what the API server says gnsh's identity may do.
 type AccessFacts struct {
@@ -131,8 +164,8 @@ type Reviewer interface {
 }
 
 // ClientReviewer asks through a client: SelfSubjectAccessReview (with the
-// request's field selector, so the Node authorizer answers for a node's
-// pod list as it would for the list) and SelfSubjectReview. Neither
+// request's field and label selectors, so the Node authorizer answers for
+// a node's pod list as it would for the list) and SelfSubjectReview. Neither
 // changes anything: the API server stores no review.
 type ClientReviewer struct{ C kubernetes.Interface }
 
@@ -145,6 +178,9 @@ func (r ClientReviewer) Review(ctx context.Context, q APIRequest) (bool, string,
 		Namespace: q.Namespace, Name: q.Name}
 	if q.FieldSelector != "" {
 		ra.FieldSelector = &authzv1.FieldSelectorAttributes{RawSelector: q.FieldSelector}
+	}
+	if q.LabelSelector != "" {
+		ra.LabelSelector = &authzv1.LabelSelectorAttributes{RawSelector: q.LabelSelector}
 	}
 	ssar := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: ra}}
 	res, err := r.C.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, ssar, metav1.CreateOptions{})
@@ -297,7 +333,8 @@ func accessFix(user string) string {
 	}
 	return "kubectl apply -f install/kubernetes/rbac.yaml and use its ServiceAccount gnsh (install/kubernetes/README.md), " +
 		"or bind its roles to this identity: kubectl create clusterrolebinding gnsh:drain:" + sanitize(user) +
-		" --clusterrole=gnsh:drain " + bind + " and kubectl -n kube-node-lease create rolebinding gnsh:kubelet-check:" +
+		" --clusterrole=gnsh:drain " + bind + ", kubectl -n default create rolebinding gnsh:events:" + sanitize(user) +
+		" --role=gnsh:events " + bind + " and kubectl -n kube-node-lease create rolebinding gnsh:kubelet-check:" +
 		sanitize(user) + " --role=gnsh:kubelet-check " + bind
 }
 

@@ -33,6 +33,51 @@ func TestAPIRequestString(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("got %q\nwant %q", got, want)
 	}
+	if got := (APIRequest{Verb: "list", Resource: "pods", Namespace: "kube-system", LabelSelector: "component=etcd"}).String(); got != "list pods (component=etcd) in kube-system" {
+		t.Errorf("label selector: %q", got)
+	}
+}
+
+// SlotRequests: every request the gate sends, the etcd pods only for a
+// control-plane node, creating the Lease required only while there is
+// none.
+func TestSlotRequests(t *testing.T) {
+	want := []string{
+		"get leases.coordination.k8s.io/s in ns",
+		"list leases.coordination.k8s.io/s (metadata.name=s) in ns",
+		"watch leases.coordination.k8s.io/s (metadata.name=s) in ns",
+		"update leases.coordination.k8s.io/s in ns",
+		"create leases.coordination.k8s.io in ns",
+		"get nodes", "list nodes", "watch nodes",
+		"get leases.coordination.k8s.io in kube-node-lease",
+		"list leases.coordination.k8s.io in kube-node-lease",
+		"watch leases.coordination.k8s.io in kube-node-lease",
+	}
+	for _, cp := range []bool{false, true} {
+		for _, exists := range []bool{false, true} {
+			var got []string
+			optional := 0
+			for _, q := range SlotRequests("ns", "s", cp, exists) {
+				got = append(got, q.String())
+				if q.Optional {
+					optional++
+					if q.Verb != "create" {
+						t.Errorf("%s optional", q)
+					}
+				}
+			}
+			w := want
+			if cp {
+				w = append(slices.Clone(want), "list pods (component=etcd) in kube-system")
+			}
+			if !slices.Equal(got, w) {
+				t.Errorf("control plane %v: got %q\nwant %q", cp, got, w)
+			}
+			if (optional == 1) != exists {
+				t.Errorf("Lease there %v: %d optional", exists, optional)
+			}
+		}
+	}
 	if n := len(GnshRequests("n1", false)); n != 6 {
 		t.Errorf("without events: %d requests", n)
 	}
@@ -136,10 +181,19 @@ func TestClientReviewer(t *testing.T) {
 	if _, _, err := rv.Review(testCtx(t), reqs[5]); err != nil {
 		t.Fatal(err)
 	}
+	sreqs := SlotRequests("gnsh", "reboot-slots", true, false)
+	for _, q := range []APIRequest{sreqs[1], sreqs[len(sreqs)-1]} { // list the Lease by name; list the etcd pods
+		if _, _, err := rv.Review(testCtx(t), q); err != nil {
+			t.Fatal(err)
+		}
+	}
 	want := []authzv1.ResourceAttributes{
 		{Verb: "list", Resource: "pods", FieldSelector: &authzv1.FieldSelectorAttributes{RawSelector: "spec.nodeName=n1"}},
 		{Verb: "patch", Resource: "nodes", Name: "n1"},
 		{Verb: "get", Group: "coordination.k8s.io", Resource: "leases", Namespace: "kube-node-lease", Name: "n1"},
+		{Verb: "list", Group: "coordination.k8s.io", Resource: "leases", Namespace: "gnsh", Name: "reboot-slots",
+			FieldSelector: &authzv1.FieldSelectorAttributes{RawSelector: "metadata.name=reboot-slots"}},
+		{Verb: "list", Resource: "pods", Namespace: "kube-system", LabelSelector: &authzv1.LabelSelectorAttributes{RawSelector: "component=etcd"}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("reviews %+v\nwant %+v", got, want)
@@ -150,8 +204,12 @@ func TestClientReviewer(t *testing.T) {
 }
 
 // install/kubernetes/rbac.yaml grants its ServiceAccount every request of
-// GnshRequests (and no Lease outside kube-node-lease): the list and the
-// manifest must not drift apart.
+// GnshRequests and SlotRequests (a control-plane node's, the Lease not
+// there yet), and nothing beyond them: each verb it grants on a resource
+// is one of those requests, a ClusterRole grants only what gnsh asks in
+// every namespace (or of cluster-scoped objects), a Role only what it asks
+// in that Role's namespace. The lists and the manifest must not drift
+// apart.
 func TestRBACManifestCoversGnshRequests(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("..", "..", "install", "kubernetes", "rbac.yaml"))
 	if err != nil {
@@ -210,7 +268,40 @@ func TestRBACManifestCoversGnshRequests(t *testing.T) {
 		}
 		return false
 	}
-	for _, q := range GnshRequests("n1", true) {
+	reqs := append(GnshRequests("n1", true), SlotRequests("gnsh", "reboot-slots", true, false)...)
+	// Nothing broader than needed.
+	for _, b := range bindings {
+		if !isSA(b.subjects) {
+			continue
+		}
+		rules := clusterRules[b.role]
+		if b.kind == "RoleBinding" {
+			rules = nsRules[b.ns][b.role]
+		}
+		if len(rules) == 0 {
+			t.Errorf("%s %s/%s binds a role with no rules", b.kind, b.ns, b.role)
+		}
+		for _, r := range rules {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, v := range r.Verbs {
+						used := slices.ContainsFunc(reqs, func(q APIRequest) bool {
+							qres := q.Resource
+							if q.Subresource != "" {
+								qres += "/" + q.Subresource
+							}
+							return q.Verb == v && q.Group == g && qres == res &&
+								(b.kind == "ClusterRoleBinding" && q.Namespace == "" || b.kind == "RoleBinding" && q.Namespace == b.ns)
+						})
+						if !used {
+							t.Errorf("rbac.yaml: %s %s/%s grants %s %s (group %q), which gnsh never requests there", b.kind, b.ns, b.role, v, res, g)
+						}
+					}
+				}
+			}
+		}
+	}
+	for _, q := range reqs {
 		ok := false
 		for _, b := range bindings {
 			if !isSA(b.subjects) {

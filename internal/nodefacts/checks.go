@@ -51,27 +51,44 @@ func Doctor(r *Report) []Check {
 	}
 }
 
-// CheckSlots judges the reboot-slot gate: off is a choice (ok); a gate
-// that cannot be read warns when optional (reboots go on without it) and
-// fails when required (reboots are refused).
+// CheckSlots judges the reboot-slot gate: off is a choice (ok), and so is
+// a machine that is not a node (no kubeconfig: the gate does not apply); a
+// gate that cannot be used warns when optional (reboots go on without it)
+// and fails when required (reboots are refused), with the fix for the step
+// that failed.
 func CheckSlots(r *Report) Check {
 	c := Check{Name: "reboot slots"}
 	sf := r.Slots
 	switch {
 	case sf.Gate == "off":
 		c.Verdict, c.Message = OK, "gate off (slots.gate): nothing limits how many nodes reboot at once"
+	case sf.Cause == CauseNotANode:
+		c.Verdict, c.Message = OK, sf.Error
 	case sf.Reachable:
 		c.Verdict, c.Message = OK, fmt.Sprintf("gate %s: %s answers; limit %d", sf.Gate, sf.Lease, sf.MaxUnavailable)
 		if len(sf.Pools) > 0 {
 			c.Message += ", pools " + strings.Join(sf.Pools, ", ")
 		}
 		c.Message += fmt.Sprintf("; %d held, %d waiting; this node: %s", len(sf.Holders), sf.Waiting, sf.This)
+		if sf.Unchecked != "" {
+			// Not known to work: a warning, whatever the mode.
+			c.Verdict = Warn
+			c.Message += "; not known whether these credentials may make every request of the gate (" + sf.Unchecked + ")"
+			c.Fix = "run gnsh doctor again"
+		}
 	default:
 		c.Verdict, c.Message = Warn, "gate optional, unavailable: reboots go on without a slot: "+sf.Error
 		if sf.Gate == "required" {
 			c.Verdict, c.Message = Fail, "gate required, unavailable: every reboot is refused (but with --no-drain or -f): "+sf.Error
 		}
-		c.Fix = "apply install/kubernetes/rbac.yaml and give gnsh its identity (/etc/gnsh/kubeconfig: install/kubernetes/README.md), or set slots.gate: off"
+		switch sf.Cause {
+		case CauseKubeconfig, CauseNode:
+			c.Fix = "see the kubeconfig and node checks"
+		case CauseAPIServer:
+			c.Fix = "check that the API server answers (see the node check)"
+		default:
+			c.Fix = "apply install/kubernetes/rbac.yaml and give gnsh its identity (/etc/gnsh/kubeconfig: install/kubernetes/README.md), or set slots.gate: off"
+		}
 	}
 	return c
 }

@@ -237,7 +237,8 @@ func TestChecks(t *testing.T) {
 			"as stranger the API server refuses get nodes/node1, patch nodes/node1, list pods (spec.nodeName=node1), watch pods (spec.nodeName=node1), " +
 				"create pods/eviction, create events in default: gnsh cannot drain this node; and get leases.coordination.k8s.io/node1 in kube-node-lease (gnsh does without it)",
 			"kubectl apply -f install/kubernetes/rbac.yaml and use its ServiceAccount gnsh (install/kubernetes/README.md), or bind its roles to this identity: " +
-				"kubectl create clusterrolebinding gnsh:drain:stranger --clusterrole=gnsh:drain --user=stranger and kubectl -n kube-node-lease create rolebinding " +
+				"kubectl create clusterrolebinding gnsh:drain:stranger --clusterrole=gnsh:drain --user=stranger, " +
+				"kubectl -n default create rolebinding gnsh:events:stranger --role=gnsh:events --user=stranger and kubectl -n kube-node-lease create rolebinding " +
 				"gnsh:kubelet-check:stranger --role=gnsh:kubelet-check --user=stranger"},
 		{"access: a ServiceAccount without the Lease role", func(r *Report) {
 			rs := GnshRequests("node1", true)
@@ -354,12 +355,33 @@ func TestCheckSlots(t *testing.T) {
 			OK, "gate optional: gnsh/reboot-slots answers; limit 2; 1 held, 3 waiting; this node: none"},
 		{SlotsFacts{Gate: "optional", Error: "these credentials may not use the Lease"}, Warn, "reboots go on without a slot: these credentials"},
 		{SlotsFacts{Gate: "required", Error: "these credentials may not use the Lease"}, Fail, "every reboot is refused (but with --no-drain or -f)"},
+		// Not a node: nothing to warn about, whatever the mode.
+		{SlotsFacts{Gate: "required", Cause: CauseNotANode, Error: "not a node (no kubeconfig found): the gate does not apply"}, OK,
+			"not a node (no kubeconfig found): the gate does not apply"},
+		// A review that failed is not a request allowed.
+		{SlotsFacts{Gate: "optional", Lease: "gnsh/reboot-slots", MaxUnavailable: 1, Reachable: true, This: "none",
+			Unchecked: "watch leases.coordination.k8s.io in kube-node-lease: the API server did not answer within 5s"}, Warn,
+			"this node: none; not known whether these credentials may make every request of the gate (watch leases.coordination.k8s.io in kube-node-lease: the API server"},
 	} {
 		r := healthy()
 		r.Slots = c.sf
 		got := CheckSlots(r)
 		if got.Verdict != c.verdict || !strings.Contains(got.Message, c.want) {
 			t.Errorf("%+v: %+v", c.sf, got)
+		}
+	}
+	// The fix is the failing step's.
+	for cause, fix := range map[string]string{
+		CauseKubeconfig: "see the kubeconfig and node checks",
+		CauseNode:       "see the kubeconfig and node checks",
+		CauseAPIServer:  "check that the API server answers",
+		CauseAccess:     "apply install/kubernetes/rbac.yaml",
+		CauseLease:      "apply install/kubernetes/rbac.yaml",
+	} {
+		r := healthy()
+		r.Slots = SlotsFacts{Gate: "optional", Cause: cause, Error: "x"}
+		if got := CheckSlots(r); got.Verdict != Warn || !strings.HasPrefix(got.Fix, fix) {
+			t.Errorf("%s: %+v", cause, got)
 		}
 	}
 }

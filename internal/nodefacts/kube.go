@@ -61,12 +61,15 @@ func gatherKube(ctx context.Context, s *Sources, kf *KubeconfigFacts, nf *NodeFa
 	for _, p := range cfg.Slots.Pools {
 		sf.Pools = append(sf.Pools, fmt.Sprintf("%s (%s): %d", p.Name, p.Selector, p.MaxUnavailable))
 	}
-	if cfg.Slots.Gate != config.GateOff {
-		sf.Error = "not checked: no kubeconfig"
-	}
-	noAccess := func(why string) {
+	gate := cfg.Slots.Gate != config.GateOff
+	// noAccess says why neither gnsh's requests nor the gate could be
+	// checked (cause: SlotsFacts.Cause).
+	noAccess := func(why, cause, gateWhy string) {
 		if af != nil {
 			af.Error = why
+		}
+		if gate {
+			sf.Cause, sf.Error = cause, gateWhy
 		}
 	}
 	loc := kube.Locator{Kubeconfig: s.Kube.Kubeconfig, NodeName: s.Kube.Node, Getenv: s.getenv, Root: s.Root,
@@ -83,17 +86,19 @@ func gatherKube(ctx context.Context, s *Sources, kf *KubeconfigFacts, nf *NodeFa
 	case errors.Is(err, kube.ErrNoKubeconfig):
 		kf.Error = "no kubeconfig found ($KUBECONFIG, " + kube.GnshKubeconfig + ", " + kube.KubeletKubeconfig + ")"
 		nf.Error = "no kubeconfig"
-		noAccess("no kubeconfig")
+		noAccess("no kubeconfig", CauseNotANode, "not a node (no kubeconfig found): the gate does not apply")
 		return
 	case errors.As(err, &ue):
 		kf.Found, kf.Path, kf.Error = true, ue.Path, err.Error()
 		nf.Error = "kubeconfig unreadable"
-		noAccess("kubeconfig unreadable")
+		noAccess("kubeconfig unreadable", CauseKubeconfig, "kubeconfig unreadable: "+err.Error())
 		return
 	case err != nil:
+		// --kubeconfig or the config file names a file that is not
+		// there, or a candidate cannot be looked at.
 		kf.Error = err.Error()
 		nf.Error = "no kubeconfig"
-		noAccess("no kubeconfig")
+		noAccess("no kubeconfig", CauseKubeconfig, "no usable kubeconfig: "+err.Error())
 		return
 	}
 	kf.Found, kf.Path = true, path
@@ -105,6 +110,7 @@ func gatherKube(ctx context.Context, s *Sources, kf *KubeconfigFacts, nf *NodeFa
 
 func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.Config, path string, nf *NodeFacts, sf *SlotsFacts, af *AccessFacts) {
 	timeout := cfg.APITimeout.D()
+	gate := cfg.Slots.Gate != config.GateOff
 	var c kubernetes.Interface
 	var rc *rest.Config
 	var err error
@@ -120,6 +126,13 @@ func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.C
 		nf.Error = err.Error()
 		if af != nil {
 			af.Error = "cannot connect: " + err.Error()
+		}
+		if gate {
+			sf.Cause, sf.Error = CauseKubeconfig, "kubeconfig invalid: "+err.Error()
+			if ue := (*kube.UnreadableError)(nil); errors.As(err, &ue) {
+				// A file it names (CA, client key, token file).
+				sf.Error = "kubeconfig unreadable: " + err.Error()
+			}
 		}
 		return
 	}
@@ -142,20 +155,15 @@ func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.C
 			if af != nil {
 				af.Error = "node name unknown"
 			}
+			if gate {
+				sf.Cause, sf.Error = CauseNode, "this node's name is unknown: "+err.Error()
+				if timedOut(err) {
+					sf.Cause, sf.Error = CauseAPIServer, "cannot reach the API server: "+err.Error()
+				}
+			}
 			return
 		}
 		nf.Name, nf.NameFrom = name, "hostname"
-	}
-	if cfg.Slots.Gate != config.GateOff {
-		// gnsh doctor (af) also reviews the gate's requests; gnsh status
-		// only reads.
-		var rv Reviewer
-		if af != nil {
-			if rv = s.Kube.Reviewer; rv == nil {
-				rv = ClientReviewer{C: c}
-			}
-		}
-		gatherSlots(ctx, c, rv, cfg, nf.Name, sf)
 	}
 	gctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -169,6 +177,29 @@ func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.C
 				rv = ClientReviewer{C: c}
 			}
 			*af = GatherAccess(ctx, rv, GnshRequests(nf.Name, cfg.Events), timeout)
+		}
+	}
+	if gate {
+		var status apierrors.APIStatus
+		switch {
+		case timedOut(err):
+			// Not asked again: the gate would wait as long for nothing.
+			sf.Cause, sf.Error = CauseAPIServer, "cannot reach the API server: it did not answer within "+timeout.String()
+		case err != nil && !errors.As(err, &status):
+			// No answer at all (refused, reset, TLS): not the gate's fault.
+			sf.Cause, sf.Error = CauseAPIServer, "cannot reach the API server: "+err.Error()
+		default:
+			// gnsh doctor (af) also reviews the gate's requests; gnsh
+			// status only reads. The etcd pods are listed only by a
+			// control-plane node's gate.
+			var rv Reviewer
+			if af != nil {
+				if rv = s.Kube.Reviewer; rv == nil {
+					rv = ClientReviewer{C: c}
+				}
+			}
+			controlPlane := err == nil && slots.StateOf(n).ControlPlane
+			gatherSlots(ctx, c, rv, cfg, nf.Name, controlPlane, sf)
 		}
 	}
 	switch {
@@ -200,12 +231,14 @@ func timedOut(err error) bool {
 }
 
 // gatherSlots reads the slots record: the holders, the waiters, this
-// node's place.
-func gatherSlots(ctx context.Context, c kubernetes.Interface, rv Reviewer, cfg config.Config, node string, sf *SlotsFacts) {
+// node's place. With rv it also reviews every request the gate sends
+// (SlotRequests): one refused makes the gate unavailable; one whose review
+// failed leaves the gate's access unknown (Unchecked), not granted.
+func gatherSlots(ctx context.Context, c kubernetes.Interface, rv Reviewer, cfg config.Config, node string, controlPlane bool, sf *SlotsFacts) {
 	g := slots.NewGate(c, cfg)
-	rec, _, err := g.Read(ctx)
+	rec, l, err := g.Read(ctx)
 	if err != nil {
-		sf.Error = (&slots.UnavailableError{Where: g.Where(), Err: err}).Error()
+		sf.Cause, sf.Error = CauseLease, (&slots.UnavailableError{Where: g.Where(), Err: err}).Error()
 		return
 	}
 	if rv == nil {
@@ -213,18 +246,25 @@ func gatherSlots(ctx context.Context, c kubernetes.Interface, rv Reviewer, cfg c
 		return
 	}
 	// Reading is not enough: every request the gate makes, reviewed.
-	af := GatherAccess(ctx, rv, SlotRequests(cfg.Slots.Namespace, cfg.Slots.Lease), cfg.APITimeout.D())
+	af := GatherAccess(ctx, rv, SlotRequests(cfg.Slots.Namespace, cfg.Slots.Lease, controlPlane, l != nil), cfg.APITimeout.D())
 	var denied []string
 	for _, d := range af.Denied {
-		if !d.Optional || len(af.Allowed) == 0 {
+		if !d.Optional {
 			denied = append(denied, d.String())
 		}
 	}
 	if len(denied) > 0 {
-		sf.Error = fmt.Sprintf("these credentials may read the Lease %s but not %s", g.Where(), strings.Join(denied, ", "))
+		sf.Cause, sf.Error = CauseAccess, fmt.Sprintf("these credentials may read the Lease %s but not %s", g.Where(), strings.Join(denied, ", "))
 		return
 	}
 	gatherQueue(rec, node, sf)
+	if len(af.Unknown) > 0 {
+		var us []string
+		for _, u := range af.Unknown {
+			us = append(us, u.String()+": "+u.Reason)
+		}
+		sf.Unchecked = strings.Join(us, "; ")
+	}
 }
 
 // gatherQueue fills in the holders, the queue and this node's place.

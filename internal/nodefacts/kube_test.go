@@ -2,18 +2,27 @@ package nodefacts
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 
 	"github.com/gnsh/gnsh/internal/kube"
+	"github.com/gnsh/gnsh/internal/slots"
 )
 
 func kubeconfigFor(url string) string {
@@ -147,7 +156,7 @@ func TestGatherKubeAccess(t *testing.T) {
 		gatherKube(testCtx(t), s, &kf, &nf, &df, &SlotsFacts{}, &af)
 		// The drain's requests, then the gate's (their answers go to the
 		// gate's own line).
-		if !nf.NotFound || af.Error != "" || len(af.Denied) != tt.n || af.User != "u" || len(rv.seen) != tt.n+len(SlotRequests("gnsh", "reboot-slots")) ||
+		if !nf.NotFound || af.Error != "" || len(af.Denied) != tt.n || af.User != "u" || len(rv.seen) != tt.n+len(SlotRequests("gnsh", "reboot-slots", false, false)) ||
 			!slices.ContainsFunc(rv.seen, func(q APIRequest) bool { return q.String() == "patch nodes/node1" }) {
 			t.Errorf("%q: node %+v access %+v", tt.config, nf, af)
 		}
@@ -159,5 +168,147 @@ func TestGatherKubeAccess(t *testing.T) {
 	gatherKube(testCtx(t), &Sources{Root: t.TempDir(), Getenv: envOf(nil)}, &KubeconfigFacts{}, &NodeFacts{}, nil, &SlotsFacts{}, &af)
 	if af.Error != "no kubeconfig" {
 		t.Errorf("access without kubeconfig %+v", af)
+	}
+}
+
+// The gate's requests are reviewed in full: the Lease (get, list and
+// watch by name, update, create while there is none), the Nodes, the
+// kubelets' heartbeat Leases, and the etcd pods of a control-plane node
+// only. One refused makes the gate unavailable; one whose review failed
+// leaves it unknown (a warning), never OK.
+func TestGatherSlotsReviews(t *testing.T) {
+	worker := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}}
+	control := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", Labels: map[string]string{slots.ControlPlaneLabel: ""}}}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "gnsh", Name: "reboot-slots"}}
+	const etcd = "list pods (component=etcd) in kube-system"
+	for _, tt := range []struct {
+		name    string
+		objs    []runtime.Object
+		allow   func(APIRequest) bool
+		errs    map[string]error
+		reviews []string // some of the requests reviewed
+		not     []string // requests not reviewed
+		verdict Verdict
+		msg     string
+	}{
+		{name: "worker, all allowed", objs: []runtime.Object{worker}, allow: func(APIRequest) bool { return true },
+			reviews: []string{"list leases.coordination.k8s.io/reboot-slots (metadata.name=reboot-slots) in gnsh",
+				"watch leases.coordination.k8s.io/reboot-slots (metadata.name=reboot-slots) in gnsh", "get nodes",
+				"list leases.coordination.k8s.io in kube-node-lease", "watch leases.coordination.k8s.io in kube-node-lease",
+				"get leases.coordination.k8s.io in kube-node-lease"},
+			not: []string{etcd}, verdict: OK, msg: "gnsh/reboot-slots answers"},
+		{name: "control plane, etcd pods refused", objs: []runtime.Object{control},
+			allow:   func(q APIRequest) bool { return q.Resource != "pods" },
+			reviews: []string{etcd}, verdict: Warn, msg: "may read the Lease gnsh/reboot-slots but not " + etcd},
+		{name: "heartbeats refused", objs: []runtime.Object{worker},
+			allow:   func(q APIRequest) bool { return q.Namespace != "kube-node-lease" },
+			verdict: Warn, msg: "but not get leases.coordination.k8s.io in kube-node-lease, list leases.coordination.k8s.io in kube-node-lease, watch"},
+		{name: "no Lease yet, create refused", objs: []runtime.Object{worker},
+			allow:   func(q APIRequest) bool { return q.Verb != "create" },
+			verdict: Warn, msg: "but not create leases.coordination.k8s.io in gnsh"},
+		{name: "Lease there, create refused", objs: []runtime.Object{worker, lease},
+			allow:   func(q APIRequest) bool { return q.Verb != "create" },
+			verdict: OK, msg: "gnsh/reboot-slots answers"},
+		{name: "a review failed", objs: []runtime.Object{worker}, allow: func(APIRequest) bool { return true },
+			errs:    map[string]error{"watch leases.coordination.k8s.io in kube-node-lease": errors.New("etcdserver: request timed out")},
+			verdict: Warn, msg: "not known whether these credentials may make every request of the gate (watch leases.coordination.k8s.io in kube-node-lease: etcdserver: request timed out)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rv := &fakeReviewer{user: "u", allowed: map[string]bool{}, errs: tt.errs}
+			for _, cp := range []bool{false, true} {
+				for _, exists := range []bool{false, true} {
+					for _, q := range SlotRequests("gnsh", "reboot-slots", cp, exists) {
+						rv.allowed[q.String()] = tt.allow(q)
+					}
+				}
+			}
+			for _, q := range GnshRequests("node1", true) {
+				rv.allowed[q.String()] = true
+			}
+			root := tree(t, map[string]string{"/etc/kubernetes/kubelet.conf": "apiVersion: v1\nkind: Config\n", "/etc/gnsh/config.yaml": "node: node1\n"})
+			s := &Sources{Root: root, Getenv: envOf(nil), Kube: KubeOptions{Connect: connectTo(fake.NewClientset(tt.objs...)), Reviewer: rv,
+				HostID: &kube.HostID{}}}
+			r := &Report{Access: &AccessFacts{}}
+			gatherKube(testCtx(t), s, &r.Kubeconfig, &r.Node, &r.Drain, &r.Slots, r.Access)
+			var seen []string
+			for _, q := range rv.seen {
+				seen = append(seen, q.String())
+			}
+			for _, q := range tt.reviews {
+				if !slices.Contains(seen, q) {
+					t.Errorf("%s not reviewed: %q", q, seen)
+				}
+			}
+			for _, q := range tt.not {
+				if slices.Contains(seen, q) {
+					t.Errorf("%s reviewed", q)
+				}
+			}
+			c := CheckSlots(r)
+			if c.Verdict != tt.verdict || !strings.Contains(c.Message, tt.msg) {
+				t.Errorf("got %+v\nwant %s …%s…", c, tt.verdict, tt.msg)
+			}
+		})
+	}
+}
+
+// The gate line carries the real reason it is unavailable: no kubeconfig
+// is not a node (ok); a kubeconfig gnsh cannot use, an API server that
+// does not answer and a node name not found each say so, with their fix.
+func TestGatherKubeGateCauses(t *testing.T) {
+	stop := make(chan struct{})
+	hung := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-stop:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hung.Close()
+	defer close(stop)
+	// No Node matches the host name "ghost".
+	empty := fake.NewClientset()
+	for _, tt := range []struct {
+		name     string
+		files    map[string]string
+		opts     KubeOptions
+		required bool
+		cause    string
+		verdict  Verdict
+		msg, fix string
+	}{
+		{name: "no kubeconfig", files: map[string]string{}, required: true, cause: CauseNotANode, verdict: OK,
+			msg: "not a node (no kubeconfig found): the gate does not apply"},
+		{name: "--kubeconfig missing", files: map[string]string{}, opts: KubeOptions{Kubeconfig: "/nonexistent/kubeconfig"},
+			cause: CauseKubeconfig, verdict: Warn, msg: "unavailable: reboots go on without a slot: no usable kubeconfig: --kubeconfig: stat /nonexistent/kubeconfig",
+			fix: "see the kubeconfig and node checks"},
+		{name: "kubeconfig invalid", files: map[string]string{"/etc/gnsh/kubeconfig": "clusters: [\n"}, required: true,
+			cause: CauseKubeconfig, verdict: Fail, msg: "every reboot is refused (but with --no-drain or -f): kubeconfig invalid: ",
+			fix: "see the kubeconfig and node checks"},
+		{name: "a file the kubeconfig names unreadable", files: map[string]string{"/etc/gnsh/kubeconfig": "apiVersion: v1\nkind: Config\n"},
+			opts: KubeOptions{Connect: func(string, time.Duration) (kubernetes.Interface, *rest.Config, error) {
+				return nil, nil, &kube.UnreadableError{Path: "/etc/gnsh/ca.crt", Err: os.ErrPermission}
+			}},
+			cause: CauseKubeconfig, verdict: Warn, msg: "kubeconfig unreadable: cannot read /etc/gnsh/ca.crt: permission denied", fix: "see the kubeconfig and node checks"},
+		{name: "API server hung", files: map[string]string{"/etc/gnsh/kubeconfig": kubeconfigFor(hung.URL), "/etc/gnsh/config.yaml": "node: node1\napiTimeout: 300ms\nslots: {renew: 1s}\n"},
+			cause: CauseAPIServer, verdict: Warn, msg: "unavailable: reboots go on without a slot: cannot reach the API server: ", fix: "check that the API server answers"},
+		{name: "node unknown", files: map[string]string{"/etc/gnsh/kubeconfig": "apiVersion: v1\nkind: Config\n"},
+			opts:  KubeOptions{Connect: connectTo(empty), Hostname: func() (string, error) { return "ghost", nil }},
+			cause: CauseNode, verdict: Warn, msg: "this node's name is unknown: ", fix: "see the kubeconfig and node checks"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.required {
+				tt.files["/etc/gnsh/config.yaml"] = "slots: {gate: required}\n"
+			}
+			s := &Sources{Root: tree(t, tt.files), Getenv: envOf(nil), Kube: tt.opts}
+			r := &Report{Access: &AccessFacts{}}
+			gatherKube(testCtx(t), s, &r.Kubeconfig, &r.Node, &r.Drain, &r.Slots, r.Access)
+			c := CheckSlots(r)
+			if r.Slots.Cause != tt.cause || c.Verdict != tt.verdict || !strings.Contains(c.Message, tt.msg) || !strings.HasPrefix(c.Fix, tt.fix) {
+				t.Errorf("slots %+v\ncheck %+v\nwant %s …%s… fix %s…", r.Slots, c, tt.verdict, tt.msg, tt.fix)
+			}
+			if strings.Contains(c.Message, "not checked: no kubeconfig") {
+				t.Errorf("the old catch-all reason: %s", c.Message)
+			}
+		})
 	}
 }

@@ -60,15 +60,30 @@ type SlotsFacts struct {
 	MaxUnavailable int      `json:"maxUnavailable"`
 	Pools          []string `json:"pools"` // "NAME (SELECTOR): N"
 	// Reachable: the Lease could be read (or does not exist yet) with
-	// this node's credentials; Error says why not.
-	Reachable bool     `json:"reachable"`
-	Error     string   `json:"error,omitempty"`
+	// this node's credentials; Error says why not, and Cause which step
+	// failed (Cause* below).
+	Reachable bool   `json:"reachable"`
+	Error     string `json:"error,omitempty"`
+	Cause     string `json:"cause,omitempty"`
+	// Unchecked (gnsh doctor): the gate's requests whose review failed,
+	// with why: whether the gate may make them is not known.
+	Unchecked string   `json:"unchecked,omitempty"`
 	Holders   []string `json:"holders"` // "NODE (PHASE)"
 	Waiting   int      `json:"waiting"`
 	// This is this node's place: "holder (PHASE)", "waiting (place N)" or
 	// "none".
 	This string `json:"this,omitempty"`
 }
+
+// Causes of SlotsFacts: why the gate could not be read.
+const (
+	CauseNotANode   = "not-a-node" // no kubeconfig found: the gate does not apply
+	CauseKubeconfig = "kubeconfig" // a kubeconfig that cannot be read or used
+	CauseAPIServer  = "api-server" // no answer from the API server
+	CauseNode       = "node"       // this node's name is unknown
+	CauseLease      = "lease"      // the Lease could not be read
+	CauseAccess     = "access"     // the gate's identity may not make its requests
+)
 
 // SystemdFacts is PID 1.
 type SystemdFacts struct {

@@ -76,7 +76,7 @@ func TestAnsibleRollingE2E(t *testing.T) {
 			"ansible_host": "127.0.0.1", "ansible_port": n.port, "ansible_user": "root",
 			"ansible_python_interpreter": "/usr/bin/python3", "ansible_ssh_private_key_file": filepath.Join(n.adir, "id_ed25519"),
 			"gnsh_config": map[string]any{"node": n.d.node, "drainTimeout": "2m",
-				"slots": map[string]any{"maxUnavailable": 1, "settle": "5s", "renew": "2s"}},
+				"slots": map[string]any{"maxUnavailable": 1, "settle": "5s", "renew": "5s"}},
 		}
 		kh, err := os.ReadFile(filepath.Join(n.adir, "known_hosts"))
 		if err != nil {

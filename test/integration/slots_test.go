@@ -101,7 +101,7 @@ func TestSlotsRollingReboots(t *testing.T) {
 		nd := k.newNode(t, "roll-"+string(rune('a'+i)))
 		nd.replicaSet("web", 1, podOpts{})
 		nd.waitRunning(1)
-		cfg := config("node: "+nd.name, "slots: {maxUnavailable: 1, wait: 3m, settle: 2s, renew: 1s}")
+		cfg := config("node: "+nd.name, "slots: {maxUnavailable: 1, wait: 3m, settle: 2s, renew: 2s}")
 		cs = append(cs, &contender{n: nd, env: []string{"KUBECONFIG=" + kc, "GNSH_CONFIG=" + writeConfig(t, cfg), "LOGNAME=alice"}})
 	}
 	for _, c := range cs {
@@ -229,7 +229,7 @@ func TestSlotsWrapperKilled(t *testing.T) {
 			n := k.newNode(t, "killed-"+strings.ReplaceAll(c.step, "_", "-"))
 			n.replicaSet("web", 1, podOpts{})
 			n.waitRunning(1)
-			cfg := writeConfig(t, config("node: "+n.name, "slots: {maxUnavailable: 1, wait: 1m, renew: 1s}"))
+			cfg := writeConfig(t, config("node: "+n.name, "slots: {maxUnavailable: 1, wait: 1m, renew: 2s}"))
 			b := newLogind(t)
 			run := t.TempDir()
 			stopAgent := slotAgent(t, []string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address(), "KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg}, run, "")
@@ -277,7 +277,7 @@ func TestSlotsWrapperKilled(t *testing.T) {
 		n := k.newNode(t, "killed-after-hand-off")
 		n.replicaSet("web", 1, podOpts{})
 		n.waitRunning(1)
-		cfg := writeConfig(t, config("node: "+n.name, "slots: {maxUnavailable: 1, wait: 1m, renew: 1s}"))
+		cfg := writeConfig(t, config("node: "+n.name, "slots: {maxUnavailable: 1, wait: 1m, renew: 2s}"))
 		b := newLogind(t)
 		run := t.TempDir()
 		stopAgent := slotAgent(t, []string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address(), "KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg}, run, "")
@@ -348,7 +348,7 @@ func TestSlotsKeptForTheSchedule(t *testing.T) {
 	n := k.newNode(t, "far-schedule")
 	n.replicaSet("web", 1, podOpts{})
 	n.waitRunning(1)
-	cfg := writeConfig(t, config("node: "+n.name, "slots: {maxUnavailable: 1, wait: 1m, renew: 1s}"))
+	cfg := writeConfig(t, config("node: "+n.name, "slots: {maxUnavailable: 1, wait: 1m, renew: 2s}"))
 	b := newLogind(t)
 	run := t.TempDir()
 	env := []string{"KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg, "LOGNAME=alice"}
@@ -402,7 +402,7 @@ func TestSlotsScheduleWithoutASlot(t *testing.T) {
 	run := t.TempDir()
 	bus := logindtest.StartBus(t)
 	ld := bus.StartLogind(t, logindtest.Options{Version: 252, ScheduleFile: filepath.Join(run, "systemd", "shutdown", "scheduled")})
-	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 12s", "slots: {maxUnavailable: 1, renew: 1s}"))
+	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 12s", "slots: {maxUnavailable: 1, renew: 2s}"))
 	env := []string{"KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg, "LOGNAME=alice"}
 	a := startAgentIn(t, run, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address()}, env...))
 	a.waitStatus("nothing to uncordon after boot", 30*time.Second)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -16,8 +17,10 @@ import (
 
 	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/dispatch"
+	"github.com/gnsh/gnsh/internal/drainer"
 	"github.com/gnsh/gnsh/internal/gnshcli"
 	"github.com/gnsh/gnsh/internal/legacy"
+	"github.com/gnsh/gnsh/internal/slots"
 )
 
 func pages(t *testing.T) map[string][]byte {
@@ -195,26 +198,104 @@ func TestShutdownPageCoversDrainOptions(t *testing.T) {
 }
 
 // TestConfigPageCoversKeys: gnsh-config.5 describes every key
-// internal/config accepts, and install/gnsh/config.yaml names each too.
+// internal/config accepts, the slots.* keys included, each with the
+// default of config.Default(); install/gnsh/config.yaml names each too,
+// at its place (slots.* indented under slots:).
 func TestConfigPageCoversKeys(t *testing.T) {
 	md := string(pages(t)["gnsh-config.5"])
 	example, err := os.ReadFile("../../gnsh/config.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	typ := reflect.TypeOf(config.Config{})
-	for i := 0; i < typ.NumField(); i++ {
-		key, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
-		if key == "" || key == "-" {
-			continue
-		}
-		if !strings.Contains(md, "\n**"+key+":**") {
-			t.Errorf("gnsh-config.5: key %s not described", key)
-		}
-		if !regexp.MustCompile(`(?m)^#?` + key + `:`).Match(example) {
-			t.Errorf("install/gnsh/config.yaml: key %s missing", key)
+	def := config.Default()
+	check := func(typ reflect.Type, val reflect.Value, prefix, indent string) {
+		for i := 0; i < typ.NumField(); i++ {
+			key, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			if key == "" || key == "-" {
+				continue
+			}
+			// The key's paragraph: from its bold name to the next key's,
+			// or to the end of the section.
+			para := ""
+			if i := regexp.MustCompile(`\*\*` + key + `(:\*\*|\*\*, \*\*\w+:\*\*)`).FindStringIndex(md); i != nil {
+				para = md[i[0]:]
+				if j := regexp.MustCompile(`\n\n( {4})?\*\*\w+(:\*\*|\*\*, )|\n# `).FindStringIndex(para); j != nil {
+					para = para[:j[0]]
+				}
+			}
+			// namespace and lease share one paragraph (**namespace**, **lease:**).
+			if key == "lease" {
+				para = md[strings.Index(md, "**namespace**, **lease:**"):]
+				para = para[:strings.Index(para, "\n\n")]
+			}
+			if para == "" {
+				t.Errorf("gnsh-config.5: key %s%s not described", prefix, key)
+			} else if want := defaultText(val.Field(i)); want != "" && !strings.Contains(para, want) {
+				t.Errorf("gnsh-config.5: %s%s: its default %s not given:\n%s", prefix, key, want, para)
+			}
+			if !regexp.MustCompile(`(?m)^` + indent + `#? ?` + key + `:`).Match(example) {
+				t.Errorf("install/gnsh/config.yaml: key %s%s missing", prefix, key)
+			}
 		}
 	}
+	check(reflect.TypeOf(def), reflect.ValueOf(def), "", "")
+	check(reflect.TypeOf(def.Slots), reflect.ValueOf(def.Slots), "slots.", "  ")
+}
+
+// TestEventsDocumented: the events key of gnsh-config.5 and of the
+// annotated config.yaml names every Event reason gnsh posts.
+func TestEventsDocumented(t *testing.T) {
+	md := string(pages(t)["gnsh-config.5"])
+	example, err := os.ReadFile("../../gnsh/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	para := md[strings.Index(md, "**events:**"):]
+	para = para[:strings.Index(para, "\n\n")]
+	i := strings.Index(string(example), "\nevents:")
+	comment := string(example)[strings.LastIndex(string(example)[:i], "\n\n"):i]
+	for _, r := range []string{drainer.ReasonDrainStarted, drainer.ReasonDrainFinished, drainer.ReasonDrainFailed, drainer.ReasonHandOff,
+		drainer.ReasonUncordoned, drainer.ReasonScheduleCancelled, drainer.ReasonScheduleUncancelled,
+		slots.ReasonWaiting, slots.ReasonTaken, slots.ReasonReleased, slots.ReasonReclaimed, slots.ReasonHeldLong,
+		slots.ReasonQuorumRefused, slots.ReasonQuorumOverride} {
+		if !strings.Contains(para, "*"+r+"*") {
+			t.Errorf("gnsh-config.5: events does not name %s", r)
+		}
+		if !strings.Contains(comment, r) {
+			t.Errorf("install/gnsh/config.yaml: the events comment does not name %s:%s", r, comment)
+		}
+	}
+}
+
+// defaultText is how gnsh-config.5 writes a default, in bold: **5m**,
+// **true**, **gnsh**; "" for a default said in words (unset, derived, a
+// map or a list).
+func defaultText(v reflect.Value) string {
+	switch x := v.Interface().(type) {
+	case config.Duration:
+		s := x.D().String()
+		if strings.HasSuffix(s, "m0s") {
+			s = strings.TrimSuffix(s, "0s")
+		}
+		if strings.HasSuffix(s, "h0m") {
+			s = strings.TrimSuffix(s, "0m")
+		}
+		return "**" + s + "**"
+	case bool:
+		return fmt.Sprintf("**%v**", x)
+	case int:
+		return fmt.Sprintf("**%d**", x)
+	case string:
+		if x == "" {
+			return ""
+		}
+		return "**" + x + "**"
+	case *config.Duration: // slots.wait: drainTimeout's
+		if x == nil {
+			return "**drainTimeout**"
+		}
+	}
+	return ""
 }
 
 func contains(ss []string, s string) bool {
