@@ -598,42 +598,63 @@ func (r *run) lifecycle(ctx context.Context, l drain.Lifecycle) {
 	}
 }
 
-// cancelRun is shutdown -c: after logind cancelled, gnsh undoes the cordon
-// it made for that schedule (and only that one).
+// cancelRun is shutdown -c: after logind cancelled a schedule, gnsh undoes
+// the cordon it made for that schedule (and only that one) and frees this
+// boot's reboot slot.
 type cancelRun struct {
 	d   *Drainer
 	req *legacy.Request
 }
 
-func (c *cancelRun) Finish(ctx context.Context, err error) {
+var _ handoff.CancelReporter = (*cancelRun)(nil)
+
+// Finish is handoff.Prepared. The runner calls FinishCancel instead; told
+// only that the call went through, not that logind cancelled anything,
+// this leaves gnsh's cordon and slot to the node agent.
+func (c *cancelRun) Finish(ctx context.Context, err error) { c.FinishCancel(ctx, false, err) }
+
+// FinishCancel is handoff.CancelReporter. gnsh's cordon for a schedule and
+// this boot's reboot slot go only when logind cancelled a schedule and no
+// shutdown is under way (logind preparing one, systemd stopping: Relies);
+// otherwise, they may serve a shutdown, and are left to the node agent,
+// whose keeper and orphan watcher free them once nothing relies on them.
+func (c *cancelRun) FinishCancel(ctx context.Context, cancelled bool, err error) {
 	if err != nil {
 		return
 	}
-	// A drain the marker records was for the cancelled shutdown; a dry run
-	// noted is gone too.
-	c.d.RemoveMarker()
+	// No schedule stands now, whatever logind answered: the note of a dry
+	// run or of a --no-drain schedule goes.
 	c.d.forgetDryRun()
-	if c.req.Drain.Skip {
-		return
-	}
 	r := newRun(c.d, forShutdown, "cancel")
-	if r.loadConfig(nil) != nil || !r.cfg.Drain || !r.isNode() {
+	cfgErr := r.loadConfig(nil)
+	// The marker of a drain for the cancelled schedule goes with it, once
+	// no shutdown is under way (one that is may rely on it).
+	settled := func(underWay string) {
+		if cancelled && underWay == "" {
+			c.d.RemoveMarker()
+		}
+	}
+	if c.req.Drain.Skip || cfgErr != nil || !r.cfg.Drain || !r.isNode() {
+		if cancelled {
+			settled(c.underWay(ctx, r))
+		}
 		return
 	}
-	s, err := c.d.connect(ctx, r.cfg, "", r.out.sayf)
-	if err != nil {
-		r.warn("cannot check the node for gnsh's cordon (%v); 'gnsh uncordon --only-if-ours' undoes it", err)
+	n, o, ok := c.scheduleCordon(ctx, r)
+	switch {
+	case !ok:
+		// No cordon of gnsh's for a schedule: at most the marker.
+		if cancelled {
+			settled(c.underWay(ctx, r))
+		}
+		return
+	case !cancelled:
+		// Nothing this command cancelled: a shutdown may rely on it.
+		r.info("no scheduled shutdown was cancelled (none stood): gnsh's cordon of %s for the %s scheduled for %s is left to the node agent, which lifts it (and frees the reboot slot) once nothing relies on it",
+			n.Name, o.Action, o.When.Local().Format("15:04:05"))
 		return
 	}
-	r.sess = s
-	n, err := s.readNode(ctx, r.cfg.APITimeout.D())
-	if err != nil {
-		r.warn("cannot check %s for gnsh's cordon (%v); 'gnsh uncordon --only-if-ours' undoes it", s.node, err)
-		return
-	}
-	if o := drain.Owner(n); o == nil || o.When == nil {
-		return // not gnsh's cordon for a schedule
-	}
+	s := r.sess
 	// A drain for the schedule may still be running: it would schedule its
 	// shutdown when done, after this cancel.
 	lock, err := c.d.lock("cancel", s.node, false, time.Time{})
@@ -655,8 +676,17 @@ func (c *cancelRun) Finish(ctx context.Context, err error) {
 		return
 	}
 	defer lock.Release()
+	// Under the lock: a shutdown handed off meanwhile (a reboot after the
+	// schedule) has released it, and may rely on both.
+	underWay := c.underWay(ctx, r)
+	settled(underWay)
+	if underWay != "" {
+		r.info("the scheduled %s was cancelled, but %s: gnsh's cordon of %s and its reboot slot are left to the node agent, which lifts them once nothing relies on them",
+			o.Action, underWay, s.node)
+		return
+	}
 	// Under the lock, so not the slot of a drain still running.
-	r.freeSlotOf(ctx, n, "the scheduled "+drain.Owner(n).Action+" was cancelled by "+c.d.who().User)
+	r.freeSlotOf(ctx, n, "the scheduled "+o.Action+" was cancelled by "+c.d.who().User)
 	ctx, cancel := context.WithTimeout(ctx, 2*r.cfg.APITimeout.D())
 	defer cancel()
 	undone, err := drain.Uncordon(ctx, s.c, s.node, func(o *drain.Ownership) bool { return o.When != nil }, s.check)
@@ -668,4 +698,43 @@ func (c *cancelRun) Finish(ctx context.Context, err error) {
 		r.event(ctx, "Normal", ReasonUncordoned, "Scheduled shutdown cancelled by %s; uncordoned", c.d.who().User)
 		r.lifecycle(ctx, drain.Lifecycle{Reason: drain.ConditionReasonUncordoned, Message: "the scheduled shutdown was cancelled by " + c.d.who().User})
 	}
+}
+
+// scheduleCordon connects (r.sess) and reads this node's Node: ok when
+// gnsh's cordon for a schedule stands (o, its record). A failure is a
+// warning.
+func (c *cancelRun) scheduleCordon(ctx context.Context, r *run) (*corev1.Node, *drain.Ownership, bool) {
+	s, err := c.d.connect(ctx, r.cfg, "", r.out.sayf)
+	if err != nil {
+		r.warn("cannot check the node for gnsh's cordon (%v); 'gnsh uncordon --only-if-ours' undoes it", err)
+		return nil, nil, false
+	}
+	r.sess = s
+	n, err := s.readNode(ctx, r.cfg.APITimeout.D())
+	if err != nil {
+		r.warn("cannot check %s for gnsh's cordon (%v); 'gnsh uncordon --only-if-ours' undoes it", s.node, err)
+		return nil, nil, false
+	}
+	o := drain.Owner(n)
+	if o == nil || o.When == nil {
+		return nil, nil, false // not gnsh's cordon for a schedule
+	}
+	return n, o, true
+}
+
+// underWay says whether a shutdown is under way now (Relies: logind
+// preparing one, systemd stopping the system, an immediate action in
+// logind's ScheduledShutdown), as a phrase; "" for none. One that cannot
+// be told counts as under way.
+func (c *cancelRun) underWay(ctx context.Context, r *run) string {
+	if c.d.Relies == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*r.cfg.APITimeout.D())
+	defer cancel()
+	why, err := c.d.Relies(ctx, nil, r.cfg.DrainTimeout.D())
+	if err != nil {
+		return fmt.Sprintf("whether a shutdown is under way cannot be told (%v)", err)
+	}
+	return why
 }

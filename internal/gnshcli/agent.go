@@ -143,6 +143,19 @@ func pendingShutdown(ctx context.Context, address string, rec *drain.Ownership, 
 	return "", nil
 }
 
+// ShutdownRelies is drainer.Relies on this machine: pendingShutdown over
+// the system bus getenv names, now (time.Now if nil) being the time. The
+// node agent's undos and keeper ask it, and shutdown -c whether a
+// shutdown is under way.
+func ShutdownRelies(getenv func(string) string, now func() time.Time) drainer.Relies {
+	if now == nil {
+		now = time.Now
+	}
+	return func(ctx context.Context, rec *drain.Ownership, drainTimeout time.Duration) (string, error) {
+		return pendingShutdown(ctx, logind.SystemBusAddress(getenv), rec, drainTimeout, now())
+	}
+}
+
 // MarkerMaxAge is how old the marker (drainer.MarkerName) may be for the
 // agent to take a shutdown as drained for already; a marker written ahead
 // of a scheduled shutdown counts until MarkerMaxAge after its deadline.
@@ -223,13 +236,7 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 	d.Agent = true
 	// Its undos ask logind and systemd whether a shutdown relies on the
 	// cordon, with the drain timeout of the config file as it is then.
-	d.Relies = func(ctx context.Context, rec *drain.Ownership, drainTimeout time.Duration) (string, error) {
-		now := time.Now
-		if env.Now != nil {
-			now = env.Now
-		}
-		return pendingShutdown(ctx, logind.SystemBusAddress(getenv), rec, drainTimeout, now())
-	}
+	d.Relies = ShutdownRelies(getenv, env.Now)
 	// The agent's lock, held for its whole life, tells the wrapper (and
 	// gnsh status) that a schedule beyond drainTimeout will be drained.
 	alock, err := d.HoldAgentLock()
