@@ -149,9 +149,10 @@ func (r *run) isNode() bool {
 	return !errors.Is(err, kube.ErrNoKubeconfig)
 }
 
-// attempt goes as far as it can: connect, lock, read the Node, check it is
-// this machine, cordon, and (unless -f) drain. It returns the outcome; r.err
-// holds the error behind it.
+// attempt goes as far as it can: connect, read the Node, check it is this
+// machine, take a reboot slot (waiting for one without the drain lock),
+// lock, read the Node again, cordon, and (unless -f) drain. It returns the
+// outcome; r.err holds the error behind it.
 func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 	if r.d.Connect == nil {
 		loc := r.d.locator(r.cfg)
@@ -165,6 +166,13 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 	// undo its cordon), a dropped ssh session does not.
 	ctx, r.leaveDrain = r.d.Signal.Drain(ctx)
 	r.onNode = true
+	if r.gated() {
+		// The lock comes after the wait for a slot: one that could never
+		// be taken (not root) refuses now, not after that wait.
+		if err := r.d.lockUsable(); err != nil {
+			return r.fail(notPermitted, err)
+		}
+	}
 	s, err := r.d.connect(ctx, r.cfg, r.kubeconfig, r.out.sayf)
 	if err != nil {
 		return r.fail(r.classify(ctx, err), err)
@@ -172,41 +180,140 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 	r.sess = s
 	r.out.node = s.node
 	r.own = r.ownership(when)
-	if r.lock, err = r.d.lock(r.verb, s.node, true, deadline(ctx)); err != nil {
-		var held *HeldError
-		if !errors.As(err, &held) || !held.Holder.agent() || r.d.Agent || r.purpose == forForce {
-			return r.fail(classifyLocal(err), err)
+	// The slot first, the drain lock after it: a run waiting for a slot
+	// (up to slots.wait) holds no lock, so that the node agent can still
+	// drain for a shutdown under way, or ahead of a schedule, meanwhile.
+	// Everything that depends on the Node is decided again under the
+	// lock, from a fresh read.
+	asked := !r.gated() // no slot to ask for
+	for try := 0; ; try++ {
+		if !asked {
+			n, o, out := r.readSelf(ctx)
+			if n == nil {
+				return out
+			}
+			// Drained for this very schedule already: no slot to ask for
+			// (the one taken then is kept for it), unless that was read
+			// before the lock and no longer holds under it.
+			if try > 0 || !r.drainedFor(o) {
+				if out, ok := r.takeSlot(ctx, n, o); !ok {
+					return out
+				}
+				asked = true
+			}
 		}
-		// The node agent is busy (bookkeeping, or a drain of its own):
-		// wait for it, within its own bound, rather than refuse.
-		if r.lock, err = r.waitForAgent(ctx, held.Holder); err != nil {
-			return r.fail(r.classify(ctx, err), err)
+		if out, ok := r.lockNode(ctx); !ok {
+			return out
+		}
+		n, o, out := r.readSelf(ctx)
+		if n == nil {
+			// The API server answered the read before the lock: the slot
+			// was taken, or none is needed (drained for already).
+			return out
+		}
+		if r.drainedFor(o) {
+			// Drained for this very schedule already (by the wrapper, which
+			// took its slot then, or an earlier run of the agent): nothing
+			// to do.
+			return drainedBefore
+		}
+		if asked && (try >= 2 || r.slotStands(ctx)) {
+			return r.cordonAndDrain(ctx, n, o)
+		}
+		// The slot is still to be asked for (the Node read before the lock
+		// said drained for), or the node's slot this run shared was freed
+		// meanwhile by the gnsh that took it: ask (again), without the lock.
+		r.lock.Release()
+		r.lock = nil
+		asked = false
+		if r.slot != nil {
+			r.slot.Halt()
+			r.slot = nil
 		}
 	}
+}
+
+// gated reports whether this run takes a reboot slot (internal/slots)
+// before its cordon: a shutdown through the wrapper, and the node agent's
+// drain ahead of a schedule, when the gate is on. -f, gnsh drain and the
+// agent's drain for a shutdown already under way (systemctl reboot, the
+// power button: nothing can refuse it now; its cordon counts against
+// others) take none.
+func (r *run) gated() bool {
+	return r.cfg.Slots.Gate != config.GateOff && r.purpose == forShutdown && (!r.d.Agent || r.ahead)
+}
+
+// readSelf reads this node's Node and checks that it is this machine; it
+// also returns gnsh's record of the cordon that stands, if any. On a
+// failure the Node is nil, the outcome names the failure and r.err holds
+// the error.
+func (r *run) readSelf(ctx context.Context) (*corev1.Node, *drain.Ownership, outcome) {
+	s := r.sess
 	n, err := s.readNode(ctx, r.cfg.APITimeout.D())
 	if err == nil {
 		err = ctx.Err() // a signal while the answer was on its way
 	}
 	if err != nil {
-		return r.fail(r.classify(ctx, err), err)
+		return nil, nil, r.fail(r.classify(ctx, err), err)
 	}
 	if same, why := kube.SameMachine(n, r.d.hostID()); !same {
-		return r.fail(otherMachine, &kube.OtherMachineError{Node: s.node, Why: why})
+		return nil, nil, r.fail(otherMachine, &kube.OtherMachineError{Node: s.node, Why: why})
 	} else if why != "" {
 		r.debug("%s: %s", s.node, why)
 	}
-	o := drain.Owner(n) // gnsh's record of the cordon that stands, if any
-	forThis := r.ahead && o != nil && o.When != nil && o.When.Equal(*r.own.When) && o.BootID == r.own.BootID
-	if forThis && o.Drained != nil {
-		// Drained for this very schedule already (by the wrapper, which
-		// took its slot then, or an earlier run of the agent): nothing to
-		// do, not even a slot to ask for.
-		return drainedBefore
+	return n, drain.Owner(n), drained
+}
+
+// drainedFor reports whether o, gnsh's record of the cordon that stands,
+// is the agent's drain ahead of this very schedule, finished.
+func (r *run) drainedFor(o *drain.Ownership) bool {
+	return r.forThis(o) && o.Drained != nil
+}
+
+// forThis reports whether o is gnsh's cordon for the schedule this
+// drain ahead of a schedule is for, made in this boot.
+func (r *run) forThis(o *drain.Ownership) bool {
+	return r.ahead && o != nil && o.When != nil && o.When.Equal(*r.own.When) && o.BootID == r.own.BootID
+}
+
+// lockNode takes the drain lock: a wrapper that finds the node agent
+// holding it waits for the agent, within the agent's own bound, rather
+// than refuse.
+func (r *run) lockNode(ctx context.Context) (outcome, bool) {
+	var err error
+	if r.lock, err = r.d.lock(r.verb, r.sess.node, true, deadline(ctx)); err != nil {
+		var held *HeldError
+		if !errors.As(err, &held) || !held.Holder.agent() || r.d.Agent || r.purpose == forForce {
+			return r.lockFailed(classifyLocal(err), err), false
+		}
+		// The node agent is busy (bookkeeping, or a drain of its own):
+		// wait for it, within its own bound, rather than refuse.
+		if r.lock, err = r.waitForAgent(ctx, held.Holder); err != nil {
+			return r.lockFailed(r.classify(ctx, err), err), false
+		}
 	}
-	if out, ok := r.takeSlot(ctx, n, o); !ok {
-		return out
+	return drained, true
+}
+
+// lockFailed ends a run that could not take the drain lock. A reboot slot
+// it took is left held, no longer renewed, never freed: another gnsh on
+// this node (a second wrapper, which shares the node's slot, or the node
+// agent) may rely on it; the agent's keeper frees it once nothing does,
+// and without an agent other nodes do once its renewals have stopped.
+func (r *run) lockFailed(o outcome, err error) outcome {
+	if r.slot != nil {
+		r.slot.Halt()
+		r.slot = nil
+		r.debug("the reboot slot of %s is left held, no longer renewed (another gnsh on this node may rely on it): the node agent frees it once nothing does", r.sess.node)
 	}
-	if forThis {
+	return r.fail(o, err)
+}
+
+// cordonAndDrain cordons n (as read under the lock; o is gnsh's record of
+// the cordon that stands) and, unless -f, drains.
+func (r *run) cordonAndDrain(ctx context.Context, n *corev1.Node, o *drain.Ownership) outcome {
+	s := r.sess
+	if r.forThis(o) {
 		// gnsh's cordon for this schedule stands, but the drain under it
 		// was cut short (a signal, an API failure): the drain resumes
 		// under that cordon, which stays for the schedule whatever this
