@@ -315,13 +315,64 @@ func (d *Drainer) drainWithin(ctx context.Context, action string, when *time.Tim
 	case o == drainedBefore:
 		return sd, ErrAlreadyDrained
 	case o == noSlot, o == gateDown:
-		return sd, &SlotRefusal{Err: r.err, Required: o == gateDown}
+		return sd, r.slotRefusal(o)
 	case ctx.Err() == context.DeadlineExceeded:
 		return sd, fmt.Errorf("%w (%s): %v", ErrDrainBudget, budget, r.err)
 	case r.err != nil:
 		return sd, fmt.Errorf("%s: %w", o, r.err)
 	}
 	return sd, errors.New(o.String())
+}
+
+// SlotForSchedule is the node agent's last word on a schedule its drain
+// ahead could not serve in time (the schedule too near when it was seen,
+// or the drain lock held by another gnsh until then): it asks at once,
+// without waiting and without a drain, for the reboot slot of the
+// shutdown (action) scheduled for at, as that drain would have. A slot
+// taken (or the node's own already) stays for the schedule, the keeper
+// renewing it; a *SlotRefusal means none could be had (the limits, or
+// slots.gate: required and the gate cannot be used): the schedule must
+// not go ahead. nil too when none is needed (the gate off, or optional
+// and unusable: a line says so). Bounded by ctx.
+func (d *Drainer) SlotForSchedule(ctx context.Context, action string, at time.Time) error {
+	at = at.UTC()
+	r := newRun(d, forShutdown, action)
+	r.ahead = true
+	if err := r.loadConfig(nil); err != nil {
+		return err
+	}
+	if !r.cfg.Drain || !r.gated() {
+		return nil
+	}
+	s, err := d.connect(ctx, r.cfg, "", r.out.sayf)
+	if err != nil {
+		return r.slotRefusal(r.fail(r.classify(ctx, err), err))
+	}
+	r.sess = s
+	r.out.node = s.node
+	r.own = r.ownership(&at)
+	n, o, out := r.readSelf(ctx)
+	if n == nil {
+		return r.slotRefusal(out)
+	}
+	out, ok := r.takeSlot(ctx, n, o)
+	r.keepSlot()
+	if !ok {
+		return r.slotRefusal(out)
+	}
+	return nil
+}
+
+// slotRefusal is the error of an attempt that ended with o: a
+// *SlotRefusal for no slot (noSlot, gateDown), else the attempt's error.
+func (r *run) slotRefusal(o outcome) error {
+	switch {
+	case o == noSlot, o == gateDown:
+		return &SlotRefusal{Err: r.err, Required: o == gateDown}
+	case r.err != nil:
+		return fmt.Errorf("%s: %w", o, r.err)
+	}
+	return nil
 }
 
 // slotRefusalSlack is how much of its budget a drain ahead of a schedule

@@ -399,3 +399,32 @@ func TestScheduleUncancelledEvent(t *testing.T) {
 		t.Fatalf("events %q", got)
 	}
 }
+
+// SlotForSchedule (the follower's last word on a schedule its drain could
+// not serve in time) asks once, without waiting: a free slot is taken and
+// kept for the schedule, none is a SlotRefusal, nothing is cordoned.
+func TestSlotForSchedule(t *testing.T) {
+	at := time.Now().Add(3 * time.Second).Truncate(time.Microsecond)
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	d.Agent = true
+	if err := d.SlotForSchedule(context.Background(), "reboot", at); err != nil {
+		t.Fatalf("%v\n%s", err, d.stderr)
+	}
+	if h, ok := slotRecord(t, f).Holder("node1"); !ok || h.When == nil || !h.When.Equal(at) || h.Phase != slots.ShuttingDown {
+		t.Fatalf("holder %+v", slotRecord(t, f))
+	}
+
+	f = newFakeNode(false, nil, "web-1")
+	otherHolder(t, f)
+	d = newDrainer(t, f, "")
+	d.Agent = true
+	start := time.Now()
+	err := d.SlotForSchedule(context.Background(), "reboot", at)
+	if !IsSlotRefusal(err) || time.Since(start) > 2*time.Second {
+		t.Fatalf("%v after %s\n%s", err, time.Since(start), d.stderr)
+	}
+	if rec := slotRecord(t, f); len(rec.Waiters) != 0 || f.node(t).Spec.Unschedulable {
+		t.Errorf("record %+v, cordoned %v", rec, f.node(t).Spec.Unschedulable)
+	}
+}

@@ -333,9 +333,11 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 			},
 			Drain: func(ctx context.Context, action string, budget time.Duration) (func(string), error) {
 				defer afterHold()
-				// The drain ahead of a schedule, if one runs (maybe only
-				// waiting for a reboot slot), gives way: this shutdown is
-				// under way, and its drain needs the lock.
+				// The drain ahead of a schedule, if one runs, gives way:
+				// this shutdown is under way, and its drain needs the
+				// drain lock that drain holds while it drains. (While it
+				// only waits for a reboot slot it holds no lock; it stops
+				// all the same: nothing gates this shutdown.)
 				if f.Preempt(ctx) {
 					say("agent: the drain ahead of the schedule stopped: a shutdown is under way")
 				}
@@ -383,6 +385,10 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 				return d.CancelSchedule(ctx, typ, at, why, func(ctx context.Context) (bool, error) {
 					return cancelSchedule(ctx, logind.SystemBusAddress(getenv), typ, usec)
 				})
+			},
+			Slot: func(ctx context.Context, action string, at time.Time) error {
+				defer afterHold()
+				return d.SlotForSchedule(ctx, action, at)
 			},
 			Uncancelled: func(ctx context.Context, action string, at time.Time, why string) {
 				d.ScheduleUncancelled(ctx, action, at, why)
