@@ -112,6 +112,16 @@ func (r *run) tell(o outcome, v verdict, err error) string {
 		return "gnsh: " + err.Error()
 	case interrupted:
 		return "gnsh: drain interrupted by " + signals.Name(r.d.Signal.Caught()) + "; nothing was shut down"
+	case cancelled:
+		what := "the " + verb
+		if r.own.When != nil {
+			what += " scheduled for " + r.own.When.Local().Format("15:04:05")
+		}
+		var st *stoppedError
+		if errors.As(err, &st) && st.Phase != "" {
+			return fmt.Sprintf("gnsh: %s was cancelled by %s (shutdown -c) while this command was %s; nothing was scheduled", what, st.By, st.Phase)
+		}
+		return fmt.Sprintf("gnsh: %s was cancelled (shutdown -c); nothing was scheduled", what)
 	case blocked:
 		if v.proceed {
 			return fmt.Sprintf("%v; --force-drain: %s anyway", err, going)
@@ -172,8 +182,11 @@ func (r *run) going() string {
 
 // undoReason is the first half of the line that says a cordon was undone.
 func (r *run) undoReason(o outcome) string {
-	if o == interrupted {
+	switch o {
+	case interrupted:
 		return "drain interrupted by " + signals.Name(r.d.Signal.Caught())
+	case cancelled:
+		return "the scheduled " + r.verb + " was cancelled by " + r.stoppedBy() + " (shutdown -c)"
 	}
 	return "nothing was shut down"
 }

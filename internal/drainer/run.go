@@ -58,6 +58,9 @@ type run struct {
 	// slotWaitMax bounds the wait for a slot of the agent's drain ahead
 	// of a schedule (ahead): what is left before the schedule's time.
 	slotWaitMax time.Duration
+	// watch: the wrapper's note of this run, which shutdown -c reads (and,
+	// for a schedule, the watch for its stop request); nil without one.
+	watch *runWatch
 
 	leaveDrain func() // leaves the signals' Drain mode
 	leaveHold  func() // leaves Hold mode (during the hand-off)
@@ -173,6 +176,9 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 			return r.fail(notPermitted, err)
 		}
 	}
+	// A wrapper's run notes itself, so that shutdown -c finds it (and
+	// stops it, for a schedule: runnote.go).
+	ctx = r.noteRun(ctx, when)
 	s, err := r.d.connect(ctx, r.cfg, r.kubeconfig, r.out.sayf)
 	if err != nil {
 		return r.fail(r.classify(ctx, err), err)
@@ -196,6 +202,7 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 			// (the one taken then is kept for it), unless that was read
 			// before the lock and no longer holds under it.
 			if try > 0 || !r.drainedFor(o) {
+				r.notePhase("waiting for a reboot slot")
 				if out, ok := r.takeSlot(ctx, n, o); !ok {
 					return out
 				}
@@ -320,6 +327,7 @@ func (r *run) cordonAndDrain(ctx context.Context, n *corev1.Node, o *drain.Owner
 		// drain's outcome.
 		r.info("gnsh's cordon of %s for the %s scheduled for %s stands, but its drain did not finish: draining again",
 			s.node, o.Action, o.When.Local().Format("15:04:05"))
+		r.notePhase("draining " + s.node)
 		return r.drain(ctx)
 	}
 	if r.purpose != forMaintenance && (!n.Spec.Unschedulable || o != nil && o.BootID != r.own.BootID) {
@@ -340,6 +348,7 @@ func (r *run) cordonAndDrain(ctx context.Context, n *corev1.Node, o *drain.Owner
 		return r.fail(r.classify(ctx, err), err)
 	}
 	r.slotPhase(slots.Draining)
+	r.notePhase("draining " + s.node)
 	switch {
 	case r.purpose == forForce:
 		if made {
@@ -399,6 +408,7 @@ func (r *run) waitForAgent(ctx context.Context, held *Holder) (*Lock, error) {
 		}
 	}
 	see(held)
+	r.notePhase("waiting for the node agent")
 	what := "to finish: " + held.Action
 	switch {
 	case held.Kind == HolderAgentDrain && r.verb == "cancel":
@@ -481,6 +491,9 @@ func (r *run) drain(ctx context.Context) outcome {
 		intr := &Interrupted{Sig: r.d.Signal.Caught()}
 		err = intr
 		r.event(ctx, "Warning", ReasonDrainFailed, "Drain %s after %s; gnsh's cordon is undone", intr.what(), elapsed)
+	case cancelled:
+		r.event(ctx, "Warning", ReasonDrainFailed, "Drain stopped after %s: the %s scheduled by %s was cancelled by %s (shutdown -c); gnsh's cordon is undone",
+			elapsed, r.verb, r.own.Requester(), r.stoppedBy())
 	case apiFailed: // the API server would not take the Event either
 	default:
 		r.event(ctx, "Warning", ReasonDrainFailed, "Drain failed after %s: %v", elapsed, err)
@@ -519,6 +532,8 @@ func (r *run) classify(ctx context.Context, err error) outcome {
 	switch {
 	case r.d.Signal.Caught() != 0 && ctx.Err() != nil:
 		return interrupted
+	case r.stoppedBy() != "" && ctx.Err() != nil:
+		return cancelled
 	case errors.As(err, &be):
 		return blocked
 	case errors.As(err, &nr):
@@ -565,6 +580,11 @@ func (r *run) conclude(o outcome, err error) (handoff.Prepared, error) {
 	if sig := r.d.Signal.Caught(); sig != 0 && o != interrupted {
 		o, err = interrupted, &Interrupted{Sig: sig}
 	}
+	if by := r.unwatch(); by != "" && o != interrupted {
+		// shutdown -c stopped this run for a schedule (or asked as its
+		// drain ended): nothing is scheduled.
+		o, err = cancelled, &stoppedError{By: by, Phase: r.watch.phase}
+	}
 	v := decide(o, r.purpose, r.cfg.ForceDrain)
 	if v.undo {
 		r.undo(r.undoReason(o))
@@ -580,6 +600,7 @@ func (r *run) conclude(o outcome, err error) (handoff.Prepared, error) {
 	if msg != "" {
 		r.warn("%s", msg)
 	}
+	r.notePhase("handing the " + r.verb + " to systemd-logind")
 	if r.purpose == forShutdown {
 		if o == drained {
 			// Right before the hand-off: the node agent, seeing
@@ -621,6 +642,7 @@ func (r *run) Finish(ctx context.Context, err error) {
 // lock and leaves the signal modes.
 func (r *run) end() {
 	r.releaseSlot("the " + r.verb + " did not happen")
+	r.forgetRun()
 	r.lock.Release()
 	r.lock = nil
 	r.leaveHold()
@@ -705,9 +727,10 @@ func (r *run) lifecycle(ctx context.Context, l drain.Lifecycle) {
 	}
 }
 
-// cancelRun is shutdown -c: after logind cancelled a schedule, gnsh undoes
-// the cordon it made for that schedule (and only that one) and frees this
-// boot's reboot slot.
+// cancelRun is shutdown -c: before logind cancels, it stops a run for a
+// schedule that still waits for its reboot slot or drains (stopRuns);
+// after logind cancelled a schedule, gnsh undoes the cordon it made for
+// that schedule (and only that one) and frees this boot's reboot slot.
 type cancelRun struct {
 	d   *Drainer
 	req *legacy.Request
@@ -762,8 +785,8 @@ func (c *cancelRun) FinishCancel(ctx context.Context, cancelled bool, err error)
 		return
 	}
 	s := r.sess
-	// A drain for the schedule may still be running: it would schedule its
-	// shutdown when done, after this cancel.
+	// Under the lock: not while a drain runs (a run for the schedule was
+	// stopped before logind's cancel; another may be under way).
 	lock, err := c.d.lock("cancel", s.node, false, time.Time{})
 	var held *HeldError
 	if errors.As(err, &held) && held.Holder.agent() {
@@ -774,8 +797,8 @@ func (c *cancelRun) FinishCancel(ctx context.Context, cancelled bool, err error)
 		errors.As(err, &held)
 	}
 	if held != nil {
-		r.warn("%v. It will still schedule its shutdown when its drain ends: interrupt %s (SIGINT), which also undoes its cordon",
-			held, held.pid())
+		r.warn("%v. If it drains for the cancelled schedule (a gnsh that did not take the stop), interrupt %s (SIGINT), which undoes its cordon; else gnsh's cordon of %s for that schedule stays while it runs, and the node agent lifts it once nothing relies on it",
+			held, held.pid(), s.node)
 		return
 	}
 	if err != nil {
