@@ -161,7 +161,7 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 		loc := r.d.locator(r.cfg)
 		path, err := loc.FindKubeconfig()
 		if err != nil {
-			return r.fail(classifyLocal(err), err)
+			return r.unslotted(classifyLocal(err), err)
 		}
 		r.kubeconfig = path
 	}
@@ -181,7 +181,7 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 	ctx = r.noteRun(ctx, when)
 	s, err := r.d.connect(ctx, r.cfg, r.kubeconfig, r.out.sayf)
 	if err != nil {
-		return r.fail(r.classify(ctx, err), err)
+		return r.unslotted(r.classify(ctx, err), err)
 	}
 	r.sess = s
 	r.out.node = s.node
@@ -196,7 +196,7 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 		if !asked {
 			n, o, out := r.readSelf(ctx)
 			if n == nil {
-				return out
+				return r.unslotted(out, r.err)
 			}
 			// Drained for this very schedule already: no slot to ask for
 			// (the one taken then is kept for it), unless that was read
@@ -282,6 +282,27 @@ func (r *run) drainedFor(o *drain.Ownership) bool {
 func (r *run) forThis(o *drain.Ownership) bool {
 	return r.ahead && o != nil && o.When != nil && o.When.Equal(*r.own.When) && o.BootID == r.own.BootID
 }
+
+// unslotted is the outcome of a failure before a reboot slot was taken
+// (nothing cordoned yet): with slots.gate: required a gated shutdown is
+// refused when it cannot take a slot, whatever stopped it before the
+// gate (the API server, the Node); optional goes on as the policy says.
+func (r *run) unslotted(o outcome, err error) outcome {
+	if r.gated() && r.cfg.Slots.Gate == config.GateRequired {
+		switch o {
+		case apiFailed, notRegistered, otherMachine:
+			return r.fail(gateDown, &gateUnreached{err})
+		}
+	}
+	return r.fail(o, err)
+}
+
+// gateUnreached is the reason a required gate could not be used: the
+// failure before it.
+type gateUnreached struct{ err error }
+
+func (e *gateUnreached) Error() string { return e.err.Error() }
+func (e *gateUnreached) Unwrap() error { return e.err }
 
 // lockNode takes the drain lock: a wrapper that finds the node agent
 // holding it waits for the agent, within the agent's own bound, rather

@@ -346,14 +346,14 @@ func (d *Drainer) SlotForSchedule(ctx context.Context, action string, at time.Ti
 	}
 	s, err := d.connect(ctx, r.cfg, "", r.out.sayf)
 	if err != nil {
-		return r.slotRefusal(r.fail(r.classify(ctx, err), err))
+		return r.slotRefusal(r.unslotted(r.classify(ctx, err), err))
 	}
 	r.sess = s
 	r.out.node = s.node
 	r.own = r.ownership(&at)
 	n, o, out := r.readSelf(ctx)
 	if n == nil {
-		return r.slotRefusal(out)
+		return r.slotRefusal(r.unslotted(out, r.err))
 	}
 	out, ok := r.takeSlot(ctx, n, o)
 	r.keepSlot()

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/gnsh/gnsh/internal/drain"
+	"github.com/gnsh/gnsh/internal/legacy"
 	"github.com/gnsh/gnsh/internal/slots"
 )
 
@@ -426,5 +428,61 @@ func TestSlotForSchedule(t *testing.T) {
 	}
 	if rec := slotRecord(t, f); len(rec.Waiters) != 0 || f.node(t).Spec.Unschedulable {
 		t.Errorf("record %+v, cordoned %v", rec, f.node(t).Spec.Unschedulable)
+	}
+}
+
+// With slots.gate: required, a failure before the gate (the API server
+// unreachable, the Node read failing) refuses the reboot in one line: it
+// cannot take a slot. (It used to go on without a drain and without a
+// slot.) Optional goes on, -f too; the agent's drain ahead of a schedule
+// gets a SlotRefusal.
+func TestRequiredGateRefusesWhenTheAPIServerFails(t *testing.T) {
+	const required = "slots:\n  gate: required\n"
+	unreachable := func(d testDrainer) {
+		d.Connect = func(context.Context) (kubernetes.Interface, string, error) {
+			return nil, "", &drain.UnreachableError{Err: syscall.ECONNREFUSED}
+		}
+	}
+	d := newDrainer(t, nil, required)
+	unreachable(d)
+	err := d.handOff(t, reboot(), nil)
+	refusal(t, err, "gnsh: cannot take a reboot slot: API server unreachable", "reboot refused (slots.gate: required in ",
+		"go without the gate (and without a drain) with --no-drain or -f")
+	if msg := err.Error(); strings.Count(msg, "\n") != 0 {
+		t.Errorf("not one line: %q", msg)
+	}
+
+	f := newFakeNode(false, nil, "web-1")
+	f.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("etcd has no leader")
+	})
+	d = newDrainer(t, f, required)
+	refusal(t, d.handOff(t, reboot(), nil), "gnsh: cannot take a reboot slot: the API server is failing (503 Service Unavailable: etcd has no leader)")
+
+	for _, c := range []struct {
+		name, config string
+		req          *legacy.Request
+	}{
+		{"optional", "", reboot()},
+		{"-f", required, &legacy.Request{Command: "reboot", Action: legacy.Reboot, Force: 1}},
+	} {
+		d := newDrainer(t, nil, c.config)
+		unreachable(d)
+		if err := d.handOff(t, c.req, nil); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+
+	d = newDrainer(t, nil, required)
+	unreachable(d)
+	d.Agent = true
+	_, err = d.DrainForSchedule(context.Background(), "reboot", time.Now().Add(time.Hour), 10*time.Second)
+	var sr *SlotRefusal
+	if !errors.As(err, &sr) || !sr.Required {
+		t.Errorf("the agent's drain ahead: %v", err)
+	}
+	// The guard's drain for a shutdown under way is not gated.
+	if _, err := d.DrainForShutdown(context.Background(), "reboot", 10*time.Second); IsSlotRefusal(err) {
+		t.Errorf("the guard's drain: %v", err)
 	}
 }
