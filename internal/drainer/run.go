@@ -58,6 +58,9 @@ type run struct {
 	// slotWaitMax bounds the wait for a slot of the agent's drain ahead
 	// of a schedule (ahead): what is left before the schedule's time.
 	slotWaitMax time.Duration
+	// slotLine is said once the run holds the drain lock: why it goes on
+	// without a slot.
+	slotLine string
 	// watch: the wrapper's note of this run, which shutdown -c reads (and,
 	// for a schedule, the watch for its stop request); nil without one.
 	watch *runWatch
@@ -211,6 +214,11 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 		}
 		if out, ok := r.lockNode(ctx); !ok {
 			return out
+		}
+		if r.slotLine != "" {
+			// Said once the run goes on: a run refused for the lock does not.
+			r.info("%s", r.slotLine)
+			r.slotLine = ""
 		}
 		n, o, out := r.readSelf(ctx)
 		if n == nil {

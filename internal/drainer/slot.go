@@ -76,8 +76,11 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 	case errors.As(err, &ue) && kubeletIdentity(err):
 		// The kubelet's credentials cannot use the gate (the Node
 		// authorizer): with the default optional gate that is the
-		// normal case of a node without gnsh's own identity.
-		r.debug("reboot slots not checked: %v", err)
+		// normal case of a node without gnsh's own identity. One plain
+		// line, not a warning: the reboot goes on as configured (said
+		// once the drain lock is held).
+		r.slotLine = kubeletGateLine
+		r.debug("reboot slots: %v", err)
 		return drained, true
 	default:
 		r.warn("reboot slots not checked: %v; going on without a slot (slots.gate: optional)", err)
@@ -128,6 +131,12 @@ func (r *run) slotStands(ctx context.Context) bool {
 	r.info("the reboot slot of %s in %s was freed meanwhile by the gnsh that took it; asking for one again", me.Node, g.Where())
 	return false
 }
+
+// kubeletGateLine is what a shutdown says when the gate is optional and
+// the kubelet's credentials cannot use it.
+const kubeletGateLine = "reboot slots not checked: the kubelet's credentials may not use the gate (Node authorizer); " +
+	"it needs gnsh's own identity (install/kubernetes/rbac.yaml and /etc/gnsh/kubeconfig, or the Ansible role's gnsh_credentials: dedicated); " +
+	"going on without a slot (slots.gate: optional)"
 
 // kubeletIdentity reports whether a gate error is the Node authorizer
 // refusing a kubelet's credentials.

@@ -139,15 +139,18 @@ func forbidLeases(f *fakeNode, user string) {
 	})
 }
 
-// A gate that cannot be used: optional goes on (a warning, or a debug
-// line for the kubelet's own credentials), required refuses.
+// A gate that cannot be used: optional goes on (a warning, or for the
+// kubelet's own credentials one plain line naming the fix: it used to be a
+// debug line, silent by default), required refuses.
 func TestGateUnavailable(t *testing.T) {
 	for _, c := range []struct {
 		config, user string
 		refused      bool
 		warning      string
 	}{
-		{"", "system:node:node1", false, ""},
+		{"", "system:node:node1", false, "gnsh: reboot slots not checked: the kubelet's credentials may not use the gate (Node authorizer); " +
+			"it needs gnsh's own identity (install/kubernetes/rbac.yaml and /etc/gnsh/kubeconfig, or the Ansible role's gnsh_credentials: dedicated); " +
+			"going on without a slot (slots.gate: optional)\n"},
 		{"", "someone", false, "gnsh: warning: reboot slots not checked: these credentials may not use the Lease gnsh/reboot-slots"},
 		{"slots:\n  gate: required\n", "system:node:node1", true, ""},
 		{"slots:\n  gate: off\n", "someone", false, ""},
@@ -168,9 +171,32 @@ func TestGateUnavailable(t *testing.T) {
 			continue
 		}
 		p.Finish(context.Background(), nil)
-		if got := d.stderr.String(); c.warning != "" && !strings.Contains(got, c.warning) || c.warning == "" && strings.Contains(got, "slot") {
+		got := d.stderr.String()
+		if c.warning != "" && !strings.Contains(got, c.warning) || c.warning == "" && strings.Contains(got, "slot") {
 			t.Errorf("%q %s: stderr %q", c.config, c.user, got)
 		}
+		if c.user == "system:node:node1" && (strings.Contains(got, "warning") || strings.Count(got, "slot") != strings.Count(c.warning, "slot")) {
+			t.Errorf("the kubelet's credentials: not one plain line: %q", got)
+		}
+	}
+}
+
+// The kubelet's line is said once the run goes on (it holds the drain
+// lock): a run refused for the lock says only why.
+func TestKubeletGateLineOnlyWhenGoingOn(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	forbidLeases(f, "system:node:node1")
+	d := newDrainer(t, f, "")
+	other := newDrainer(t, f, "")
+	other.LockDir = d.LockDir
+	l, err := other.lock("reboot", "node1", true, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	refusal(t, d.handOff(t, reboot(), nil), "another gnsh is draining this node")
+	if strings.Contains(d.stderr.String(), "slot") {
+		t.Errorf("stderr %q", d.stderr)
 	}
 }
 
