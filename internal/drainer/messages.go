@@ -16,6 +16,7 @@ import (
 	"github.com/gnsh/gnsh/internal/drain"
 	"github.com/gnsh/gnsh/internal/kube"
 	"github.com/gnsh/gnsh/internal/signals"
+	"github.com/gnsh/gnsh/internal/slots"
 )
 
 // Refusal is a command gnsh refuses: Msg is the whole text for stderr
@@ -131,8 +132,12 @@ func (r *run) tell(o outcome, v verdict, err error) string {
 	case kubeletDown:
 		return fmt.Sprintf("%v; %s without waiting for them", err, going)
 	case noSlot:
-		return fmt.Sprintf("gnsh: %v\ngnsh: %s refused. Run it again later; or free a slot with 'gnsh slots release --node NODE' (admin credentials); or go without the gate (and without a drain) with --no-drain or -f.",
-			err, verb)
+		quorum := ""
+		if heldByQuorum(err) {
+			quorum = "; or override the etcd quorum guard with --force-quorum"
+		}
+		return fmt.Sprintf("gnsh: %v\ngnsh: %s refused. Run it again later; or free a slot with 'gnsh slots release --node NODE' (admin credentials); or go without the gate (and without a drain) with --no-drain or -f%s.",
+			err, verb, quorum)
 	case gateDown:
 		if errors.As(err, new(*gateUnreached)) {
 			// Before the gate: nothing cordoned, no slot asked for.
@@ -168,6 +173,21 @@ func (r *run) tellMaintenance(o outcome, err error, node string) string {
 		msg += fmt.Sprintf("\ngnsh: %s stays cordoned; 'gnsh uncordon' makes it schedulable again", node)
 	}
 	return msg
+}
+
+// heldByQuorum reports whether the etcd quorum guard was among what held a
+// refused request back.
+func heldByQuorum(err error) bool {
+	var we *slots.WaitError
+	if !errors.As(err, &we) {
+		return false
+	}
+	for _, b := range we.Blocks {
+		if b.Limit == slots.LimitQuorum {
+			return true
+		}
+	}
+	return false
 }
 
 // going is "rebooting", "powering off", …
