@@ -136,16 +136,16 @@ func (r *run) tell(o outcome, v verdict, err error) string {
 		if heldByQuorum(err) {
 			quorum = "; or override the etcd quorum guard with --force-quorum"
 		}
-		return fmt.Sprintf("gnsh: %v\ngnsh: %s refused. Run it again later; or free a slot with 'gnsh slots release --node NODE' (admin credentials); or go without the gate (and without a drain) with --no-drain or -f%s.",
-			err, verb, quorum)
+		return fmt.Sprintf("gnsh: %s\ngnsh: %s refused. Run it again later; or free a slot with 'gnsh slots release --node NODE' (admin credentials); or go without the gate (and without a drain) with --no-drain or -f%s.",
+			oneLine(err.Error()), verb, quorum)
 	case gateDown:
 		if errors.As(err, new(*gateUnreached)) {
 			// Before the gate: nothing cordoned, no slot asked for.
 			return fmt.Sprintf("gnsh: cannot take a reboot slot: %s; %s refused (slots.gate: required in %s): run it again once that is fixed, or go without the gate (and without a drain) with --no-drain or -f",
-				errText(err, r.kubeconfig), verb, r.d.configPath())
+				oneLine(errText(err, r.kubeconfig)), verb, r.d.configPath())
 		}
-		return fmt.Sprintf("gnsh: reboot slots: %v\ngnsh: %s refused (slots.gate: required in %s). Fix the gate, or go without it (and without a drain) with --no-drain or -f.",
-			err, verb, r.d.configPath())
+		return fmt.Sprintf("gnsh: reboot slots: %s\ngnsh: %s refused (slots.gate: required in %s). Fix the gate, or go without it (and without a drain) with --no-drain or -f.",
+			oneLine(err.Error()), verb, r.d.configPath())
 	}
 	// apiFailed, notRegistered, otherMachine: the cluster's side. A cordon
 	// made stays: the node agent lifts it after the boot.

@@ -1,0 +1,40 @@
+package drainer
+
+import (
+	"strings"
+	"testing"
+)
+
+// Text from the Lease (written by any node's credentials) never reaches a
+// terminal raw: control characters become '?', each line stays one line,
+// and the live line is cut to the terminal's width.
+func TestProgressSanitises(t *testing.T) {
+	var b strings.Builder
+	p := newProgress(&b, true, "node1", nil)
+	p.width = func() int { return 40 }
+	evil := "waiting for a reboot slot: node2 (reboot by \x1b]0;pwned\x07\x1b[2J\u202emallory\nsecond line\xff)"
+	p.live(evil)
+	got := b.String()
+	if !strings.HasPrefix(got, "\r\x1b[Kgnsh: waiting for a ") {
+		t.Fatalf("%q", got)
+	}
+	line := strings.TrimPrefix(got, "\r\x1b[K")
+	if strings.ContainsAny(line, "\x1b\x07\n\u202e") || len([]rune(line)) > 39 || !strings.HasSuffix(line, "…") {
+		t.Errorf("live line %q", line)
+	}
+	b.Reset()
+	p.printf("warning: %s", evil)
+	if got := b.String(); strings.ContainsAny(strings.TrimPrefix(got, "\n"), "\x1b\x07\u202e") || strings.Count(got, "\n") != 2 || // the live line's end, its own
+		!strings.Contains(got, "gnsh: warning: waiting for a reboot slot: node2 (reboot by ?]0;pwned??[2J?mallory?second line?)\n") {
+		t.Errorf("printed %q", got)
+	}
+	b.Reset()
+	plain := newProgress(&b, false, "node1", nil)
+	plain.live(evil)
+	if got := b.String(); strings.ContainsAny(got, "\x1b\x07\u202e") || strings.Count(got, "\n") != 1 {
+		t.Errorf("plain %q", got)
+	}
+	if oneLine("node-1: 3/5 pods gone, ünïcödé") != "node-1: 3/5 pods gone, ünïcödé" {
+		t.Error("clean text changed")
+	}
+}
