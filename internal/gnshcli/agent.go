@@ -410,18 +410,15 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		}
 		var wg sync.WaitGroup
 		wg.Add(4)
-		// The reboot slot is kept once the node is up for this boot (the
-		// uncordon after boot has ended): its slot is freed after that
-		// anyway, and an API server that is down meanwhile is retried by
-		// the uncordon alone, not twice.
-		up := make(chan struct{})
+		// The reboot slots are kept from now on, beside the uncordon
+		// after boot, which may wait long (for the API server, for the
+		// Node to be Ready, for a shutdown due within drainTimeout): a
+		// slot this boot took meanwhile (shutdown -r +5 right after boot)
+		// must be renewed, or others reclaim it. The slot of the last boot
+		// is freed only once the node has settled, uncordoned.
 		go func() {
 			defer wg.Done()
-			select {
-			case <-up:
-				keepSlots(ctx, d, cfg, u.Connect, say, u.Debug)
-			case <-ctx.Done():
-			}
+			keepSlots(ctx, d, cfg, u.Connect, say, u.Debug)
 		}()
 		go func() { defer wg.Done(); _ = f.Run(ctx) }()
 		go func() { defer wg.Done(); _ = g.Run(ctx) }()
@@ -430,7 +427,6 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		if !done {
 			r = <-uncordoned
 		}
-		close(up)
 		switch r.Outcome {
 		case agent.Uncordoned:
 			st.uncordonDone("uncordoned " + r.Node + " after boot")
