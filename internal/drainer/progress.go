@@ -94,6 +94,16 @@ func oneLine(s string) string {
 	return b.String()
 }
 
+// safeLines is oneLine for each line of a text of several lines (a
+// refusal): the line breaks stay.
+func safeLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = oneLine(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
 func unsafeRune(c rune) bool {
 	switch {
 	case c == utf8.RuneError, unicode.IsControl(c):

@@ -1,8 +1,14 @@
 package drainer
 
 import (
+	"context"
+	"io"
 	"strings"
 	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // Text from the Lease (written by any node's credentials) never reaches a
@@ -36,5 +42,20 @@ func TestProgressSanitises(t *testing.T) {
 	}
 	if oneLine("node-1: 3/5 pods gone, ünïcödé") != "node-1: 3/5 pods gone, ünïcödé" {
 		t.Error("clean text changed")
+	}
+}
+
+// A refusal quotes the cluster's text (here gnsh drain's, the API
+// server's message): each of its lines is made safe, its line breaks stay.
+func TestRefusalSanitised(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	f.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("etcd \x1b]0;pwned\x07 has no leader")
+	})
+	d := newDrainer(t, f, "")
+	err := d.DrainCommand(context.Background(), 0, false, io.Discard)
+	refusal(t, err, "(503 Service Unavailable: etcd ?]0;pwned? has no leader)")
+	if strings.ContainsAny(err.Error(), "\x1b\x07") {
+		t.Errorf("%q", err)
 	}
 }

@@ -618,7 +618,8 @@ func (r *run) conclude(o outcome, err error) (handoff.Prepared, error) {
 	if v.undo {
 		r.undo(r.undoReason(o))
 	}
-	msg := r.tell(o, v, err)
+	// Each line made safe (oneLine): a refusal quotes the cluster's text.
+	msg := safeLines(r.tell(o, v, err))
 	if !v.proceed {
 		r.end()
 		if o == interrupted { // only ever with a caught signal
