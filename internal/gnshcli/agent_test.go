@@ -93,9 +93,11 @@ func TestAgentCommand(t *testing.T) {
 	buf := make([]byte, 1024)
 	var msgs []string
 	// READY=1 first; then the guard's line (no system bus here: it keeps
-	// trying) beside the uncordon's, which leaves it once done.
+	// trying) beside the uncordon's, which leaves it once done. (The
+	// uncordon's log line comes before its outcome reaches STATUS=: the
+	// guard may send a line in between.)
 	for !strings.Contains(errb.String(), "node-1 uncordoned after boot") || len(msgs) < 2 ||
-		strings.Contains(msgs[len(msgs)-1], "waiting for") {
+		!strings.HasSuffix(msgs[len(msgs)-1], "; uncordoned node-1 after boot") {
 		k, err := l.Read(buf)
 		if err != nil {
 			t.Fatalf("notify: %v (got %q); stderr:\n%s", err, msgs, errb.String())
