@@ -61,3 +61,20 @@ func TestCancelLeavesCordonAndSlotForAShutdownUnderWay(t *testing.T) {
 		t.Errorf("cancelled: slot %v, cordoned %v", ok, f.node(t).Spec.Unschedulable)
 	}
 }
+
+// shutdown -c on a machine that is not a Kubernetes node asks logind
+// nothing more than systemd's does (whether a shutdown is under way is
+// asked only to decide about a marker of gnsh's, or a cordon).
+func TestCancelOnANonNodeAsksNothing(t *testing.T) {
+	d := newDrainer(t, nil, "")
+	asked := 0
+	d.Relies = func(context.Context, *drain.Ownership, time.Duration) (string, error) { asked++; return "", nil }
+	p, err := d.prepare(t, cancelReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.(handoff.CancelReporter).FinishCancel(context.Background(), true, nil)
+	if asked != 0 || d.stderr.Len() != 0 {
+		t.Errorf("asked %d times; stderr %q", asked, d.stderr)
+	}
+}

@@ -788,25 +788,25 @@ func (c *cancelRun) FinishCancel(ctx context.Context, cancelled bool, err error)
 	r := newRun(c.d, forShutdown, "cancel")
 	cfgErr := r.loadConfig(nil)
 	// The marker of a drain for the cancelled schedule goes with it, once
-	// no shutdown is under way (one that is may rely on it).
-	settled := func(underWay string) {
-		if cancelled && underWay == "" {
+	// no shutdown is under way (one that is may rely on it). Asked only
+	// when there is a marker: on a machine that is not a Kubernetes node
+	// there is none, and shutdown -c asks logind nothing more than
+	// systemd's does.
+	settled := func(underWay func() string) {
+		if _, err := c.d.ReadMarker(); cancelled && err == nil && underWay() == "" {
 			c.d.RemoveMarker()
 		}
 	}
+	ask := func() string { return c.underWay(ctx, r) }
 	if c.req.Drain.Skip || cfgErr != nil || !r.cfg.Drain || !r.isNode() {
-		if cancelled {
-			settled(c.underWay(ctx, r))
-		}
+		settled(ask)
 		return
 	}
 	n, o, ok := c.scheduleCordon(ctx, r)
 	switch {
 	case !ok:
 		// No cordon of gnsh's for a schedule: at most the marker.
-		if cancelled {
-			settled(c.underWay(ctx, r))
-		}
+		settled(ask)
 		return
 	case !cancelled:
 		// Nothing this command cancelled: a shutdown may rely on it.
@@ -839,7 +839,7 @@ func (c *cancelRun) FinishCancel(ctx context.Context, cancelled bool, err error)
 	// Under the lock: a shutdown handed off meanwhile (a reboot after the
 	// schedule) has released it, and may rely on both.
 	underWay := c.underWay(ctx, r)
-	settled(underWay)
+	settled(func() string { return underWay })
 	if underWay != "" {
 		r.info("the scheduled %s was cancelled, but %s: gnsh's cordon of %s and its reboot slot are left to the node agent, which lifts them once nothing relies on them",
 			o.Action, underWay, s.node)
