@@ -27,7 +27,10 @@ func main() {
 	// its default action, as with systemd's own commands.
 	sig := signals.New(func(line string) { fmt.Fprintf(os.Stderr, "gnsh: %s\n", line) })
 	newDrainer := func() *drainer.Drainer {
-		return &drainer.Drainer{Stderr: os.Stderr, TTY: drainer.IsTerminal(2), Getenv: os.Getenv, Signal: sig}
+		// Relies: shutdown -c asks logind and systemd whether a shutdown
+		// is under way before it lifts gnsh's cordon and frees the slot.
+		return &drainer.Drainer{Stderr: os.Stderr, TTY: drainer.IsTerminal(2), Getenv: os.Getenv, Signal: sig,
+			Relies: gnshcli.ShutdownRelies(os.Getenv, time.Now)}
 	}
 	env.Preparer, env.NewDrainer = newDrainer(), newDrainer
 	ctx := context.Background()

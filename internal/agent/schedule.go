@@ -119,6 +119,13 @@ type ScheduleFollower struct {
 	// while that very schedule stands (false, nil when it changed). A
 	// failure is tried again at the next look, until the schedule's time.
 	Cancel func(ctx context.Context, typ string, usec uint64, at time.Time, why string) (bool, error)
+	// Slot, if set, asks at once (no wait, no drain) for the reboot slot
+	// of the schedule at when the follower's budget for it ends before a
+	// drain could take one (drainer.SlotForSchedule): the schedule was too
+	// near when seen, or the drain lock was held by another gnsh until
+	// then. A drainer.SlotRefusal is handled as Drain's: the schedule is
+	// cancelled (or, failing that before its time, Uncancelled is told).
+	Slot func(ctx context.Context, action string, at time.Time) error
 	// Uncancelled, if set, records (a Warning Event) that a schedule no
 	// reboot slot came for could not be cancelled before its time.
 	Uncancelled func(ctx context.Context, action string, at time.Time, why string)
@@ -142,8 +149,10 @@ const preemptPause = 10 * time.Minute
 // Preempt stops the drain ahead of a schedule, if one runs, waits within
 // ctx until it has ended (its lock released), and starts none until
 // Resume (at most preemptPause): a shutdown under way (the shutdown
-// guard's drain) needs the drain lock that drain holds, maybe while it
-// only waits for a reboot slot. It reports whether it stopped one.
+// guard's drain) needs the drain lock that drain holds while it drains
+// (its wait for a reboot slot holds none, and has nothing left to wait
+// for: the shutdown under way is not gated). It reports whether it
+// stopped one.
 func (f *ScheduleFollower) Preempt(ctx context.Context) bool {
 	f.mu.Lock()
 	r := f.running
@@ -498,8 +507,11 @@ func (w *follow) act(ctx context.Context) {
 	}
 	budget := min(f.DrainTimeout, s.at.Sub(now)-orDefault(f.Margin, DefaultScheduleMargin))
 	if budget <= 0 {
-		f.say("the scheduled %s for %s is too near to drain ahead of it; the shutdown guard drains when systemd-logind acts", s.action, s.when())
 		w.tried = s.key()
+		if w.tooNear(ctx, s) {
+			return // no slot for it: cancelled, or being
+		}
+		f.say("the scheduled %s for %s is too near to drain ahead of it; the shutdown guard drains when systemd-logind acts", s.action, s.when())
 		return
 	}
 	f.say("draining ahead of the scheduled %s for %s, within %s", s.action, s.when(), budget.Round(time.Millisecond))
@@ -520,6 +532,33 @@ func (w *follow) act(ctx context.Context) {
 		close(r.finished)
 		r.done <- err
 	}()
+}
+
+// tooNear is the end of the follower's budget for schedule s with no
+// drain ahead of it: its reboot slot is asked for at once (Slot), and
+// without one s is refused as after a drain that got none (cancelled, or
+// the Event that it could not be). It reports whether s was refused.
+func (w *follow) tooNear(ctx context.Context, s *schedule) bool {
+	f := w.f
+	if f.Slot == nil {
+		return false
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err := f.Slot(sctx, s.action, s.at)
+	cancel()
+	switch {
+	case drainer.IsSlotRefusal(err):
+		if f.Cancel == nil {
+			f.say("no reboot slot for the scheduled %s for %s: %v", s.action, s.when(), err)
+			return true
+		}
+		w.refused, w.why = s, err.Error()
+		w.tryCancel(ctx)
+		return true
+	case err != nil:
+		f.say("the scheduled %s for %s: its reboot slot could not be asked for (%v)", s.action, s.when(), err)
+	}
+	return false
 }
 
 // tryCancel cancels the schedule no reboot slot came for, while it

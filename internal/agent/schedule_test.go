@@ -44,6 +44,8 @@ type followerFixture struct {
 	cancels   []string  // Cancel's calls: "type@usec: why"
 	uncancel  []string  // Uncancelled's calls: "action: why"
 	cancelErr error     // Cancel's error
+	slotErr   error     // Slot's error
+	slotAsked []string  // Slot's calls: "action@usec"
 }
 
 type drainCall struct {
@@ -127,6 +129,12 @@ func startFollower(t *testing.T, setup func(*followerFixture)) *followerFixture 
 			f.ls = LogindSchedule{}
 			_ = os.Remove(f.file)
 			return true, nil
+		},
+		Slot: func(_ context.Context, action string, at time.Time) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.slotAsked = append(f.slotAsked, fmt.Sprintf("%s@%d", action, usecOf(at)))
+			return f.slotErr
 		},
 		Uncancelled: func(_ context.Context, action string, _ time.Time, why string) {
 			f.mu.Lock()
@@ -986,5 +994,64 @@ func TestFollowerLockHeldNoSpin(t *testing.T) {
 	}
 	if n := strings.Count(f.out.String(), "not draining ahead of the scheduled reboot yet"); n != 1 {
 		t.Errorf("%d lock-held lines:\n%s", n, f.out)
+	}
+}
+
+// The follower's budget ends with no drain ahead of the schedule (the
+// drain lock held by another gnsh until the schedule was too near): its
+// reboot slot is asked for at once, and without one the schedule is
+// cancelled; it used to go ahead with no slot, no cordon and no Event.
+// With a slot (or none needed) the guard drains when logind acts.
+func TestFollowerTooNearWithoutASlotCancels(t *testing.T) {
+	refusal := &drainer.SlotRefusal{Err: errors.New("no reboot slot within 0s: cluster limit 1: node2")}
+	f := startFollower(t, func(f *followerFixture) {
+		f.drainErr = &drainer.HeldError{Holder: &drainer.Holder{PID: 42, Action: "reboot"}}
+		f.slotErr = refusal
+	})
+	at := s0.Add(3 * time.Minute)
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
+	f.to(t, s0.Add(time.Second))
+	f.to(t, at.Add(-2*time.Second)) // within the margin: too near
+	eventually(t, f.out, "the cancel", func() bool { return strings.Contains(f.out.String(), "cancelled the scheduled reboot for ") })
+	f.mu.Lock()
+	asked, cancels, ls := f.slotAsked, f.cancels, f.ls
+	f.mu.Unlock()
+	if len(asked) != 1 || asked[0] != fmt.Sprintf("reboot@%d", usecOf(at)) || len(cancels) != 1 || ls.Type != "" {
+		t.Fatalf("slot asked %q, cancels %q, schedule %+v\n%s", asked, cancels, ls, f.out)
+	}
+	if strings.Contains(f.out.String(), "too near to drain ahead of it") {
+		t.Errorf("log:\n%s", f.out)
+	}
+
+	// A slot (or none needed): it goes ahead, the guard drains then.
+	f = startFollower(t, nil)
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
+	f.to(t, at.Add(-2*time.Second))
+	eventually(t, f.out, "the too-near line", func() bool { return strings.Contains(f.out.String(), "too near to drain ahead of it") })
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.slotAsked) != 1 || len(f.cancels) != 0 {
+		t.Errorf("slot asked %q, cancels %q", f.slotAsked, f.cancels)
+	}
+}
+
+// A schedule too near whose cancel cannot be made before its time gets
+// the GnshScheduleNotCancelled Event (Uncancelled).
+func TestFollowerTooNearUncancelled(t *testing.T) {
+	f := startFollower(t, func(f *followerFixture) {
+		f.slotErr = &drainer.SlotRefusal{Err: errors.New("reboot slots: API server unreachable"), Required: true}
+		f.cancelErr = errors.New("logind: timeout")
+	})
+	at := s0.Add(3 * time.Minute)
+	f.set(t, LogindSchedule{Type: "reboot", USec: usecOf(at)})
+	f.to(t, at.Add(-2*time.Second))
+	f.to(t, at.Add(time.Second))
+	eventually(t, f.out, "the give-up", func() bool {
+		return strings.Contains(f.out.String(), "could not be cancelled before its time; it goes ahead")
+	})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.uncancel) != 1 {
+		t.Errorf("Uncancelled heard %q", f.uncancel)
 	}
 }

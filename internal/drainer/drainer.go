@@ -79,6 +79,7 @@ var (
 	_ handoff.Preparer     = (*Drainer)(nil)
 	_ handoff.DryRunNoter  = (*Drainer)(nil)
 	_ handoff.NoDrainNoter = (*Drainer)(nil)
+	_ handoff.AcceptNoter  = (*Drainer)(nil)
 )
 
 func (d *Drainer) getenv(k string) string {
@@ -158,16 +159,18 @@ func (d *Drainer) locator(cfg config.Config) kube.Locator {
 }
 
 // Prepare is handoff.Preparer: it drains before the hand-off. The returned
-// run holds the lock, the cordon and the signal mode until Finish.
+// run holds the lock, the cordon and the signal mode until Finish. For
+// shutdown -c it first stops a run for a schedule that still waits for its
+// reboot slot or drains (stopRuns), before logind cancels.
 func (d *Drainer) Prepare(ctx context.Context, req *legacy.Request) (handoff.Prepared, error) {
-	if req.Action != legacy.Cancel {
-		// logind drops a dry run when it takes another request (the
-		// cancel drops it once logind has cancelled).
-		d.forgetDryRun()
-	}
+	// The notes of the schedule that stands (a dry run's, a --no-drain
+	// schedule's) stay until logind has taken another request (Accepted):
+	// a refused request leaves that schedule standing.
 	switch {
 	case req.Action == legacy.Cancel:
-		return &cancelRun{d: d, req: req}, nil
+		c := &cancelRun{d: d, req: req}
+		c.stopRuns(ctx)
+		return c, nil
 	case req.Drain.Skip:
 		newRun(d, forShutdown, req.Action.String()).debug("--no-drain: not draining")
 		return nil, nil

@@ -92,11 +92,19 @@ func (d testDrainer) prepare(t *testing.T, req *legacy.Request) (handoff.Prepare
 	return p, err
 }
 
-// handOff is Prepare then Finish with the hand-off's result.
+// handOff is Prepare then, as the runner does, Accepted (when logind took
+// the request) and Finish (FinishCancel for shutdown -c) with the
+// hand-off's result.
 func (d testDrainer) handOff(t *testing.T, req *legacy.Request, result error) error {
 	t.Helper()
 	p, err := d.prepare(t, req)
-	if p != nil {
+	if err == nil && result == nil && req.Action != legacy.Cancel && !req.DryRun {
+		d.Accepted(req) // as the runner tells it, before Finish
+	}
+	if cr, ok := p.(handoff.CancelReporter); ok {
+		// shutdown -c: logind cancelled a schedule unless it failed.
+		cr.FinishCancel(context.Background(), result == nil, result)
+	} else if p != nil {
 		p.Finish(context.Background(), result)
 	}
 	return err

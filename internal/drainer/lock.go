@@ -100,6 +100,23 @@ type lockError struct{ err error }
 func (e *lockError) Error() string { return "cannot take the drain lock: " + e.err.Error() }
 func (e *lockError) Unwrap() error { return e.err }
 
+// lockUsable reports (a *lockError) a drain lock this process could never
+// take: the lock directory or file cannot be made or opened (not root, a
+// read-only /run). It takes no lock.
+func (d *Drainer) lockUsable() error {
+	dir := d.lockDir()
+	if err := ensureLockDir(dir); err != nil {
+		return &lockError{err}
+	}
+	path := filepath.Join(dir, DrainLockName)
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, lockFileMode)
+	if err != nil {
+		return &lockError{&os.PathError{Op: "open", Path: path, Err: err}}
+	}
+	unix.Close(fd)
+	return nil
+}
+
 // Lock is a held drain lock: an flock(2) on DIR/drain.flock, released when
 // the process exits, however it exits.
 type Lock struct{ f, legacy *os.File }

@@ -16,6 +16,7 @@ import (
 	"github.com/gnsh/gnsh/internal/drain"
 	"github.com/gnsh/gnsh/internal/kube"
 	"github.com/gnsh/gnsh/internal/signals"
+	"github.com/gnsh/gnsh/internal/slots"
 )
 
 // Refusal is a command gnsh refuses: Msg is the whole text for stderr
@@ -112,6 +113,16 @@ func (r *run) tell(o outcome, v verdict, err error) string {
 		return "gnsh: " + err.Error()
 	case interrupted:
 		return "gnsh: drain interrupted by " + signals.Name(r.d.Signal.Caught()) + "; nothing was shut down"
+	case cancelled:
+		what := "the " + verb
+		if r.own.When != nil {
+			what += " scheduled for " + r.own.When.Local().Format("15:04:05")
+		}
+		var st *stoppedError
+		if errors.As(err, &st) && st.Phase != "" {
+			return fmt.Sprintf("gnsh: %s was cancelled by %s (shutdown -c) while this command was %s; nothing was scheduled", what, st.By, st.Phase)
+		}
+		return fmt.Sprintf("gnsh: %s was cancelled (shutdown -c); nothing was scheduled", what)
 	case blocked:
 		if v.proceed {
 			return fmt.Sprintf("%v; --force-drain: %s anyway", err, going)
@@ -121,11 +132,20 @@ func (r *run) tell(o outcome, v verdict, err error) string {
 	case kubeletDown:
 		return fmt.Sprintf("%v; %s without waiting for them", err, going)
 	case noSlot:
-		return fmt.Sprintf("gnsh: %v\ngnsh: %s refused. Run it again later; or free a slot with 'gnsh slots release --node NODE' (admin credentials); or go without the gate (and without a drain) with --no-drain or -f.",
-			err, verb)
+		quorum := ""
+		if heldByQuorum(err) {
+			quorum = "; or override the etcd quorum guard with --force-quorum"
+		}
+		return fmt.Sprintf("gnsh: %s\ngnsh: %s refused. Run it again later; or free a slot with 'gnsh slots release --node NODE' (admin credentials); or go without the gate (and without a drain) with --no-drain or -f%s.",
+			oneLine(err.Error()), verb, quorum)
 	case gateDown:
-		return fmt.Sprintf("gnsh: reboot slots: %v\ngnsh: %s refused (slots.gate: required in %s). Fix the gate, or go without it (and without a drain) with --no-drain or -f.",
-			err, verb, r.d.configPath())
+		if errors.As(err, new(*gateUnreached)) {
+			// Before the gate: nothing cordoned, no slot asked for.
+			return fmt.Sprintf("gnsh: cannot take a reboot slot: %s; %s refused (slots.gate: required in %s): run it again once that is fixed, or go without the gate (and without a drain) with --no-drain or -f",
+				oneLine(errText(err, r.kubeconfig)), verb, r.d.configPath())
+		}
+		return fmt.Sprintf("gnsh: reboot slots: %s\ngnsh: %s refused (slots.gate: required in %s). Fix the gate, or go without it (and without a drain) with --no-drain or -f.",
+			oneLine(err.Error()), verb, r.d.configPath())
 	}
 	// apiFailed, notRegistered, otherMachine: the cluster's side. A cordon
 	// made stays: the node agent lifts it after the boot.
@@ -155,6 +175,21 @@ func (r *run) tellMaintenance(o outcome, err error, node string) string {
 	return msg
 }
 
+// heldByQuorum reports whether the etcd quorum guard was among what held a
+// refused request back.
+func heldByQuorum(err error) bool {
+	var we *slots.WaitError
+	if !errors.As(err, &we) {
+		return false
+	}
+	for _, b := range we.Blocks {
+		if b.Limit == slots.LimitQuorum {
+			return true
+		}
+	}
+	return false
+}
+
 // going is "rebooting", "powering off", …
 func (r *run) going() string {
 	switch r.verb {
@@ -172,8 +207,11 @@ func (r *run) going() string {
 
 // undoReason is the first half of the line that says a cordon was undone.
 func (r *run) undoReason(o outcome) string {
-	if o == interrupted {
+	switch o {
+	case interrupted:
 		return "drain interrupted by " + signals.Name(r.d.Signal.Caught())
+	case cancelled:
+		return "the scheduled " + r.verb + " was cancelled by " + r.stoppedBy() + " (shutdown -c)"
 	}
 	return "nothing was shut down"
 }

@@ -21,10 +21,13 @@ const (
 	drainedBefore
 	noSlot   // no reboot slot within slots.wait: the limits held it back
 	gateDown // the reboot-slot gate cannot be used, and slots.gate is required
+	// cancelled: shutdown -c stopped this run for a schedule while it
+	// waited for its reboot slot or drained (runnote.go).
+	cancelled
 )
 
 var outcomeNames = [...]string{"drained", "not a node", "bad config", "not permitted", "lock held", "API failed",
-	"not registered", "other machine", "kubelet down", "blocked", "interrupted", "already drained", "no slot", "gate down"}
+	"not registered", "other machine", "kubelet down", "blocked", "interrupted", "already drained", "no slot", "gate down", "cancelled"}
 
 func (o outcome) String() string { return outcomeNames[o] }
 
@@ -60,7 +63,8 @@ type verdict struct {
 //     cordon, and is refused when none comes within slots.wait, or when
 //     the gate cannot be used and slots.gate is required (optional: a
 //     warning, and it goes on).
-//   - SIGINT/SIGTERM stop the drain, undo gnsh's cordon and refuse.
+//   - SIGINT/SIGTERM stop the drain, undo gnsh's cordon and refuse; so
+//     does shutdown -c for a run that would schedule a shutdown.
 //   - -f never waits and is never refused by the drain.
 //   - gnsh drain (maintenance) succeeds only when drained; its cordon stays
 //     on failure (as kubectl drain's) except when interrupted.
@@ -68,7 +72,7 @@ func decide(o outcome, p purpose, forceDrain bool) verdict {
 	switch {
 	case o == drained, o == drainedBefore:
 		return verdict{proceed: true}
-	case o == interrupted:
+	case o == interrupted, o == cancelled:
 		return verdict{undo: true, warn: true}
 	case p == forMaintenance:
 		return verdict{warn: true}

@@ -3,11 +3,15 @@ package drainer
 import (
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/utils/clock"
 
 	"github.com/gnsh/gnsh/internal/drain"
@@ -22,6 +26,10 @@ type progress struct {
 	tty   bool
 	node  string
 	clock clock.WithTicker
+	// width is the terminal's width in columns, 0 if unknown: a live line
+	// is cut to it, so that it never wraps (a wrapped line is not
+	// rewritten in place, but printed again below).
+	width func() int
 
 	mu        sync.Mutex
 	last      time.Time
@@ -43,7 +51,87 @@ const (
 )
 
 func newProgress(w io.Writer, tty bool, node string, clk clock.WithTicker) *progress {
-	return &progress{w: w, tty: tty, node: node, clock: clk, plainGap: plainEvery}
+	return &progress{w: w, tty: tty, node: node, clock: clk, plainGap: plainEvery, width: func() int { return termWidth(w) }}
+}
+
+// termWidth is the width of the terminal w writes to, 0 if it is none or
+// the width cannot be read.
+func termWidth(w io.Writer) int {
+	f, ok := w.(*os.File)
+	if !ok {
+		return 0
+	}
+	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+	if err != nil {
+		return 0
+	}
+	return int(ws.Col)
+}
+
+// oneLine makes text from outside gnsh safe to print as (part of) one
+// line: every control character (C0, DEL, C1: an escape sequence could
+// retitle the terminal or clear it), a line or paragraph separator, a
+// bidirectional override, and each byte that is not UTF-8 becomes '?'.
+// The Lease's record is written by any node's credentials.
+func oneLine(s string) string {
+	clean := true
+	for _, c := range s {
+		if unsafeRune(c) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for _, c := range s {
+		if unsafeRune(c) {
+			c = '?'
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// safeLines is oneLine for each line of a text of several lines (a
+// refusal): the line breaks stay.
+func safeLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = oneLine(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func unsafeRune(c rune) bool {
+	switch {
+	case c == utf8.RuneError, unicode.IsControl(c):
+		return true
+	case c == '\u2028', c == '\u2029', c >= '\u202a' && c <= '\u202e', c >= '\u2066' && c <= '\u2069':
+		return true
+	}
+	return false
+}
+
+// fit cuts a live line to the terminal's width (less one column: a line
+// that fills the last column wraps on some terminals), ending it with
+// "…"; unknown, it is left whole.
+func (p *progress) fit(line string) string {
+	width := 0
+	if p.width != nil {
+		width = p.width() - 1
+	}
+	if width <= 0 || utf8.RuneCountInString(line) <= width {
+		return line
+	}
+	return string([]rune(line)[:width-1]) + "…"
+}
+
+// liveLine is line as the live status line: "\r", clear to the end of
+// the line, then "gnsh: " and the line, cut to the terminal's width.
+func (p *progress) liveLine(line string) string {
+	return "\r\033[K" + p.fit("gnsh: "+oneLine(line))
 }
 
 // ticking redraws the status every second (the live line's clock runs
@@ -150,7 +238,7 @@ func (p *progress) render(s drain.Status, now time.Time) {
 			return
 		}
 		p.last = now
-		fmt.Fprintf(p.w, "\r\033[Kgnsh: %s", line)
+		fmt.Fprint(p.w, p.liveLine(line))
 		p.drawn = true
 		return
 	}
@@ -162,7 +250,7 @@ func (p *progress) render(s drain.Status, now time.Time) {
 		return
 	}
 	p.last, p.lastLine = now, line
-	fmt.Fprintf(p.w, "gnsh: %s\n", line)
+	fmt.Fprintf(p.w, "gnsh: %s\n", oneLine(line))
 }
 
 func stripElapsed(l string) string {
@@ -172,12 +260,13 @@ func stripElapsed(l string) string {
 	return l
 }
 
-// printf prints a whole line, first ending a live status line.
+// printf prints a whole line, first ending a live status line. The line
+// is made safe (oneLine): its arguments may come from the Lease.
 func (p *progress) printf(format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.endLine()
-	fmt.Fprintf(p.w, "gnsh: "+format+"\n", args...)
+	fmt.Fprintf(p.w, "gnsh: %s\n", oneLine(fmt.Sprintf(format, args...)))
 }
 
 // done ends the live line, if any.
@@ -201,9 +290,9 @@ func (p *progress) live(line string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.tty {
-		fmt.Fprintf(p.w, "\r\033[Kgnsh: %s", line)
+		fmt.Fprint(p.w, p.liveLine(line))
 		p.drawn = true
 		return
 	}
-	fmt.Fprintf(p.w, "gnsh: %s\n", line)
+	fmt.Fprintf(p.w, "gnsh: %s\n", oneLine(line))
 }

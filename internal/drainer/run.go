@@ -58,6 +58,12 @@ type run struct {
 	// slotWaitMax bounds the wait for a slot of the agent's drain ahead
 	// of a schedule (ahead): what is left before the schedule's time.
 	slotWaitMax time.Duration
+	// slotLine is said once the run holds the drain lock: why it goes on
+	// without a slot.
+	slotLine string
+	// watch: the wrapper's note of this run, which shutdown -c reads (and,
+	// for a schedule, the watch for its stop request); nil without one.
+	watch *runWatch
 
 	leaveDrain func() // leaves the signals' Drain mode
 	leaveHold  func() // leaves Hold mode (during the hand-off)
@@ -149,15 +155,16 @@ func (r *run) isNode() bool {
 	return !errors.Is(err, kube.ErrNoKubeconfig)
 }
 
-// attempt goes as far as it can: connect, lock, read the Node, check it is
-// this machine, cordon, and (unless -f) drain. It returns the outcome; r.err
-// holds the error behind it.
+// attempt goes as far as it can: connect, read the Node, check it is this
+// machine, take a reboot slot (waiting for one without the drain lock),
+// lock, read the Node again, cordon, and (unless -f) drain. It returns the
+// outcome; r.err holds the error behind it.
 func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 	if r.d.Connect == nil {
 		loc := r.d.locator(r.cfg)
 		path, err := loc.FindKubeconfig()
 		if err != nil {
-			return r.fail(classifyLocal(err), err)
+			return r.unslotted(classifyLocal(err), err)
 		}
 		r.kubeconfig = path
 	}
@@ -165,54 +172,191 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 	// undo its cordon), a dropped ssh session does not.
 	ctx, r.leaveDrain = r.d.Signal.Drain(ctx)
 	r.onNode = true
+	if r.gated() {
+		// The lock comes after the wait for a slot: one that could never
+		// be taken (not root) refuses now, not after that wait.
+		if err := r.d.lockUsable(); err != nil {
+			return r.fail(notPermitted, err)
+		}
+	}
+	// A wrapper's run notes itself, so that shutdown -c finds it (and
+	// stops it, for a schedule: runnote.go).
+	ctx = r.noteRun(ctx, when)
 	s, err := r.d.connect(ctx, r.cfg, r.kubeconfig, r.out.sayf)
 	if err != nil {
-		return r.fail(r.classify(ctx, err), err)
+		return r.unslotted(r.classify(ctx, err), err)
 	}
 	r.sess = s
 	r.out.node = s.node
 	r.own = r.ownership(when)
-	if r.lock, err = r.d.lock(r.verb, s.node, true, deadline(ctx)); err != nil {
-		var held *HeldError
-		if !errors.As(err, &held) || !held.Holder.agent() || r.d.Agent || r.purpose == forForce {
-			return r.fail(classifyLocal(err), err)
+	// The slot first, the drain lock after it: a run waiting for a slot
+	// (up to slots.wait) holds no lock, so that the node agent can still
+	// drain for a shutdown under way, or ahead of a schedule, meanwhile.
+	// Everything that depends on the Node is decided again under the
+	// lock, from a fresh read.
+	asked := !r.gated() // no slot to ask for
+	for try := 0; ; try++ {
+		if !asked {
+			n, o, out := r.readSelf(ctx)
+			if n == nil {
+				return r.unslotted(out, r.err)
+			}
+			// Drained for this very schedule already: no slot to ask for
+			// (the one taken then is kept for it), unless that was read
+			// before the lock and no longer holds under it.
+			if try > 0 || !r.drainedFor(o) {
+				r.notePhase("waiting for a reboot slot")
+				if out, ok := r.takeSlot(ctx, n, o); !ok {
+					return out
+				}
+				asked = true
+			}
 		}
-		// The node agent is busy (bookkeeping, or a drain of its own):
-		// wait for it, within its own bound, rather than refuse.
-		if r.lock, err = r.waitForAgent(ctx, held.Holder); err != nil {
-			return r.fail(r.classify(ctx, err), err)
+		if out, ok := r.lockNode(ctx); !ok {
+			return out
+		}
+		if r.slotLine != "" {
+			// Said once the run goes on: a run refused for the lock does not.
+			r.info("%s", r.slotLine)
+			r.slotLine = ""
+		}
+		n, o, out := r.readSelf(ctx)
+		if n == nil {
+			// The API server answered the read before the lock: the slot
+			// was taken, or none is needed (drained for already).
+			return out
+		}
+		if r.drainedFor(o) {
+			// Drained for this very schedule already (by the wrapper, which
+			// took its slot then, or an earlier run of the agent): nothing
+			// to do.
+			return drainedBefore
+		}
+		if asked && (try >= 2 || r.slotStands(ctx)) {
+			return r.cordonAndDrain(ctx, n, o)
+		}
+		// The slot is still to be asked for (the Node read before the lock
+		// said drained for), or the node's slot this run shared was freed
+		// meanwhile by the gnsh that took it: ask (again), without the lock.
+		r.lock.Release()
+		r.lock = nil
+		asked = false
+		if r.slot != nil {
+			r.slot.Halt()
+			r.slot = nil
 		}
 	}
+}
+
+// gated reports whether this run takes a reboot slot (internal/slots)
+// before its cordon: a shutdown through the wrapper, and the node agent's
+// drain ahead of a schedule, when the gate is on. -f, gnsh drain and the
+// agent's drain for a shutdown already under way (systemctl reboot, the
+// power button: nothing can refuse it now; its cordon counts against
+// others) take none.
+func (r *run) gated() bool {
+	return r.cfg.Slots.Gate != config.GateOff && r.purpose == forShutdown && (!r.d.Agent || r.ahead)
+}
+
+// readSelf reads this node's Node and checks that it is this machine; it
+// also returns gnsh's record of the cordon that stands, if any. On a
+// failure the Node is nil, the outcome names the failure and r.err holds
+// the error.
+func (r *run) readSelf(ctx context.Context) (*corev1.Node, *drain.Ownership, outcome) {
+	s := r.sess
 	n, err := s.readNode(ctx, r.cfg.APITimeout.D())
 	if err == nil {
 		err = ctx.Err() // a signal while the answer was on its way
 	}
 	if err != nil {
-		return r.fail(r.classify(ctx, err), err)
+		return nil, nil, r.fail(r.classify(ctx, err), err)
 	}
 	if same, why := kube.SameMachine(n, r.d.hostID()); !same {
-		return r.fail(otherMachine, &kube.OtherMachineError{Node: s.node, Why: why})
+		return nil, nil, r.fail(otherMachine, &kube.OtherMachineError{Node: s.node, Why: why})
 	} else if why != "" {
 		r.debug("%s: %s", s.node, why)
 	}
-	o := drain.Owner(n) // gnsh's record of the cordon that stands, if any
-	forThis := r.ahead && o != nil && o.When != nil && o.When.Equal(*r.own.When) && o.BootID == r.own.BootID
-	if forThis && o.Drained != nil {
-		// Drained for this very schedule already (by the wrapper, which
-		// took its slot then, or an earlier run of the agent): nothing to
-		// do, not even a slot to ask for.
-		return drainedBefore
+	return n, drain.Owner(n), drained
+}
+
+// drainedFor reports whether o, gnsh's record of the cordon that stands,
+// is the agent's drain ahead of this very schedule, finished.
+func (r *run) drainedFor(o *drain.Ownership) bool {
+	return r.forThis(o) && o.Drained != nil
+}
+
+// forThis reports whether o is gnsh's cordon for the schedule this
+// drain ahead of a schedule is for, made in this boot.
+func (r *run) forThis(o *drain.Ownership) bool {
+	return r.ahead && o != nil && o.When != nil && o.When.Equal(*r.own.When) && o.BootID == r.own.BootID
+}
+
+// unslotted is the outcome of a failure before a reboot slot was taken
+// (nothing cordoned yet): with slots.gate: required a gated shutdown is
+// refused when it cannot take a slot, whatever stopped it before the
+// gate (the API server, the Node); optional goes on as the policy says.
+func (r *run) unslotted(o outcome, err error) outcome {
+	if r.gated() && r.cfg.Slots.Gate == config.GateRequired {
+		switch o {
+		case apiFailed, notRegistered, otherMachine:
+			return r.fail(gateDown, &gateUnreached{err})
+		}
 	}
-	if out, ok := r.takeSlot(ctx, n, o); !ok {
-		return out
+	return r.fail(o, err)
+}
+
+// gateUnreached is the reason a required gate could not be used: the
+// failure before it.
+type gateUnreached struct{ err error }
+
+func (e *gateUnreached) Error() string { return e.err.Error() }
+func (e *gateUnreached) Unwrap() error { return e.err }
+
+// lockNode takes the drain lock: a wrapper that finds the node agent
+// holding it waits for the agent, within the agent's own bound, rather
+// than refuse.
+func (r *run) lockNode(ctx context.Context) (outcome, bool) {
+	var err error
+	if r.lock, err = r.d.lock(r.verb, r.sess.node, true, deadline(ctx)); err != nil {
+		var held *HeldError
+		if !errors.As(err, &held) || !held.Holder.agent() || r.d.Agent || r.purpose == forForce {
+			return r.lockFailed(classifyLocal(err), err), false
+		}
+		// The node agent is busy (bookkeeping, or a drain of its own):
+		// wait for it, within its own bound, rather than refuse.
+		if r.lock, err = r.waitForAgent(ctx, held.Holder); err != nil {
+			return r.lockFailed(r.classify(ctx, err), err), false
+		}
 	}
-	if forThis {
+	return drained, true
+}
+
+// lockFailed ends a run that could not take the drain lock. A reboot slot
+// it took is left held, no longer renewed, never freed: another gnsh on
+// this node (a second wrapper, which shares the node's slot, or the node
+// agent) may rely on it; the agent's keeper frees it once nothing does,
+// and without an agent other nodes do once its renewals have stopped.
+func (r *run) lockFailed(o outcome, err error) outcome {
+	if r.slot != nil {
+		r.slot.Halt()
+		r.slot = nil
+		r.debug("the reboot slot of %s is left held, no longer renewed (another gnsh on this node may rely on it): the node agent frees it once nothing does", r.sess.node)
+	}
+	return r.fail(o, err)
+}
+
+// cordonAndDrain cordons n (as read under the lock; o is gnsh's record of
+// the cordon that stands) and, unless -f, drains.
+func (r *run) cordonAndDrain(ctx context.Context, n *corev1.Node, o *drain.Ownership) outcome {
+	s := r.sess
+	if r.forThis(o) {
 		// gnsh's cordon for this schedule stands, but the drain under it
 		// was cut short (a signal, an API failure): the drain resumes
 		// under that cordon, which stays for the schedule whatever this
 		// drain's outcome.
 		r.info("gnsh's cordon of %s for the %s scheduled for %s stands, but its drain did not finish: draining again",
 			s.node, o.Action, o.When.Local().Format("15:04:05"))
+		r.notePhase("draining " + s.node)
 		return r.drain(ctx)
 	}
 	if r.purpose != forMaintenance && (!n.Spec.Unschedulable || o != nil && o.BootID != r.own.BootID) {
@@ -233,6 +377,7 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 		return r.fail(r.classify(ctx, err), err)
 	}
 	r.slotPhase(slots.Draining)
+	r.notePhase("draining " + s.node)
 	switch {
 	case r.purpose == forForce:
 		if made {
@@ -292,6 +437,7 @@ func (r *run) waitForAgent(ctx context.Context, held *Holder) (*Lock, error) {
 		}
 	}
 	see(held)
+	r.notePhase("waiting for the node agent")
 	what := "to finish: " + held.Action
 	switch {
 	case held.Kind == HolderAgentDrain && r.verb == "cancel":
@@ -374,6 +520,9 @@ func (r *run) drain(ctx context.Context) outcome {
 		intr := &Interrupted{Sig: r.d.Signal.Caught()}
 		err = intr
 		r.event(ctx, "Warning", ReasonDrainFailed, "Drain %s after %s; gnsh's cordon is undone", intr.what(), elapsed)
+	case cancelled:
+		r.event(ctx, "Warning", ReasonDrainFailed, "Drain stopped after %s: the %s scheduled by %s was cancelled by %s (shutdown -c); gnsh's cordon is undone",
+			elapsed, r.verb, r.own.Requester(), r.stoppedBy())
 	case apiFailed: // the API server would not take the Event either
 	default:
 		r.event(ctx, "Warning", ReasonDrainFailed, "Drain failed after %s: %v", elapsed, err)
@@ -412,6 +561,8 @@ func (r *run) classify(ctx context.Context, err error) outcome {
 	switch {
 	case r.d.Signal.Caught() != 0 && ctx.Err() != nil:
 		return interrupted
+	case r.stoppedBy() != "" && ctx.Err() != nil:
+		return cancelled
 	case errors.As(err, &be):
 		return blocked
 	case errors.As(err, &nr):
@@ -458,11 +609,17 @@ func (r *run) conclude(o outcome, err error) (handoff.Prepared, error) {
 	if sig := r.d.Signal.Caught(); sig != 0 && o != interrupted {
 		o, err = interrupted, &Interrupted{Sig: sig}
 	}
+	if by := r.unwatch(); by != "" && o != interrupted {
+		// shutdown -c stopped this run for a schedule (or asked as its
+		// drain ended): nothing is scheduled.
+		o, err = cancelled, &stoppedError{By: by, Phase: r.watch.phase}
+	}
 	v := decide(o, r.purpose, r.cfg.ForceDrain)
 	if v.undo {
 		r.undo(r.undoReason(o))
 	}
-	msg := r.tell(o, v, err)
+	// Each line made safe (oneLine): a refusal quotes the cluster's text.
+	msg := safeLines(r.tell(o, v, err))
 	if !v.proceed {
 		r.end()
 		if o == interrupted { // only ever with a caught signal
@@ -473,6 +630,7 @@ func (r *run) conclude(o outcome, err error) (handoff.Prepared, error) {
 	if msg != "" {
 		r.warn("%s", msg)
 	}
+	r.notePhase("handing the " + r.verb + " to systemd-logind")
 	if r.purpose == forShutdown {
 		if o == drained {
 			// Right before the hand-off: the node agent, seeing
@@ -514,6 +672,7 @@ func (r *run) Finish(ctx context.Context, err error) {
 // lock and leaves the signal modes.
 func (r *run) end() {
 	r.releaseSlot("the " + r.verb + " did not happen")
+	r.forgetRun()
 	r.lock.Release()
 	r.lock = nil
 	r.leaveHold()
@@ -598,44 +757,66 @@ func (r *run) lifecycle(ctx context.Context, l drain.Lifecycle) {
 	}
 }
 
-// cancelRun is shutdown -c: after logind cancelled, gnsh undoes the cordon
-// it made for that schedule (and only that one).
+// cancelRun is shutdown -c: before logind cancels, it stops a run for a
+// schedule that still waits for its reboot slot or drains (stopRuns);
+// after logind cancelled a schedule, gnsh undoes the cordon it made for
+// that schedule (and only that one) and frees this boot's reboot slot.
 type cancelRun struct {
 	d   *Drainer
 	req *legacy.Request
 }
 
-func (c *cancelRun) Finish(ctx context.Context, err error) {
+var _ handoff.CancelReporter = (*cancelRun)(nil)
+
+// Finish is handoff.Prepared. The runner calls FinishCancel instead; told
+// only that the call went through, not that logind cancelled anything,
+// this leaves gnsh's cordon and slot to the node agent.
+func (c *cancelRun) Finish(ctx context.Context, err error) { c.FinishCancel(ctx, false, err) }
+
+// FinishCancel is handoff.CancelReporter. gnsh's cordon for a schedule and
+// this boot's reboot slot go only when logind cancelled a schedule and no
+// shutdown is under way (logind preparing one, systemd stopping: Relies);
+// otherwise, they may serve a shutdown, and are left to the node agent,
+// whose keeper and orphan watcher free them once nothing relies on them.
+func (c *cancelRun) FinishCancel(ctx context.Context, cancelled bool, err error) {
 	if err != nil {
 		return
 	}
-	// A drain the marker records was for the cancelled shutdown; a dry run
-	// noted is gone too.
-	c.d.RemoveMarker()
+	// No schedule stands now, whatever logind answered: the note of a dry
+	// run or of a --no-drain schedule goes.
 	c.d.forgetDryRun()
-	if c.req.Drain.Skip {
-		return
-	}
 	r := newRun(c.d, forShutdown, "cancel")
-	if r.loadConfig(nil) != nil || !r.cfg.Drain || !r.isNode() {
+	cfgErr := r.loadConfig(nil)
+	// The marker of a drain for the cancelled schedule goes with it, once
+	// no shutdown is under way (one that is may rely on it). Asked only
+	// when there is a marker: on a machine that is not a Kubernetes node
+	// there is none, and shutdown -c asks logind nothing more than
+	// systemd's does.
+	settled := func(underWay func() string) {
+		if _, err := c.d.ReadMarker(); cancelled && err == nil && underWay() == "" {
+			c.d.RemoveMarker()
+		}
+	}
+	ask := func() string { return c.underWay(ctx, r) }
+	if c.req.Drain.Skip || cfgErr != nil || !r.cfg.Drain || !r.isNode() {
+		settled(ask)
 		return
 	}
-	s, err := c.d.connect(ctx, r.cfg, "", r.out.sayf)
-	if err != nil {
-		r.warn("cannot check the node for gnsh's cordon (%v); 'gnsh uncordon --only-if-ours' undoes it", err)
+	n, o, ok := c.scheduleCordon(ctx, r)
+	switch {
+	case !ok:
+		// No cordon of gnsh's for a schedule: at most the marker.
+		settled(ask)
+		return
+	case !cancelled:
+		// Nothing this command cancelled: a shutdown may rely on it.
+		r.info("no scheduled shutdown was cancelled (none stood): gnsh's cordon of %s for the %s scheduled for %s is left to the node agent, which lifts it (and frees the reboot slot) once nothing relies on it",
+			n.Name, o.Action, o.When.Local().Format("15:04:05"))
 		return
 	}
-	r.sess = s
-	n, err := s.readNode(ctx, r.cfg.APITimeout.D())
-	if err != nil {
-		r.warn("cannot check %s for gnsh's cordon (%v); 'gnsh uncordon --only-if-ours' undoes it", s.node, err)
-		return
-	}
-	if o := drain.Owner(n); o == nil || o.When == nil {
-		return // not gnsh's cordon for a schedule
-	}
-	// A drain for the schedule may still be running: it would schedule its
-	// shutdown when done, after this cancel.
+	s := r.sess
+	// Under the lock: not while a drain runs (a run for the schedule was
+	// stopped before logind's cancel; another may be under way).
 	lock, err := c.d.lock("cancel", s.node, false, time.Time{})
 	var held *HeldError
 	if errors.As(err, &held) && held.Holder.agent() {
@@ -646,8 +827,8 @@ func (c *cancelRun) Finish(ctx context.Context, err error) {
 		errors.As(err, &held)
 	}
 	if held != nil {
-		r.warn("%v. It will still schedule its shutdown when its drain ends: interrupt %s (SIGINT), which also undoes its cordon",
-			held, held.pid())
+		r.warn("%v. If it drains for the cancelled schedule (a gnsh that did not take the stop), interrupt %s (SIGINT), which undoes its cordon; else gnsh's cordon of %s for that schedule stays while it runs, and the node agent lifts it once nothing relies on it",
+			held, held.pid(), s.node)
 		return
 	}
 	if err != nil {
@@ -655,8 +836,17 @@ func (c *cancelRun) Finish(ctx context.Context, err error) {
 		return
 	}
 	defer lock.Release()
+	// Under the lock: a shutdown handed off meanwhile (a reboot after the
+	// schedule) has released it, and may rely on both.
+	underWay := c.underWay(ctx, r)
+	settled(func() string { return underWay })
+	if underWay != "" {
+		r.info("the scheduled %s was cancelled, but %s: gnsh's cordon of %s and its reboot slot are left to the node agent, which lifts them once nothing relies on them",
+			o.Action, underWay, s.node)
+		return
+	}
 	// Under the lock, so not the slot of a drain still running.
-	r.freeSlotOf(ctx, n, "the scheduled "+drain.Owner(n).Action+" was cancelled by "+c.d.who().User)
+	r.freeSlotOf(ctx, n, "the scheduled "+o.Action+" was cancelled by "+c.d.who().User)
 	ctx, cancel := context.WithTimeout(ctx, 2*r.cfg.APITimeout.D())
 	defer cancel()
 	undone, err := drain.Uncordon(ctx, s.c, s.node, func(o *drain.Ownership) bool { return o.When != nil }, s.check)
@@ -668,4 +858,43 @@ func (c *cancelRun) Finish(ctx context.Context, err error) {
 		r.event(ctx, "Normal", ReasonUncordoned, "Scheduled shutdown cancelled by %s; uncordoned", c.d.who().User)
 		r.lifecycle(ctx, drain.Lifecycle{Reason: drain.ConditionReasonUncordoned, Message: "the scheduled shutdown was cancelled by " + c.d.who().User})
 	}
+}
+
+// scheduleCordon connects (r.sess) and reads this node's Node: ok when
+// gnsh's cordon for a schedule stands (o, its record). A failure is a
+// warning.
+func (c *cancelRun) scheduleCordon(ctx context.Context, r *run) (*corev1.Node, *drain.Ownership, bool) {
+	s, err := c.d.connect(ctx, r.cfg, "", r.out.sayf)
+	if err != nil {
+		r.warn("cannot check the node for gnsh's cordon (%v); 'gnsh uncordon --only-if-ours' undoes it", err)
+		return nil, nil, false
+	}
+	r.sess = s
+	n, err := s.readNode(ctx, r.cfg.APITimeout.D())
+	if err != nil {
+		r.warn("cannot check %s for gnsh's cordon (%v); 'gnsh uncordon --only-if-ours' undoes it", s.node, err)
+		return nil, nil, false
+	}
+	o := drain.Owner(n)
+	if o == nil || o.When == nil {
+		return nil, nil, false // not gnsh's cordon for a schedule
+	}
+	return n, o, true
+}
+
+// underWay says whether a shutdown is under way now (Relies: logind
+// preparing one, systemd stopping the system, an immediate action in
+// logind's ScheduledShutdown), as a phrase; "" for none. One that cannot
+// be told counts as under way.
+func (c *cancelRun) underWay(ctx context.Context, r *run) string {
+	if c.d.Relies == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*r.cfg.APITimeout.D())
+	defer cancel()
+	why, err := c.d.Relies(ctx, nil, r.cfg.DrainTimeout.D())
+	if err != nil {
+		return fmt.Sprintf("whether a shutdown is under way cannot be told (%v)", err)
+	}
+	return why
 }

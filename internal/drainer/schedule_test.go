@@ -505,3 +505,50 @@ func (f *fakeNode) pods(t *testing.T) []string {
 	}
 	return out
 }
+
+// A request that does not reach logind, or that logind refuses, leaves
+// the notes of the schedule that stands: the admin's shutdown -r
+// --no-drain 02:00 stays ungated by the agent. (Prepare used to drop them
+// before the request was even handed off.) Once logind takes a request,
+// they go: a --no-drain schedule's note is then the only one.
+func TestRefusedRequestKeepsTheNoDrainNote(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	f.Stick("web-1")
+	d := newDrainer(t, f, "drainTimeout: 1s\n")
+	at := time.Now().Add(3 * time.Hour).Truncate(time.Microsecond)
+	noDrain := func(at time.Time) *legacy.Request {
+		r := reboot()
+		r.Command, r.When, r.Drain.Skip = "shutdown", legacy.Usec(at), true
+		return r
+	}
+	d.NoteNoDrain(legacy.Usec(at)) // as the runner, before logind's call
+	if err := d.handOff(t, noDrain(at), nil); err != nil {
+		t.Fatal(err)
+	}
+	if !d.NoDrainAt(at) {
+		t.Fatal("not noted")
+	}
+	// A reboot whose drain is refused (blocked), and one logind refuses.
+	refusal(t, d.handOff(t, reboot(), nil), "reboot refused")
+	skip := reboot()
+	skip.Drain.Skip = true
+	if err := d.handOff(t, skip, errors.New("logind said no")); err != nil {
+		t.Fatal(err)
+	}
+	// A new --no-drain schedule logind refuses: noted beside, never in place.
+	later := at.Add(time.Hour)
+	d.NoteNoDrain(legacy.Usec(later))
+	if !d.NoDrainAt(at) || !d.NoDrainAt(later) {
+		t.Fatalf("after refused requests: %v %v", d.NoDrainAt(at), d.NoDrainAt(later))
+	}
+	// logind takes it: the old schedule's note goes.
+	d.Accepted(noDrain(later))
+	if d.NoDrainAt(at) || !d.NoDrainAt(later) {
+		t.Fatalf("after the new schedule: %v %v", d.NoDrainAt(at), d.NoDrainAt(later))
+	}
+	// Any other request logind takes drops the notes.
+	d.Accepted(reboot())
+	if d.NoDrainAt(later) {
+		t.Fatal("a reboot taken by logind left the note")
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/drain"
+	"github.com/gnsh/gnsh/internal/legacy"
 )
 
 // MarkerName is the file, in the lock directory (/run/gnsh), that a
@@ -87,29 +88,63 @@ func (d *Drainer) readRunFile(name string, v any) error {
 const DryRunName = "dry-run"
 
 // (It also notes a schedule made with --no-drain, NoDrain: one schedule
-// stands at a time, and a new request replaces the note.)
+// stands at a time, and a new request accepted by logind replaces the
+// note, Accepted.)
 type dryRun struct {
 	BootID  string `json:"bootID"`
 	USec    uint64 `json:"usec"`
 	NoDrain bool   `json:"noDrain,omitempty"`
+	// Asked is a --no-drain schedule noted right before it is asked of
+	// logind (the agent must never see it without its note), beside the
+	// note of the schedule that stands: that one stays until logind has
+	// accepted the new request, which a refusal leaves standing.
+	Asked *dryRun `json:"asked,omitempty"`
 }
 
 // NoteDryRun is handoff.DryRunNoter: on a Kubernetes node (a kubeconfig
 // is found; elsewhere nothing changes) it notes the dry run scheduled for
 // usec. A failure only costs a drain by the agent ahead of it.
-func (d *Drainer) NoteDryRun(usec uint64) { d.noteSchedule(usec, false) }
+func (d *Drainer) NoteDryRun(usec uint64) {
+	d.noteSchedule(func(dr *dryRun) { *dr = dryRun{BootID: d.bootID(), USec: usec} })
+}
 
-// NoteNoDrain is handoff.NoDrainNoter: as NoteDryRun, for a shutdown
+// NoteNoDrain is handoff.NoDrainNoter: as NoteDryRun, for a shutdown to be
 // scheduled with --no-drain, which the node agent then leaves alone (no
-// drain, no reboot slot). A failure costs that drain, and the gate.
-func (d *Drainer) NoteNoDrain(usec uint64) { d.noteSchedule(usec, true) }
+// drain, no reboot slot); noted before logind is asked, beside the note of
+// the schedule that stands (Accepted drops that one). A failure costs that
+// drain, and the gate.
+func (d *Drainer) NoteNoDrain(usec uint64) {
+	d.noteSchedule(func(dr *dryRun) {
+		if dr.BootID != d.bootID() {
+			*dr = dryRun{BootID: d.bootID()}
+		}
+		dr.Asked = &dryRun{BootID: d.bootID(), USec: usec, NoDrain: true}
+	})
+}
 
-func (d *Drainer) noteSchedule(usec uint64, noDrain bool) {
+// Accepted is handoff.AcceptNoter: logind took req, which replaced the
+// schedule that stood. A --no-drain schedule's note is now the only one;
+// any other request drops the notes (a dry run is noted by NoteDryRun).
+func (d *Drainer) Accepted(req *legacy.Request) {
+	switch {
+	case req.DryRun:
+	case req.When > 0 && req.Drain.Skip:
+		d.noteSchedule(func(dr *dryRun) { *dr = dryRun{BootID: d.bootID(), USec: req.When, NoDrain: true} })
+	default:
+		d.forgetDryRun()
+	}
+}
+
+// noteSchedule changes the note, on a Kubernetes node.
+func (d *Drainer) noteSchedule(change func(*dryRun)) {
 	r := newRun(d, forShutdown, "note")
 	if r.loadConfig(nil) != nil || !r.cfg.Drain || !r.isNode() {
 		return
 	}
-	data, _ := json.Marshal(dryRun{BootID: d.bootID(), USec: usec, NoDrain: noDrain})
+	var dr dryRun
+	_ = d.readRunFile(DryRunName, &dr)
+	change(&dr)
+	data, _ := json.Marshal(dr)
 	_ = d.writeRunFile(DryRunName, data)
 }
 
@@ -121,14 +156,23 @@ func (d *Drainer) DryRunAt(at time.Time) bool {
 }
 
 // NoDrainAt reports whether the wrapper noted, in this boot, that the
-// schedule for at was made with --no-drain. (For the node agent.)
+// schedule for at was made with --no-drain (or is being asked so). (For
+// the node agent.)
 func (d *Drainer) NoDrainAt(at time.Time) bool {
 	var dr dryRun
-	return d.readRunFile(DryRunName, &dr) == nil && dr.BootID == d.bootID() && dr.USec == uint64(at.UnixMicro()) && dr.NoDrain
+	if d.readRunFile(DryRunName, &dr) != nil {
+		return false
+	}
+	for _, n := range []*dryRun{&dr, dr.Asked} {
+		if n != nil && n.BootID == d.bootID() && n.USec == uint64(at.UnixMicro()) && n.NoDrain {
+			return true
+		}
+	}
+	return false
 }
 
-// forgetDryRun drops the note: a real request (or a cancel) replaced the
-// dry run in logind.
+// forgetDryRun drops the notes: logind accepted a real request, or
+// cancelled.
 func (d *Drainer) forgetDryRun() { _ = os.Remove(filepath.Join(d.lockDir(), DryRunName)) }
 
 // ReadMarker reads the marker in the lock directory; os.ErrNotExist if
@@ -271,13 +315,64 @@ func (d *Drainer) drainWithin(ctx context.Context, action string, when *time.Tim
 	case o == drainedBefore:
 		return sd, ErrAlreadyDrained
 	case o == noSlot, o == gateDown:
-		return sd, &SlotRefusal{Err: r.err, Required: o == gateDown}
+		return sd, r.slotRefusal(o)
 	case ctx.Err() == context.DeadlineExceeded:
 		return sd, fmt.Errorf("%w (%s): %v", ErrDrainBudget, budget, r.err)
 	case r.err != nil:
 		return sd, fmt.Errorf("%s: %w", o, r.err)
 	}
 	return sd, errors.New(o.String())
+}
+
+// SlotForSchedule is the node agent's last word on a schedule its drain
+// ahead could not serve in time (the schedule too near when it was seen,
+// or the drain lock held by another gnsh until then): it asks at once,
+// without waiting and without a drain, for the reboot slot of the
+// shutdown (action) scheduled for at, as that drain would have. A slot
+// taken (or the node's own already) stays for the schedule, the keeper
+// renewing it; a *SlotRefusal means none could be had (the limits, or
+// slots.gate: required and the gate cannot be used): the schedule must
+// not go ahead. nil too when none is needed (the gate off, or optional
+// and unusable: a line says so). Bounded by ctx.
+func (d *Drainer) SlotForSchedule(ctx context.Context, action string, at time.Time) error {
+	at = at.UTC()
+	r := newRun(d, forShutdown, action)
+	r.ahead = true
+	if err := r.loadConfig(nil); err != nil {
+		return err
+	}
+	if !r.cfg.Drain || !r.gated() {
+		return nil
+	}
+	s, err := d.connect(ctx, r.cfg, "", r.out.sayf)
+	if err != nil {
+		return r.slotRefusal(r.unslotted(r.classify(ctx, err), err))
+	}
+	r.sess = s
+	r.out.node = s.node
+	r.own = r.ownership(&at)
+	n, o, out := r.readSelf(ctx)
+	if n == nil {
+		return r.slotRefusal(r.unslotted(out, r.err))
+	}
+	out, ok := r.takeSlot(ctx, n, o)
+	r.keepSlot()
+	if !ok {
+		return r.slotRefusal(out)
+	}
+	return nil
+}
+
+// slotRefusal is the error of an attempt that ended with o: a
+// *SlotRefusal for no slot (noSlot, gateDown), else the attempt's error.
+func (r *run) slotRefusal(o outcome) error {
+	switch {
+	case o == noSlot, o == gateDown:
+		return &SlotRefusal{Err: r.err, Required: o == gateDown}
+	case r.err != nil:
+		return fmt.Errorf("%s: %w", o, r.err)
+	}
+	return nil
 }
 
 // slotRefusalSlack is how much of its budget a drain ahead of a schedule

@@ -33,17 +33,14 @@ func (r *run) gate() *slots.Gate {
 	return g
 }
 
-// takeSlot waits for a reboot slot (internal/slots) before the cordon of a
-// shutdown: ok to go on, else the outcome that ends the attempt. The
-// gate is skipped when off, for -f (never here) and for the node agent's
-// drain for a shutdown already under way (systemctl reboot, the power
-// button: nothing can refuse it now; its cordon counts against others).
-// The agent's drain ahead of a schedule takes one, waiting at most until
-// slotWaitMax (its budget, less a moment for cancelling the schedule when
-// none comes). n is the Node as just read, o gnsh's record of a cordon
-// that stands.
+// takeSlot waits for a reboot slot (internal/slots) before the lock and
+// the cordon of a gated run (gated): ok to go on, else the outcome that
+// ends the attempt. The agent's drain ahead of a schedule waits at most
+// until slotWaitMax (its budget, less a moment for cancelling the schedule
+// when none comes). n is the Node as just read, o gnsh's record of a
+// cordon that stands.
 func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) (outcome, bool) {
-	if r.cfg.Slots.Gate == config.GateOff || r.purpose != forShutdown || r.d.Agent && !r.ahead {
+	if !r.gated() {
 		return drained, true
 	}
 	g := r.gate()
@@ -79,8 +76,11 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 	case errors.As(err, &ue) && kubeletIdentity(err):
 		// The kubelet's credentials cannot use the gate (the Node
 		// authorizer): with the default optional gate that is the
-		// normal case of a node without gnsh's own identity.
-		r.debug("reboot slots not checked: %v", err)
+		// normal case of a node without gnsh's own identity. One plain
+		// line, not a warning: the reboot goes on as configured (said
+		// once the drain lock is held).
+		r.slotLine = kubeletGateLine
+		r.debug("reboot slots: %v", err)
 		return drained, true
 	default:
 		r.warn("reboot slots not checked: %v; going on without a slot (slots.gate: optional)", err)
@@ -105,6 +105,38 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 	}
 	return drained, true
 }
+
+// slotStands reports whether the slot this run holds still stands, as far
+// as it can have changed: a slot of its own this run renews; one it
+// shares (the node held it when this run asked: a second wrapper's, the
+// node agent's, an earlier schedule's) may have been freed by its taker
+// while this run waited for the drain lock. Read once, under the lock; in
+// doubt (the read failed) it stands.
+func (r *run) slotStands(ctx context.Context) bool {
+	if r.slot == nil || !r.slot.Before {
+		return true
+	}
+	rctx, cancel := context.WithTimeout(ctx, r.cfg.APITimeout.D())
+	defer cancel()
+	g := r.gate()
+	rec, _, err := g.Read(rctx)
+	if err != nil {
+		r.debug("reboot slot of %s not checked again: %v", r.sess.node, err)
+		return true
+	}
+	me := r.slot.Entry()
+	if h, ok := rec.Holder(me.Node); ok && h.UID == me.UID && h.Boot == me.Boot && h.Ticket == me.Ticket {
+		return true
+	}
+	r.info("the reboot slot of %s in %s was freed meanwhile by the gnsh that took it; asking for one again", me.Node, g.Where())
+	return false
+}
+
+// kubeletGateLine is what a shutdown says when the gate is optional and
+// the kubelet's credentials cannot use it.
+const kubeletGateLine = "reboot slots not checked: the kubelet's credentials may not use the gate (Node authorizer); " +
+	"it needs gnsh's own identity (install/kubernetes/rbac.yaml and /etc/gnsh/kubeconfig, or the Ansible role's gnsh_credentials: dedicated); " +
+	"going on without a slot (slots.gate: optional)"
 
 // kubeletIdentity reports whether a gate error is the Node authorizer
 // refusing a kubelet's credentials.

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/gnsh/gnsh/internal/drain"
+	"github.com/gnsh/gnsh/internal/legacy"
 	"github.com/gnsh/gnsh/internal/slots"
 )
 
@@ -137,15 +139,18 @@ func forbidLeases(f *fakeNode, user string) {
 	})
 }
 
-// A gate that cannot be used: optional goes on (a warning, or a debug
-// line for the kubelet's own credentials), required refuses.
+// A gate that cannot be used: optional goes on (a warning, or for the
+// kubelet's own credentials one plain line naming the fix: it used to be a
+// debug line, silent by default), required refuses.
 func TestGateUnavailable(t *testing.T) {
 	for _, c := range []struct {
 		config, user string
 		refused      bool
 		warning      string
 	}{
-		{"", "system:node:node1", false, ""},
+		{"", "system:node:node1", false, "gnsh: reboot slots not checked: the kubelet's credentials may not use the gate (Node authorizer); " +
+			"it needs gnsh's own identity (install/kubernetes/rbac.yaml and /etc/gnsh/kubeconfig, or the Ansible role's gnsh_credentials: dedicated); " +
+			"going on without a slot (slots.gate: optional)\n"},
 		{"", "someone", false, "gnsh: warning: reboot slots not checked: these credentials may not use the Lease gnsh/reboot-slots"},
 		{"slots:\n  gate: required\n", "system:node:node1", true, ""},
 		{"slots:\n  gate: off\n", "someone", false, ""},
@@ -166,9 +171,32 @@ func TestGateUnavailable(t *testing.T) {
 			continue
 		}
 		p.Finish(context.Background(), nil)
-		if got := d.stderr.String(); c.warning != "" && !strings.Contains(got, c.warning) || c.warning == "" && strings.Contains(got, "slot") {
+		got := d.stderr.String()
+		if c.warning != "" && !strings.Contains(got, c.warning) || c.warning == "" && strings.Contains(got, "slot") {
 			t.Errorf("%q %s: stderr %q", c.config, c.user, got)
 		}
+		if c.user == "system:node:node1" && (strings.Contains(got, "warning") || strings.Count(got, "slot") != strings.Count(c.warning, "slot")) {
+			t.Errorf("the kubelet's credentials: not one plain line: %q", got)
+		}
+	}
+}
+
+// The kubelet's line is said once the run goes on (it holds the drain
+// lock): a run refused for the lock says only why.
+func TestKubeletGateLineOnlyWhenGoingOn(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	forbidLeases(f, "system:node:node1")
+	d := newDrainer(t, f, "")
+	other := newDrainer(t, f, "")
+	other.LockDir = d.LockDir
+	l, err := other.lock("reboot", "node1", true, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	refusal(t, d.handOff(t, reboot(), nil), "another gnsh is draining this node")
+	if strings.Contains(d.stderr.String(), "slot") {
+		t.Errorf("stderr %q", d.stderr)
 	}
 }
 
@@ -397,5 +425,90 @@ func TestScheduleUncancelledEvent(t *testing.T) {
 	d.ScheduleUncancelled(context.Background(), "reboot", time.Date(2026, 11, 25, 2, 0, 0, 0, time.UTC), "no reboot slot within 5m")
 	if got := strings.Join(f.reasons(), " "); got != ReasonScheduleUncancelled {
 		t.Fatalf("events %q", got)
+	}
+}
+
+// SlotForSchedule (the follower's last word on a schedule its drain could
+// not serve in time) asks once, without waiting: a free slot is taken and
+// kept for the schedule, none is a SlotRefusal, nothing is cordoned.
+func TestSlotForSchedule(t *testing.T) {
+	at := time.Now().Add(3 * time.Second).Truncate(time.Microsecond)
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	d.Agent = true
+	if err := d.SlotForSchedule(context.Background(), "reboot", at); err != nil {
+		t.Fatalf("%v\n%s", err, d.stderr)
+	}
+	if h, ok := slotRecord(t, f).Holder("node1"); !ok || h.When == nil || !h.When.Equal(at) || h.Phase != slots.ShuttingDown {
+		t.Fatalf("holder %+v", slotRecord(t, f))
+	}
+
+	f = newFakeNode(false, nil, "web-1")
+	otherHolder(t, f)
+	d = newDrainer(t, f, "")
+	d.Agent = true
+	start := time.Now()
+	err := d.SlotForSchedule(context.Background(), "reboot", at)
+	if !IsSlotRefusal(err) || time.Since(start) > 2*time.Second {
+		t.Fatalf("%v after %s\n%s", err, time.Since(start), d.stderr)
+	}
+	if rec := slotRecord(t, f); len(rec.Waiters) != 0 || f.node(t).Spec.Unschedulable {
+		t.Errorf("record %+v, cordoned %v", rec, f.node(t).Spec.Unschedulable)
+	}
+}
+
+// With slots.gate: required, a failure before the gate (the API server
+// unreachable, the Node read failing) refuses the reboot in one line: it
+// cannot take a slot. (It used to go on without a drain and without a
+// slot.) Optional goes on, -f too; the agent's drain ahead of a schedule
+// gets a SlotRefusal.
+func TestRequiredGateRefusesWhenTheAPIServerFails(t *testing.T) {
+	const required = "slots:\n  gate: required\n"
+	unreachable := func(d testDrainer) {
+		d.Connect = func(context.Context) (kubernetes.Interface, string, error) {
+			return nil, "", &drain.UnreachableError{Err: syscall.ECONNREFUSED}
+		}
+	}
+	d := newDrainer(t, nil, required)
+	unreachable(d)
+	err := d.handOff(t, reboot(), nil)
+	refusal(t, err, "gnsh: cannot take a reboot slot: API server unreachable", "reboot refused (slots.gate: required in ",
+		"go without the gate (and without a drain) with --no-drain or -f")
+	if msg := err.Error(); strings.Count(msg, "\n") != 0 {
+		t.Errorf("not one line: %q", msg)
+	}
+
+	f := newFakeNode(false, nil, "web-1")
+	f.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("etcd has no leader")
+	})
+	d = newDrainer(t, f, required)
+	refusal(t, d.handOff(t, reboot(), nil), "gnsh: cannot take a reboot slot: the API server is failing (503 Service Unavailable: etcd has no leader)")
+
+	for _, c := range []struct {
+		name, config string
+		req          *legacy.Request
+	}{
+		{"optional", "", reboot()},
+		{"-f", required, &legacy.Request{Command: "reboot", Action: legacy.Reboot, Force: 1}},
+	} {
+		d := newDrainer(t, nil, c.config)
+		unreachable(d)
+		if err := d.handOff(t, c.req, nil); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+
+	d = newDrainer(t, nil, required)
+	unreachable(d)
+	d.Agent = true
+	_, err = d.DrainForSchedule(context.Background(), "reboot", time.Now().Add(time.Hour), 10*time.Second)
+	var sr *SlotRefusal
+	if !errors.As(err, &sr) || !sr.Required {
+		t.Errorf("the agent's drain ahead: %v", err)
+	}
+	// The guard's drain for a shutdown under way is not gated.
+	if _, err := d.DrainForShutdown(context.Background(), "reboot", 10*time.Second); IsSlotRefusal(err) {
+		t.Errorf("the guard's drain: %v", err)
 	}
 }

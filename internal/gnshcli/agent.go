@@ -143,6 +143,19 @@ func pendingShutdown(ctx context.Context, address string, rec *drain.Ownership, 
 	return "", nil
 }
 
+// ShutdownRelies is drainer.Relies on this machine: pendingShutdown over
+// the system bus getenv names, now (time.Now if nil) being the time. The
+// node agent's undos and keeper ask it, and shutdown -c whether a
+// shutdown is under way.
+func ShutdownRelies(getenv func(string) string, now func() time.Time) drainer.Relies {
+	if now == nil {
+		now = time.Now
+	}
+	return func(ctx context.Context, rec *drain.Ownership, drainTimeout time.Duration) (string, error) {
+		return pendingShutdown(ctx, logind.SystemBusAddress(getenv), rec, drainTimeout, now())
+	}
+}
+
 // MarkerMaxAge is how old the marker (drainer.MarkerName) may be for the
 // agent to take a shutdown as drained for already; a marker written ahead
 // of a scheduled shutdown counts until MarkerMaxAge after its deadline.
@@ -223,13 +236,7 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 	d.Agent = true
 	// Its undos ask logind and systemd whether a shutdown relies on the
 	// cordon, with the drain timeout of the config file as it is then.
-	d.Relies = func(ctx context.Context, rec *drain.Ownership, drainTimeout time.Duration) (string, error) {
-		now := time.Now
-		if env.Now != nil {
-			now = env.Now
-		}
-		return pendingShutdown(ctx, logind.SystemBusAddress(getenv), rec, drainTimeout, now())
-	}
+	d.Relies = ShutdownRelies(getenv, env.Now)
 	// The agent's lock, held for its whole life, tells the wrapper (and
 	// gnsh status) that a schedule beyond drainTimeout will be drained.
 	alock, err := d.HoldAgentLock()
@@ -326,9 +333,11 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 			},
 			Drain: func(ctx context.Context, action string, budget time.Duration) (func(string), error) {
 				defer afterHold()
-				// The drain ahead of a schedule, if one runs (maybe only
-				// waiting for a reboot slot), gives way: this shutdown is
-				// under way, and its drain needs the lock.
+				// The drain ahead of a schedule, if one runs, gives way:
+				// this shutdown is under way, and its drain needs the
+				// drain lock that drain holds while it drains. (While it
+				// only waits for a reboot slot it holds no lock; it stops
+				// all the same: nothing gates this shutdown.)
 				if f.Preempt(ctx) {
 					say("agent: the drain ahead of the schedule stopped: a shutdown is under way")
 				}
@@ -377,6 +386,10 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 					return cancelSchedule(ctx, logind.SystemBusAddress(getenv), typ, usec)
 				})
 			},
+			Slot: func(ctx context.Context, action string, at time.Time) error {
+				defer afterHold()
+				return d.SlotForSchedule(ctx, action, at)
+			},
 			Uncancelled: func(ctx context.Context, action string, at time.Time, why string) {
 				d.ScheduleUncancelled(ctx, action, at, why)
 			},
@@ -397,18 +410,15 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		}
 		var wg sync.WaitGroup
 		wg.Add(4)
-		// The reboot slot is kept once the node is up for this boot (the
-		// uncordon after boot has ended): its slot is freed after that
-		// anyway, and an API server that is down meanwhile is retried by
-		// the uncordon alone, not twice.
-		up := make(chan struct{})
+		// The reboot slots are kept from now on, beside the uncordon
+		// after boot, which may wait long (for the API server, for the
+		// Node to be Ready, for a shutdown due within drainTimeout): a
+		// slot this boot took meanwhile (shutdown -r +5 right after boot)
+		// must be renewed, or others reclaim it. The slot of the last boot
+		// is freed only once the node has settled, uncordoned.
 		go func() {
 			defer wg.Done()
-			select {
-			case <-up:
-				keepSlots(ctx, d, cfg, u.Connect, say, u.Debug)
-			case <-ctx.Done():
-			}
+			keepSlots(ctx, d, cfg, u.Connect, say, u.Debug)
 		}()
 		go func() { defer wg.Done(); _ = f.Run(ctx) }()
 		go func() { defer wg.Done(); _ = g.Run(ctx) }()
@@ -417,7 +427,6 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		if !done {
 			r = <-uncordoned
 		}
-		close(up)
 		switch r.Outcome {
 		case agent.Uncordoned:
 			st.uncordonDone("uncordoned " + r.Node + " after boot")

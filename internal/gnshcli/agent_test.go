@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -30,6 +31,7 @@ import (
 	"github.com/gnsh/gnsh/internal/logind"
 	"github.com/gnsh/gnsh/internal/logind/logindtest"
 	"github.com/gnsh/gnsh/internal/signals"
+	"github.com/gnsh/gnsh/internal/slots"
 )
 
 type lockedBuffer struct {
@@ -91,9 +93,11 @@ func TestAgentCommand(t *testing.T) {
 	buf := make([]byte, 1024)
 	var msgs []string
 	// READY=1 first; then the guard's line (no system bus here: it keeps
-	// trying) beside the uncordon's, which leaves it once done.
+	// trying) beside the uncordon's, which leaves it once done. (The
+	// uncordon's log line comes before its outcome reaches STATUS=: the
+	// guard may send a line in between.)
 	for !strings.Contains(errb.String(), "node-1 uncordoned after boot") || len(msgs) < 2 ||
-		strings.Contains(msgs[len(msgs)-1], "waiting for") {
+		!strings.HasSuffix(msgs[len(msgs)-1], "; uncordoned node-1 after boot") {
 		k, err := l.Read(buf)
 		if err != nil {
 			t.Fatalf("notify: %v (got %q); stderr:\n%s", err, msgs, errb.String())
@@ -526,5 +530,56 @@ func startAgent(t *testing.T, env *dispatch.Env, sig *signals.Handler) (stop fun
 		if code := <-done; code != 0 {
 			t.Errorf("agent exit %d", code)
 		}
+	}
+}
+
+// The node agent keeps this boot's reboot slot while its uncordon after
+// boot still waits (here for the Node to be Ready): the keeper used to
+// start only once that uncordon had returned, and a slot taken meanwhile
+// (shutdown -r +5 right after boot) went unrenewed, for others to reclaim.
+func TestAgentKeepsThisBootsSlotWhileTheUncordonWaits(t *testing.T) {
+	env, errb := agentEnv(t, "unix:path=/nonexistent/system_bus_socket")
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "uid-1"}}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, LastHeartbeatTime: metav1.Now()}}
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "reboot-slots", Namespace: "gnsh"}}
+	when := time.Now().Add(4 * time.Minute).UTC().Truncate(time.Second)
+	slots.Record{Version: slots.Schema, Next: 1, Holders: []slots.Entry{{Node: "node-1", UID: "uid-1", Boot: "this-boot",
+		Phase: slots.ShuttingDown, Action: "reboot", Who: "alice on pts/0", Renew: 1, When: &when}}}.Encode(l)
+	cs := draintest.New(n, l)
+	cfgPath := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfgPath, []byte("slots:\n  renew: 1s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sig := signals.NewDetached(nil)
+	lockDir := filepath.Join(t.TempDir(), "gnsh")
+	env.NewDrainer = func() *drainer.Drainer {
+		return &drainer.Drainer{Stderr: env.Stderr, Getenv: func(string) string { return "" }, Signal: sig,
+			ConfigPath: cfgPath, BootID: "this-boot", LockDir: lockDir, KubeRoot: t.TempDir(),
+			Connect: func(context.Context) (kubernetes.Interface, string, error) { return cs, "node-1", nil }}
+	}
+	stop := startAgent(t, env, sig)
+	defer stop()
+	beat := func() int64 {
+		got, err := cs.CoordinationV1().Leases("gnsh").Get(context.Background(), "reboot-slots", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := slots.Decode(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, ok := rec.Holder("node-1")
+		if !ok {
+			t.Fatalf("the slot was freed: %+v\n%s", rec, errb.String())
+		}
+		return h.Beat
+	}
+	for deadline := time.Now().Add(15 * time.Second); beat() == 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the slot was not renewed while the uncordon waits:\n%s", errb.String())
+		}
+	}
+	if !strings.Contains(errb.String(), "waiting") {
+		t.Errorf("the uncordon does not wait:\n%s", errb.String())
 	}
 }

@@ -131,6 +131,22 @@ type NoDrainNoter interface {
 	NoteNoDrain(usec uint64)
 }
 
+// AcceptNoter is what a Preparer may also be: it hears that logind
+// accepted req (a real request, not a dry run: scheduled it, or took the
+// shutdown). The notes of the schedule req replaced (a dry run's, a
+// --no-drain schedule's) go then, never before: a request logind refuses
+// leaves the schedule that stands, and its notes.
+type AcceptNoter interface {
+	Accepted(req *legacy.Request)
+}
+
+// CancelReporter is what the Prepared of shutdown -c may also be: instead
+// of Finish it hears whether logind's CancelScheduledShutdown cancelled a
+// schedule (false: none stood) and, as Finish, the error of the call.
+type CancelReporter interface {
+	FinishCancel(ctx context.Context, cancelled bool, err error)
+}
+
 // Prepared is the state of one successful preparation.
 type Prepared interface {
 	// Finish reports how the hand-off went: err is nil when logind (or a

@@ -133,6 +133,9 @@ func (r *Runner) halt(ctx context.Context, req *legacy.Request) (result error) {
 			err = r.logindShutdown(ctx, req)
 		}
 		if err == nil {
+			if a, ok := r.Preparer.(AcceptNoter); ok && !req.DryRun {
+				a.Accepted(req)
+			}
 			return nil
 		}
 		if final(err) {
@@ -300,9 +303,10 @@ func (r *Runner) schedule(ctx context.Context, req *legacy.Request) error {
 	r.setWall(ctx, l, caps, req)
 	if n, ok := r.Preparer.(NoDrainNoter); ok && req.Drain.Skip && !req.DryRun {
 		// Before logind writes its schedule file, which the node agent
-		// follows: it must never see the schedule without the note. (A
-		// note of a request logind then refuses names a time that never
-		// stands.)
+		// follows: it must never see the schedule without the note. The
+		// note of the schedule that stands stays beside it until logind
+		// accepts (AcceptNoter); a request logind refuses leaves a note of
+		// a time that never stands.
 		n.NoteNoDrain(req.When)
 	}
 	err = r.call(ctx, func(ctx context.Context) error { return l.ScheduleShutdown(ctx, prefix+typ, req.When) })
@@ -325,39 +329,48 @@ func (r *Runner) schedule(ctx context.Context, req *legacy.Request) error {
 	return nil
 }
 
-// cancel is logind_cancel_shutdown(); the Preparer hears how it went. A
-// preparation that fails does not stop the cancel: cancelling a shutdown
-// must always be possible.
+// cancel is logind_cancel_shutdown(); the Preparer hears how it went (a
+// CancelReporter also whether logind cancelled a schedule). A preparation
+// that fails does not stop the cancel: cancelling a shutdown must always be
+// possible.
 func (r *Runner) cancel(ctx context.Context, req *legacy.Request) error {
 	var p Prepared
 	if r.Preparer != nil {
 		p, _ = r.Preparer.Prepare(ctx, req)
 	}
-	err := r.cancelShutdown(ctx, req)
-	if p != nil {
+	cancelled, err := r.cancelShutdown(ctx, req)
+	if cr, ok := p.(CancelReporter); ok {
+		cr.FinishCancel(ctx, cancelled, err)
+	} else if p != nil {
 		p.Finish(ctx, err)
 	}
 	return err
 }
 
-func (r *Runner) cancelShutdown(ctx context.Context, req *legacy.Request) error {
+// cancelShutdown calls CancelScheduledShutdown; cancelled is its answer
+// (false: no schedule stood). systemd's shutdown -c prints nothing of it.
+func (r *Runner) cancelShutdown(ctx context.Context, req *legacy.Request) (cancelled bool, err error) {
 	l, err := r.dial(ctx)
 	if err != nil {
-		return legacy.Fail("Failed to connect to bus: %s", err)
+		return false, legacy.Fail("Failed to connect to bus: %s", err)
 	}
 	caps, err := r.capabilities(ctx, l)
 	if err != nil {
-		return legacy.Fail("Failed to talk to logind, shutdown hasn't been cancelled: %s", err)
+		return false, legacy.Fail("Failed to talk to logind, shutdown hasn't been cancelled: %s", err)
 	}
 	r.setWall(ctx, l, caps, req)
 	if !caps.Has("CancelScheduledShutdown") {
-		return legacy.Fail("Failed to talk to logind, shutdown hasn't been cancelled: %s", &missingMethod{"CancelScheduledShutdown"})
+		return false, legacy.Fail("Failed to talk to logind, shutdown hasn't been cancelled: %s", &missingMethod{"CancelScheduledShutdown"})
 	}
-	err = r.call(ctx, func(ctx context.Context) error { _, err := l.CancelScheduledShutdown(ctx); return err })
+	err = r.call(ctx, func(ctx context.Context) error {
+		var err error
+		cancelled, err = l.CancelScheduledShutdown(ctx)
+		return err
+	})
 	if err != nil {
-		return legacy.Fail("Failed to talk to logind, shutdown hasn't been cancelled: %s", err)
+		return false, legacy.Fail("Failed to talk to logind, shutdown hasn't been cancelled: %s", err)
 	}
-	return nil
+	return cancelled, nil
 }
 
 // show is logind_show_shutdown() for shutdown --show.

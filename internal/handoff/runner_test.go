@@ -652,3 +652,75 @@ func TestRefusalRestoresRebootParam(t *testing.T) {
 		}
 	}
 }
+
+// acceptRecorder records the requests logind accepted, and what a cancel
+// hears.
+type acceptRecorder struct {
+	finishRecorder
+	accepted []string
+}
+
+func (a *acceptRecorder) Accepted(r *legacy.Request) {
+	a.accepted = append(a.accepted, fmt.Sprintf("%s@%d", r.Action, r.When))
+}
+
+// The Preparer hears that logind accepted a request only once it did: a
+// refused one leaves the notes of the schedule that stands. Dry runs are
+// noted by NoteDryRun instead.
+func TestAcceptedOnlyOnceLogindTookIt(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		req  *legacy.Request
+		errs map[string]error
+		want []string
+	}{
+		{"immediate", req(legacy.Reboot), nil, []string{"reboot@0"}},
+		{"scheduled", req(legacy.Reboot, at(5)), nil, []string{fmt.Sprintf("reboot@%d", legacy.Usec(t0.Add(5*time.Minute)))}},
+		{"refused", req(legacy.Reboot), map[string]error{"RebootWithFlags/0": &BusError{Name: ErrAccessDenied}}, nil},
+		{"schedule refused", req(legacy.Reboot, at(5)), map[string]error{"ScheduleShutdown": &BusError{Name: ErrAccessDenied}}, nil},
+		{"dry run", req(legacy.Reboot, at(5), dry), nil, nil},
+	} {
+		e := newEnv()
+		e.host.euid = 0
+		e.logind.errs = c.errs
+		a := &acceptRecorder{}
+		e.prep = a
+		e.run(c.req)
+		if !reflect.DeepEqual(a.accepted, c.want) {
+			t.Errorf("%s: accepted %q, want %q", c.name, a.accepted, c.want)
+		}
+	}
+}
+
+// cancelReporter records what a CancelReporter hears.
+type cancelReporter struct{ got []string }
+
+func (c *cancelReporter) Prepare(context.Context, *legacy.Request) (Prepared, error) { return c, nil }
+func (c *cancelReporter) Finish(context.Context, error)                              { c.got = append(c.got, "Finish") }
+func (c *cancelReporter) FinishCancel(_ context.Context, cancelled bool, err error) {
+	c.got = append(c.got, fmt.Sprintf("cancelled %v, failed %v", cancelled, err != nil))
+}
+
+// shutdown -c passes logind's answer (whether a schedule was cancelled) to
+// a CancelReporter, in place of Finish.
+func TestCancelReportsLogindsAnswer(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		scheduled string
+		errs      map[string]error
+		want      string
+	}{
+		{"a schedule stood", "reboot", nil, "cancelled true, failed false"},
+		{"none stood", "", nil, "cancelled false, failed false"},
+		{"refused", "reboot", map[string]error{"CancelScheduledShutdown": &BusError{Name: ErrAccessDenied}}, "cancelled false, failed true"},
+	} {
+		e := newEnv()
+		e.logind.scheduled, e.logind.errs = c.scheduled, c.errs
+		cr := &cancelReporter{}
+		e.prep = cr
+		e.run(req(legacy.Cancel))
+		if !reflect.DeepEqual(cr.got, []string{c.want}) {
+			t.Errorf("%s: heard %q, want %q", c.name, cr.got, c.want)
+		}
+	}
+}

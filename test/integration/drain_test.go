@@ -920,7 +920,9 @@ func testScheduled(t *testing.T, k *cluster) {
 	if r.Code != 0 {
 		t.Fatalf("-c: exit %d", r.Code)
 	}
-	if got := members(ld.Calls()[6:]); !reflect.DeepEqual(got, []string{"SetWallMessage", "CancelScheduledShutdown"}) {
+	// Then, before lifting the cordon, whether a shutdown is under way:
+	// PreparingForShutdown and ScheduledShutdown, read.
+	if got := members(ld.Calls()[6:]); !reflect.DeepEqual(got, []string{"SetWallMessage", "CancelScheduledShutdown", "Get", "Get"}) {
 		t.Errorf("-c: logind got %q", got)
 	}
 	if r.Stderr != "gnsh: the scheduled shutdown was cancelled; sched uncordoned\n" {
