@@ -547,7 +547,7 @@ func TestAgentKeepsThisBootsSlotWhileTheUncordonWaits(t *testing.T) {
 		Phase: slots.ShuttingDown, Action: "reboot", Who: "alice on pts/0", Renew: 1, When: &when}}}.Encode(l)
 	cs := draintest.New(n, l)
 	cfgPath := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte("slots:\n  renew: 1s\n"), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, []byte("apiTimeout: 1s\nslots:\n  renew: 1s\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	sig := signals.NewDetached(nil)

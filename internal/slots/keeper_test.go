@@ -14,6 +14,7 @@ import (
 func keeperRig(t *testing.T, holder Entry) (*Gate, *fake.Clientset) {
 	t.Helper()
 	c := fake.NewClientset()
+	casLeases(c) // a compare-and-swap that refuses, as the API server's does
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "reboot-slots", Namespace: "gnsh"}}
 	Record{Version: Schema, Next: 1, Holders: []Entry{holder}}.Encode(l)
 	if _, err := c.CoordinationV1().Leases("gnsh").Create(context.Background(), l, metav1.CreateOptions{}); err != nil {
