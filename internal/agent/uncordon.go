@@ -73,7 +73,7 @@ var ErrLockHeld = errors.New("the drain lock is held")
 
 // ShutdownActions are the Ownership actions of a cordon made before a
 // shutdown; only those are undone after boot.
-var ShutdownActions = []string{"reboot", "poweroff", "halt", "kexec"}
+var ShutdownActions = drain.ShutdownActions
 
 // Outcome is how the uncordon after boot ended.
 type Outcome int

@@ -53,6 +53,11 @@ func (c Check) ok(n *corev1.Node) error {
 // after their resourceVersion-guarded patch met a newer Node.
 const conflictRetries = 3
 
+// ShutdownActions are the Ownership actions of a cordon made before a
+// shutdown: only those are lifted after the boot (by the node agent); an
+// admin's cordon and a gnsh drain's stay.
+var ShutdownActions = []string{"reboot", "poweroff", "halt", "kexec"}
+
 // Ownership records who cordoned the node, for what, and in which boot.
 type Ownership struct {
 	Action string    `json:"action"`           // reboot, poweroff, halt, kexec

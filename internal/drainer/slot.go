@@ -3,6 +3,7 @@ package drainer
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,7 +52,7 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 	req := slots.Request{
 		Ask: slots.Ask{Entry: slots.Entry{Node: n.Name, UID: n.UID, Boot: r.own.BootID, Action: r.verb, Who: r.own.Requester(),
 			Since: r.d.now().UTC().Truncate(time.Second), Renew: int64(r.cfg.Slots.Renew.D() / time.Second),
-			WasUnschedulable: n.Spec.Unschedulable && o == nil, When: r.own.When},
+			WasUnschedulable: cordonStays(n, o), When: r.own.When},
 			ForceQuorum: r.forceQuorum},
 		Self: slots.StateOf(n), Wait: wait,
 	}
@@ -106,14 +107,15 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 	return drained, true
 }
 
-// slotStands reports whether the slot this run holds still stands, as far
-// as it can have changed: a slot of its own this run renews; one it
-// shares (the node held it when this run asked: a second wrapper's, the
-// node agent's, an earlier schedule's) may have been freed by its taker
-// while this run waited for the drain lock. Read once, under the lock; in
-// doubt (the read failed) it stands.
+// slotStands reports whether the slot this run holds still stands, read
+// once under the lock, before the cordon: one it shares (the node held it
+// when this run asked: a second wrapper's, the node agent's, an earlier
+// schedule's) may have been freed by its taker while this run waited for
+// the drain lock, and one of its own by an admin (gnsh slots release) or
+// by a node that found it stale. Either way it asks again. In doubt (the
+// read failed) it stands.
 func (r *run) slotStands(ctx context.Context) bool {
-	if r.slot == nil || !r.slot.Before {
+	if r.slot == nil {
 		return true
 	}
 	rctx, cancel := context.WithTimeout(ctx, r.cfg.APITimeout.D())
@@ -128,8 +130,20 @@ func (r *run) slotStands(ctx context.Context) bool {
 	if h, ok := rec.Holder(me.Node); ok && h.UID == me.UID && h.Boot == me.Boot && h.Ticket == me.Ticket {
 		return true
 	}
-	r.info("the reboot slot of %s in %s was freed meanwhile by the gnsh that took it; asking for one again", me.Node, g.Where())
+	if r.slot.Before {
+		r.info("the reboot slot of %s in %s was freed meanwhile by the gnsh that took it; asking for one again", me.Node, g.Where())
+	} else {
+		r.info("the reboot slot of %s in %s was freed by someone else before the cordon ('gnsh slots release', or a node that found it stale); asking for one again", me.Node, g.Where())
+	}
 	return false
+}
+
+// cordonStays reports whether n is cordoned by a cordon that stays after
+// the boot (an admin's, a gnsh drain's: not gnsh's cordon for a shutdown,
+// which the node agent lifts): the slot is then freed once the node is
+// back and Ready, cordoned or not.
+func cordonStays(n *corev1.Node, o *drain.Ownership) bool {
+	return n.Spec.Unschedulable && (o == nil || !slices.Contains(drain.ShutdownActions, o.Action))
 }
 
 // kubeletGateLine is what a shutdown says when the gate is optional and

@@ -512,3 +512,26 @@ func TestRequiredGateRefusesWhenTheAPIServerFails(t *testing.T) {
 		t.Errorf("the guard's drain: %v", err)
 	}
 }
+
+// A slot records whether the node was cordoned by a cordon that stays
+// after the boot: then its agent frees the slot once the node is back and
+// Ready, cordoned or not. gnsh's cordon for a shutdown is lifted after the
+// boot; an admin's and a gnsh drain's stay.
+func TestCordonStays(t *testing.T) {
+	cordoned := &corev1.Node{Spec: corev1.NodeSpec{Unschedulable: true}}
+	for _, c := range []struct {
+		n    *corev1.Node
+		o    *drain.Ownership
+		want bool
+	}{
+		{&corev1.Node{}, nil, false},
+		{cordoned, nil, true},                                   // an admin's
+		{cordoned, &drain.Ownership{Action: "drain"}, true},     // gnsh drain's
+		{cordoned, &drain.Ownership{Action: "reboot"}, false},   // gnsh's for a shutdown (a schedule's)
+		{cordoned, &drain.Ownership{Action: "poweroff"}, false}, // the same
+	} {
+		if got := cordonStays(c.n, c.o); got != c.want {
+			t.Errorf("cordoned %v, %+v: %v, want %v", c.n.Spec.Unschedulable, c.o, got, c.want)
+		}
+	}
+}

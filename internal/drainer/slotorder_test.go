@@ -195,6 +195,39 @@ func TestSharedSlotFreedMeanwhile(t *testing.T) {
 	}
 }
 
+// A slot of its own freed by someone else (gnsh slots release, a node that
+// found it stale) while the run waited for the drain lock: it does not
+// cordon on it, it asks again.
+func TestOwnSlotFreedBeforeTheCordon(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	out := &syncBuffer{}
+	d.Stderr = out
+	a := agentDrainer(t, f, d)
+	l, err := a.AcquireLock("uncordon after boot", "node1", time.Now().Add(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.handOff(t, reboot(), nil) }()
+	waitFor(t, out, "waiting for the node agent")
+	before, ok := slotRecord(t, f).Holder("node1")
+	if !ok {
+		t.Fatalf("no slot taken before the lock: %+v", slotRecord(t, f))
+	}
+	changeRecord(t, f, func(rec *slots.Record) { rec.Holders = nil }) // gnsh slots release
+	l.Release()
+	if err := <-done; err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(out.String(), "was freed by someone else before the cordon") {
+		t.Errorf("stderr:\n%s", out)
+	}
+	if h, ok := slotRecord(t, f).Holder("node1"); !ok || h.Ticket == before.Ticket || h.Phase != slots.ShuttingDown {
+		t.Errorf("no new slot: %+v (before %+v)", h, before)
+	}
+}
+
 // The node agent's drain ahead of a schedule that waits for its reboot
 // slot holds no drain lock either: the shutdown guard's drain for a
 // shutdown under way cordons and drains meanwhile, without preempting it.
