@@ -197,15 +197,18 @@ func Parse(b []byte) (Config, error) {
 	if err := yaml.UnmarshalStrict(b, &c); err != nil {
 		return Default(), errors.New(tidy(err))
 	}
-	if c.Slots.Renew == 0 {
+	renewSet := c.Slots.Renew != 0
+	if !renewSet {
 		// Left out: the default, or apiTimeout (in whole seconds) when that
-		// is longer, so that a file raising apiTimeout alone stays valid.
-		c.Slots.Renew = max(Default().Slots.Renew, Duration(c.APITimeout.D()+time.Second-1).truncSeconds())
+		// is longer, at most MaxRenew, so that a file raising apiTimeout
+		// alone stays valid: a file valid before slots existed must not
+		// refuse every reboot after an upgrade.
+		c.Slots.Renew = min(Duration(MaxRenew), max(Default().Slots.Renew, Duration(c.APITimeout.D()+time.Second-1).truncSeconds()))
 	}
 	if c.PodGracePeriod != nil && *c.PodGracePeriod < 0 {
 		return Default(), errors.New("podGracePeriod must be 0 or more seconds (leave it out for each pod's own)")
 	}
-	if err := c.Slots.check(c.APITimeout.D()); err != nil {
+	if err := c.Slots.check(c.APITimeout.D(), renewSet); err != nil {
 		return Default(), err
 	}
 	return c, nil
@@ -218,8 +221,9 @@ func Parse(b []byte) (Config, error) {
 const MaxRenew = 10 * time.Minute
 
 // check validates the slots section: one line naming the key and the fix.
-// apiTimeout is the configuration's, which bounds a renewal.
-func (s *Slots) check(apiTimeout time.Duration) error {
+// apiTimeout is the configuration's, which bounds a renewal; renewSet says
+// whether the file set slots.renew (a derived one is not held to it).
+func (s *Slots) check(apiTimeout time.Duration, renewSet bool) error {
 	if s.Gate == "false" {
 		// YAML 1.1 reads an unquoted off as false.
 		s.Gate = GateOff
@@ -251,7 +255,7 @@ func (s *Slots) check(apiTimeout time.Duration) error {
 			use = d.String() + " or " + use
 		}
 		return fmt.Errorf("slots.renew %s must be whole seconds (the slots record stores seconds): use %s", r, use)
-	case r < apiTimeout:
+	case renewSet && r < apiTimeout:
 		// A renewal is one write bounded by 2 × apiTimeout; others free
 		// a holder silent for 3 periods: a period shorter than one
 		// request would free slots whose renewals are only slow.
@@ -265,11 +269,11 @@ func (s *Slots) check(apiTimeout time.Duration) error {
 		case p.Name == "" || seen[p.Name]:
 			return fmt.Errorf("slots.pools[%d]: each pool needs a name of its own", i)
 		case p.MaxUnavailable < 1:
-			return fmt.Errorf("slots.pools %s: maxUnavailable must be 1 or more", p.Name)
+			return fmt.Errorf("slots.pools %q: maxUnavailable must be 1 or more", p.Name)
 		}
 		seen[p.Name] = true
 		if _, err := labels.Parse(p.Selector); err != nil || strings.TrimSpace(p.Selector) == "" {
-			return fmt.Errorf("slots.pools %s: selector %q is not a label selector (such as \"pool=gpu\")", p.Name, p.Selector)
+			return fmt.Errorf("slots.pools %q: selector %q is not a label selector (such as \"pool=gpu\")", p.Name, p.Selector)
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -70,10 +71,29 @@ func TestLoadSlotsBounds(t *testing.T) {
 		}
 	}
 	// Left out, renew follows a longer apiTimeout (whole seconds up).
-	for api, want := range map[string]time.Duration{"2s": 10 * time.Second, "10s": 10 * time.Second, "30s": 30 * time.Second, "12500ms": 13 * time.Second} {
+	// At most MaxRenew: a file valid before slots existed (apiTimeout:
+	// 15m) stays valid.
+	for api, want := range map[string]time.Duration{"2s": 10 * time.Second, "10s": 10 * time.Second, "30s": 30 * time.Second,
+		"12500ms": 13 * time.Second, "15m": MaxRenew} {
 		c, err := Parse([]byte("apiTimeout: " + api + "\n"))
 		if err != nil || c.Slots.Renew.D() != want {
 			t.Errorf("apiTimeout %s: renew %s, %v; want %s", api, c.Slots.Renew.D(), err, want)
+		}
+	}
+}
+
+// The annotated config file as shipped (packages install it as
+// /etc/gnsh/config.yaml) stays valid when an admin raises apiTimeout
+// alone: slots.renew is left out there, and follows.
+func TestShippedConfigFollowsAPITimeout(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "install", "gnsh", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, api := range []string{"5s", "15s", "30s", "15m"} {
+		y := regexp.MustCompile(`(?m)^apiTimeout: .*$`).ReplaceAllString(string(b), "apiTimeout: "+api)
+		if _, err := Parse([]byte(y)); err != nil {
+			t.Errorf("apiTimeout %s: %v", api, err)
 		}
 	}
 }
@@ -109,9 +129,9 @@ func TestLoadErrors(t *testing.T) {
 		{"podGracePeriod: 1.5\n", "podGracePeriod must be a whole number, not 1.5"},
 		{"node: [a]\n", "node must be a string, not a list"},
 		{"- drain\n", "the file must be a map of keys (key: value lines), not a list"},
-		{"slots:\n  pools:\n  - name: a\n    selector: 'pool in (x'\n    maxUnavailable: 1\n", "slots.pools a: selector"},
-		{"slots:\n  pools:\n  - name: a\n    selector: ''\n    maxUnavailable: 1\n", "slots.pools a: selector"},
-		{"slots:\n  pools:\n  - name: a\n    selector: p=1\n    maxUnavailable: 0\n", "slots.pools a: maxUnavailable must be 1 or more"},
+		{"slots:\n  pools:\n  - name: a\n    selector: 'pool in (x'\n    maxUnavailable: 1\n", "slots.pools \"a\": selector"},
+		{"slots:\n  pools:\n  - name: a\n    selector: ''\n    maxUnavailable: 1\n", "slots.pools \"a\": selector"},
+		{"slots:\n  pools:\n  - name: a\n    selector: p=1\n    maxUnavailable: 0\n", "slots.pools \"a\": maxUnavailable must be 1 or more"},
 		{"slots:\n  pools:\n  - {name: a, selector: p=1, maxUnavailable: 1}\n  - {name: a, selector: p=2, maxUnavailable: 1}\n", "needs a name of its own"},
 		{"slots:\n  gaet: off\n", `unknown key "gaet"`},
 	} {
