@@ -101,9 +101,9 @@ func GnshRequests(node string, events bool) []APIRequest {
 // on the Lease ns/name: read it, list and watch it (its informer, with a
 // metadata.name field selector, which the API server authorizes as a
 // request for that name), update it and create it once; read, list and
-// watch the Nodes; read, list and watch the kubelets' heartbeat Leases in
+// watch the Nodes; list and watch the kubelets' heartbeat Leases in
 // kube-node-lease (a holder whose kubelet still renews is up, not going
-// down); and, for a control-plane node (controlPlane), list the etcd pods
+// down: optional, as the gate does without them); and, for a control-plane node (controlPlane), list the etcd pods
 // of kube-system (the quorum guard). leaseExists: the Lease is there, so
 // creating it is not needed.
 func SlotRequests(ns, name string, controlPlane, leaseExists bool) []APIRequest {
@@ -118,9 +118,10 @@ func SlotRequests(ns, name string, controlPlane, leaseExists bool) []APIRequest 
 		{Verb: "get", Resource: "nodes", For: "read a holder's Node"},
 		{Verb: "list", Resource: "nodes", For: "count the nodes out of service"},
 		{Verb: "watch", Resource: "nodes", For: "follow the nodes out of service while waiting"},
-		{Verb: "get", Group: coord, Resource: "leases", Namespace: corev1.NamespaceNodeLease, For: "read a holder's kubelet heartbeat (up, or going down)"},
-		{Verb: "list", Group: coord, Resource: "leases", Namespace: corev1.NamespaceNodeLease, For: "follow the kubelet heartbeats (a list, then a watch)"},
-		{Verb: "watch", Group: coord, Resource: "leases", Namespace: corev1.NamespaceNodeLease, For: "follow the kubelet heartbeats while waiting"},
+		// Best effort in the gate: without them no holder counts as
+		// given up (its node agent frees it).
+		{Verb: "list", Group: coord, Resource: "leases", Namespace: corev1.NamespaceNodeLease, For: "follow a silent holder's kubelet heartbeat (up, or going down)", Optional: true},
+		{Verb: "watch", Group: coord, Resource: "leases", Namespace: corev1.NamespaceNodeLease, For: "follow a silent holder's kubelet heartbeat while waiting", Optional: true},
 	}
 	if controlPlane {
 		rs = append(rs, APIRequest{Verb: "list", Resource: "pods", Namespace: metav1.NamespaceSystem, LabelSelector: EtcdSelector,

@@ -70,6 +70,11 @@ func CheckSlots(r *Report) Check {
 			c.Message += ", pools " + strings.Join(sf.Pools, ", ")
 		}
 		c.Message += fmt.Sprintf("; %d held, %d waiting; this node: %s", len(sf.Holders), sf.Waiting, sf.This)
+		if sf.Degraded != "" {
+			c.Verdict = Warn
+			c.Message += "; these credentials may not " + sf.Degraded + ": a holder whose shutdown was given up is freed only by its node agent"
+			c.Fix = "apply this gnsh's install/kubernetes/rbac.yaml"
+		}
 		if sf.Unchecked != "" {
 			// Not known to work: a warning, whatever the mode.
 			c.Verdict = Warn

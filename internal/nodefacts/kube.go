@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
 	"os"
 	"strings"
 	"time"
@@ -247,10 +248,12 @@ func gatherSlots(ctx context.Context, c kubernetes.Interface, rv Reviewer, cfg c
 	}
 	// Reading is not enough: every request the gate makes, reviewed.
 	af := GatherAccess(ctx, rv, SlotRequests(cfg.Slots.Namespace, cfg.Slots.Lease, controlPlane, l != nil), cfg.APITimeout.D())
-	var denied []string
+	var denied, optional []string
 	for _, d := range af.Denied {
 		if !d.Optional {
 			denied = append(denied, d.String())
+		} else if d.Namespace == corev1.NamespaceNodeLease {
+			optional = append(optional, d.String())
 		}
 	}
 	if len(denied) > 0 {
@@ -258,6 +261,7 @@ func gatherSlots(ctx context.Context, c kubernetes.Interface, rv Reviewer, cfg c
 		return
 	}
 	gatherQueue(rec, node, sf)
+	sf.Degraded = strings.Join(optional, ", ")
 	if len(af.Unknown) > 0 {
 		var us []string
 		for _, u := range af.Unknown {

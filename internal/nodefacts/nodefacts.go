@@ -67,9 +67,13 @@ type SlotsFacts struct {
 	Cause     string `json:"cause,omitempty"`
 	// Unchecked (gnsh doctor): the gate's requests whose review failed,
 	// with why: whether the gate may make them is not known.
-	Unchecked string   `json:"unchecked,omitempty"`
-	Holders   []string `json:"holders"` // "NODE (PHASE)"
-	Waiting   int      `json:"waiting"`
+	Unchecked string `json:"unchecked,omitempty"`
+	// Degraded (gnsh doctor): the gate's optional requests refused (the
+	// kubelet heartbeats of an rbac.yaml older than this gnsh): it works,
+	// but frees no given-up shutdown's slot (the node agents do).
+	Degraded string   `json:"degraded,omitempty"`
+	Holders  []string `json:"holders"` // "NODE (PHASE)"
+	Waiting  int      `json:"waiting"`
 	// This is this node's place: "holder (PHASE)", "waiting (place N)" or
 	// "none".
 	This string `json:"this,omitempty"`
