@@ -36,7 +36,8 @@ func slotsCommand(code *int, env *dispatch.Env) *cli.Command {
 			"waiters in the order they are served; and the nodes that count as out besides\n" +
 			"(NotReady, cordoned, being deleted). 'gnsh slots release --node NAME' frees a slot\n" +
 			"by hand. Uses --kubeconfig, else $KUBECONFIG, your own ~/.kube/config (as kubectl),\n" +
-			"/etc/gnsh/kubeconfig, /etc/kubernetes/kubelet.conf (an admin's kubeconfig works, as does\n" +
+			"the config file's kubeconfig key, /etc/gnsh/kubeconfig, /etc/kubernetes/kubelet.conf\n" +
+			"(named on stderr; an admin's kubeconfig works, as does\n" +
 			"gnsh's own identity; the kubelet's may not read the Lease). --output json: lease, gate,\n" +
 			"maxUnavailable, pools, holders, waiters, out (lists, [] when empty) and outError (only\n" +
 			"when the Nodes could not be listed).",
@@ -77,10 +78,15 @@ func slotsGate(c *cli.Context, env *dispatch.Env) (*slots.Gate, config.Config, e
 		return nil, cfg, err
 	}
 	loc := d.Locator(cfg)
-	path, err := adminKubeconfig(&loc, func(k string) string { v, _ := env.LookupEnv(k); return v })
+	// --kubeconfig first; the config file's kubeconfig key (the node's own
+	// identity) only after an admin's.
+	loc.Kubeconfig = c.String("kubeconfig")
+	path, note, err := adminKubeconfig(&loc, cfg.Kubeconfig, func(k string) string { v, _ := env.LookupEnv(k); return v })
 	if err != nil {
 		return nil, cfg, err
 	}
+	// Which identity it asks with, on stderr (stdout stays the listing).
+	fmt.Fprintf(env.Stderr, "gnsh: using the kubeconfig %s%s\n", termSafe(path), termSafe(note))
 	rc, err := loc.RESTConfig(path)
 	if err != nil {
 		return nil, cfg, err
@@ -93,29 +99,32 @@ func slotsGate(c *cli.Context, env *dispatch.Env) (*slots.Gate, config.Config, e
 }
 
 // adminKubeconfig finds the kubeconfig of gnsh slots and slots release,
-// commands an admin types: --kubeconfig (or the config file's kubeconfig),
-// then $KUBECONFIG, then the user's own ~/.kube/config (as kubectl), then
-// gnsh's and the kubelet's (kube.Locator). ~/.kube/config is used only
-// when it, and the symlink it may be, belong to this user or to root: a
-// kubeconfig can run commands (exec credential plugins), and root with
-// another user's $HOME must not run that user's.
-func adminKubeconfig(loc *kube.Locator, getenv func(string) string) (string, error) {
-	var skipped string
+// commands an admin types: --kubeconfig (loc.Kubeconfig), then
+// $KUBECONFIG, then the user's own ~/.kube/config (as kubectl), then the
+// config file's kubeconfig key (fileKey), gnsh's and the kubelet's
+// (kube.Locator). ~/.kube/config is used only when it, and the symlink it
+// may be, belong to this user or to root: a kubeconfig can run commands
+// (exec credential plugins), and root with another user's $HOME must not
+// run that user's. note says why a ~/.kube/config found was not used.
+func adminKubeconfig(loc *kube.Locator, fileKey string, getenv func(string) string) (path, note string, err error) {
 	if loc.Kubeconfig == "" && !anyExists(filepath.SplitList(getenv("KUBECONFIG"))) {
 		p, why := homeKubeconfig(getenv)
 		switch {
 		case p != "" && why == "":
 			loc.Kubeconfig = p
 		case why != "":
-			skipped = "; " + why
+			note = " (" + why + ")"
+		}
+		if loc.Kubeconfig == "" {
+			loc.Kubeconfig = fileKey
 		}
 	}
-	path, err := loc.FindKubeconfig()
+	path, err = loc.FindKubeconfig()
 	if errors.Is(err, kube.ErrNoKubeconfig) {
-		return "", fmt.Errorf("no kubeconfig found ($KUBECONFIG, ~/.kube/config, %s, %s)%s: pass --kubeconfig FILE or set $KUBECONFIG to an admin's kubeconfig",
-			kube.GnshKubeconfig, kube.KubeletKubeconfig, skipped)
+		return "", "", fmt.Errorf("no kubeconfig found ($KUBECONFIG, ~/.kube/config, %s, %s)%s: pass --kubeconfig FILE or set $KUBECONFIG to an admin's kubeconfig",
+			kube.GnshKubeconfig, kube.KubeletKubeconfig, note)
 	}
-	return path, err
+	return path, note, err
 }
 
 // geteuid is os.Geteuid (tests).

@@ -175,6 +175,26 @@ func TestSlotsAdminKubeconfig(t *testing.T) {
 		t.Fatalf("$KUBECONFIG: exit %d %q", code, e.errb)
 	}
 
+	// The config file's kubeconfig key (the node's own identity) comes
+	// after an admin's: $KUBECONFIG, then ~/.kube/config. The one used is
+	// named on stderr.
+	good := writeKubeconfig(t, filepath.Join(t.TempDir(), "admin"), url)
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("kubeconfig: "+dead+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, vars := range []map[string]string{{"HOME": t.TempDir(), "KUBECONFIG": good}, {"HOME": home}} {
+		e = slotsEnv(t, vars)
+		vars["GNSH_CONFIG"] = cfg
+		want := good
+		if vars["KUBECONFIG"] == "" {
+			want = mine
+		}
+		if code := Run(context.Background(), []string{"gnsh", "slots"}, e.env); code != 0 || !strings.Contains(e.errb.String(), "gnsh: using the kubeconfig "+want+"\n") {
+			t.Errorf("config key %s, %v: exit %d %q", dead, vars, code, e.errb)
+		}
+	}
+
 	// Another user's file (or a symlink another user made) is not used.
 	other := t.TempDir()
 	theirs := writeKubeconfig(t, filepath.Join(other, ".kube", "config"), url)
