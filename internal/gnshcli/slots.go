@@ -306,8 +306,14 @@ func releaseSlot(c *cli.Context, env *dispatch.Env) error {
 	if h := freed; h != nil {
 		fmt.Fprintf(env.Stdout, "freed the reboot slot of %s (%s, %s by %s)\n", termSafe(node), termSafe(string(h.Phase)), termSafe(h.Action), termSafe(h.Who))
 		if cfg.Events {
-			_ = drainer.PostEvent(ctx, g.C, node, "Warning", slots.ReasonReleased,
+			// Its own bound: the release may have used up ctx's.
+			ectx, ecancel := context.WithTimeout(context.WithoutCancel(c.Context), 2*cfg.APITimeout.D())
+			err := drainer.PostEvent(ectx, g.C, node, "Warning", slots.ReasonReleased,
 				fmt.Sprintf("Reboot slot of %s (%s, %s by %s) freed by %s with 'gnsh slots release'", g.Where(), h.Phase, h.Action, h.Who, user), cfg.APITimeout.D())
+			ecancel()
+			if err != nil {
+				fmt.Fprintf(env.Stderr, "gnsh: the %s Event on %s was not posted: %v\n", slots.ReasonReleased, termSafe(node), err)
+			}
 		}
 	}
 	if dropped != nil {
