@@ -550,10 +550,10 @@ func CheckKubeconfig(r *Report) Check {
 		c.Verdict, c.Message = OK, fmt.Sprintf("%s (mode %s)", k.Path, orUnknown(k.Mode))
 	}
 	if k.ConfigError != "" {
-		c.Message += "; config file ignored: " + k.ConfigError
-		if c.Verdict == OK {
-			c.Verdict, c.Fix = Fail, "fix "+k.Config+" (gnsh refuses to drain with an invalid config)"
-		}
+		// The wrapper refuses every shutdown with such a file (but with
+		// --no-drain); these checks read the defaults in its place.
+		c.Message += "; invalid config file (every shutdown is refused but with --no-drain; these checks use the defaults): " + k.ConfigError
+		c.Verdict, c.Fix = Fail, "fix "+k.Config+" (gnsh refuses to shut down with an invalid config, but with --no-drain)"
 	}
 	return c
 }

@@ -278,7 +278,7 @@ func TestChecks(t *testing.T) {
 		},
 			CheckKubeconfig, Warn, "no kubeconfig found", "/etc/gnsh/kubeconfig"},
 		{"bad config file", func(r *Report) { r.Kubeconfig.ConfigError = "/etc/gnsh/config.yaml: unknown key \"nod\"" }, CheckKubeconfig, Fail,
-			"config file ignored: /etc/gnsh/config.yaml: unknown key", "fix /etc/gnsh/config.yaml"},
+			"invalid config file (every shutdown is refused but with --no-drain; these checks use the defaults): /etc/gnsh/config.yaml: unknown key", "fix /etc/gnsh/config.yaml"},
 		// node
 		{"node ok", func(*Report) {}, CheckNode, OK, "Node node1 (name from certificate): Node node1 has this machine's machine ID abc", ""},
 		{"node cordoned by gnsh", func(r *Report) {
