@@ -138,6 +138,9 @@ type Uncordoner struct {
 	// the API server answered: gnsh agent then starts guarding shutdowns
 	// beside the wait for the Node to be Ready.
 	OnNode func()
+	// OnAPI, if set, is called once, when the API server first answers
+	// (the Node read, Ready for this boot or not).
+	OnAPI func()
 	// NotNode, if set, is called once when the first Connect finds no
 	// kubeconfig: gnsh agent says so to systemd and to the wrapper.
 	NotNode func()
@@ -271,6 +274,10 @@ func (u *Uncordoner) Run(ctx context.Context) (Result, error) {
 		}
 		if c != nil {
 			r, ready, err := u.check(ctx, c, node, bootID)
+			if err == nil && u.OnAPI != nil {
+				u.OnAPI()
+				u.OnAPI = nil
+			}
 			switch {
 			case err == nil && ready: // done, even if a signal came meanwhile
 				u.printf("%s", r.Why)

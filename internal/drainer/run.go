@@ -232,8 +232,18 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 			// to do.
 			return drainedBefore
 		}
-		if asked && (try >= 2 || r.slotStands(ctx)) {
+		if asked && r.slotStands(ctx) {
 			return r.cordonAndDrain(ctx, n, o)
+		}
+		if asked && try >= 2 {
+			// Freed under it every time: never cordon without a slot.
+			r.lock.Release()
+			r.lock = nil
+			if r.slot != nil {
+				r.slot.Halt()
+				r.slot = nil
+			}
+			return r.fail(noSlot, fmt.Errorf("the reboot slot of %s was freed by someone else each of the %d times it was taken, before the cordon", r.sess.node, try+1))
 		}
 		// The slot is still to be asked for (the Node read before the lock
 		// said drained for), or the node's slot this run shared was freed

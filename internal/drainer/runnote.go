@@ -224,6 +224,18 @@ func (d *Drainer) runNotes() []RunNote {
 	return notes
 }
 
+// RunsPending describes the wrapper's runs of this node that still run
+// (each noted itself before it asked for a reboot slot): the node agent
+// never frees a slot of this boot while one does, for it may be that
+// run's, taken and not yet under the drain lock.
+func (d *Drainer) RunsPending() []string {
+	var s []string
+	for _, n := range d.runNotes() {
+		s = append(s, fmt.Sprintf("pid %d (%s by %s)", n.PID, n.request(), n.who()))
+	}
+	return s
+}
+
 // runAlive reports whether the process that wrote n still runs.
 func runAlive(n RunNote) bool {
 	start, err := procStart(n.PID)

@@ -299,6 +299,10 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 	}
 	isNode := make(chan struct{})
 	u.OnNode = func() { close(isNode) }
+	// The slot keeper waits for the API server to answer the uncordon
+	// once: while it is down after boot, one agent retries it, not two.
+	apiUp := make(chan struct{})
+	u.OnAPI = func() { close(apiUp) }
 	u.NotNode = func() {
 		// Installed before kubeadm join: nothing to guard until a
 		// kubeconfig appears, and the wrapper must not promise a drain.
@@ -310,7 +314,8 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		say("sd_notify: %v", err)
 	}
 	uncordoned := make(chan agent.Result, 1)
-	go func() { r, _ := u.Run(ctx); uncordoned <- r }()
+	uncordonOver := make(chan struct{})
+	go func() { r, _ := u.Run(ctx); close(uncordonOver); uncordoned <- r }()
 	var r agent.Result
 	done := false
 	select {
@@ -415,9 +420,19 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		// Node to be Ready, for a shutdown due within drainTimeout): a
 		// slot this boot took meanwhile (shutdown -r +5 right after boot)
 		// must be renewed, or others reclaim it. The slot of the last boot
-		// is freed only once the node has settled, uncordoned.
+		// is freed only once the node has settled, uncordoned. It starts
+		// once the API server has answered the uncordon (or that is over):
+		// an API server down after boot is retried by the uncordon alone.
 		go func() {
 			defer wg.Done()
+			if !done {
+				select {
+				case <-apiUp:
+				case <-uncordonOver:
+				case <-ctx.Done():
+					return
+				}
+			}
 			keepSlots(ctx, d, cfg, u.Connect, say, u.Debug)
 		}()
 		go func() { defer wg.Done(); _ = f.Run(ctx) }()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,7 +74,8 @@ func keepSlots(ctx context.Context, d *drainer.Drainer, cfg config.Config, conne
 }
 
 // slotNeeded says whether this boot's slot h is relied on: a gnsh drain
-// holds the drain lock, or a shutdown is under way or due (Relies: within
+// holds the drain lock, a wrapper's run is under way (it takes its slot
+// before the drain lock), or a shutdown is under way or due (Relies: within
 // drainTimeout, or the very schedule the slot was taken for, h.When). If
 // not, it frees the slot still under the lock, so that no wrapper starts
 // in between. In doubt (an answer it cannot get) the slot is needed.
@@ -87,6 +89,10 @@ func slotNeeded(ctx context.Context, d *drainer.Drainer, node string, h slots.En
 		return true, "", err
 	}
 	defer l.Release()
+	if runs := d.RunsPending(); len(runs) > 0 {
+		// A wrapper that took a slot holds no lock until its cordon.
+		return true, "a gnsh command runs: " + strings.Join(runs, ", "), nil
+	}
 	if d.Relies != nil {
 		why, err := d.Relies(ctx, &drain.Ownership{Action: h.Action, BootID: h.Boot, When: h.When}, cfg.DrainTimeout.D())
 		if err != nil {

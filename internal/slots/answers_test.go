@@ -373,3 +373,27 @@ func TestKeeperCadence(t *testing.T) {
 		t.Errorf("silent for %s: others free a slot silent for 3 periods (%s)", maxSilent, 3*g.Renew)
 	}
 }
+
+// SIGINT (ctx cancelled) while the admitting write is on its
+// way: the write lands, the answer is lost to the cancel. Acquire says
+// "interrupted" and withdraws its waiter entry; the holder entry it
+// wrote goes with it.
+func TestInterruptDuringAdmissionWrite(t *testing.T) {
+	n1 := readyNode("node1", "")
+	c := fake.NewClientset(n1)
+	ctx, cancel := context.WithCancel(context.Background())
+	casLeasesLosing(c, func(string) bool { return ctx.Err() != nil })
+	c.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		cancel() // the signal comes while the write is under way
+		return false, nil, nil
+	})
+	g := &Gate{C: c, Namespace: "gnsh", Name: "reboot-slots", Limits: Limits{Max: 1, Settle: time.Second}, Renew: time.Second, APITimeout: time.Second}
+	s, _, err := g.Acquire(ctx, reqFor(n1, 1, time.Minute))
+	rec := current(t, g)
+	t.Logf("Acquire: slot=%v err=%v; holders %+v waiters %+v", s != nil, err, rec.Holders, rec.Waiters)
+	if s == nil {
+		if _, ok := rec.Holder("node1"); ok {
+			t.Errorf("interrupted (nothing taken, says the caller), but node1's holder entry stands, renewed by nobody")
+		}
+	}
+}

@@ -242,8 +242,13 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 	}
 	held := holdersOut(v.Record.Holders)
 	// Earlier waiters that fit go first: this node takes a slot only if it
-	// fits beside them (first fit in arrival order).
+	// fits beside them (first fit in arrival order). Its own earlier
+	// boot's slot, which its admission would replace, does not hold them
+	// back here: it must not get ahead of them by asking again. Their
+	// etcd quorum is theirs to check (a worker does not read the etcd
+	// members): a control-plane node ahead keeps its place.
 	sim := maps(held)
+	delete(sim, me.Node)
 	var ahead []Out
 	for _, e := range v.Record.Waiters {
 		if e.Ticket >= me.Ticket {
@@ -253,7 +258,7 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 		if !ok {
 			continue
 		}
-		if len(blocks(n, sim, w, lim, false)) == 0 {
+		if len(blocks(n, sim, w, lim, true)) == 0 {
 			sim[e.Node] = "waiting before it"
 			ahead = append(ahead, Out{Node: e.Node, Why: "waiting since " + e.Since.Local().Format("15:04:05")})
 		}

@@ -410,3 +410,42 @@ func TestDecideAskedAgainTakesTheNewSchedule(t *testing.T) {
 		t.Fatalf("a holder with unknown labels: %s", names(v.Blocks))
 	}
 }
+
+// N=1. a is back on a new boot, its earlier boot's slot still
+// settling; b has waited for that slot since before. a asks again (a
+// second reboot): served in arrival order, b goes first.
+func TestDecideRebootedHolderKeepsTheQueue(t *testing.T) {
+	rec := Record{Next: 6,
+		Holders: []Entry{{Node: "a", UID: "uid-a", Boot: "old", Ticket: 0, Phase: Back, Beat: 7, Renew: 10}},
+		Waiters: []Entry{{Node: "b", UID: "uid-b", Boot: "boot-b", Ticket: 5, Renew: 30}}}
+	v := Decide(rec, world(node("a"), node("b")), one, still{}, ask("a"))
+	t.Logf("a admitted %v (blocks %q); holders %+v; waiters %+v", v.Admitted, names(v.Blocks), v.Record.Holders, v.Record.Waiters)
+	if v.Admitted {
+		t.Errorf("a, asking after b, was admitted ahead of b (b waits for the slot a's earlier boot holds)")
+	}
+	// and b, deciding now, still waits
+	vb := Decide(v.Record, world(node("a"), node("b")), one, still{}, Ask{Entry: rec.Waiters[0]})
+	t.Logf("b then: admitted %v, blocks %q", vb.Admitted, names(vb.Blocks))
+}
+
+// N=1, no holder. A control-plane node (c) waits since before
+// (ticket 1; its etcd is healthy: it fits). A worker (w) asks: a worker
+// never lists the etcd pods (EtcdKnown false), so in its first-fit
+// simulation c "does not fit" (quorum unknown) and w takes the slot
+// ahead of c.
+func TestDecideWorkerKeepsControlPlanePlace(t *testing.T) {
+	cpn := node("c", cp)
+	rec := Record{Next: 2, Waiters: []Entry{{Node: "c", UID: "uid-c", Boot: "boot-c", Ticket: 1, Renew: 30}}}
+	// As the worker sees it: no etcd members listed.
+	vw := Decide(rec, world(cpn, node("w")), one, still{}, ask("w"))
+	t.Logf("worker: admitted %v blocks %q", vw.Admitted, names(vw.Blocks))
+	// As c sees it (its etcd members listed, all Ready, 3 of them).
+	wc := world(cpn, node("w"), node("c2", cp), node("c3", cp))
+	wc.EtcdKnown = true
+	wc.Etcd = []Member{{"etcd-c", "c", true}, {"etcd-c2", "c2", true}, {"etcd-c3", "c3", true}}
+	vc := Decide(rec, wc, one, still{}, Ask{Entry: rec.Waiters[0]})
+	t.Logf("c (before w decides): admitted %v blocks %q", vc.Admitted, names(vc.Blocks))
+	if vw.Admitted && vc.Admitted {
+		t.Errorf("w (ticket 2) admitted ahead of c (ticket 1), which fits")
+	}
+}

@@ -482,8 +482,8 @@ func (a *acquirer) tell(ctx context.Context, v Verdict) {
 
 }
 
-// withdraw removes this node's waiter entry (SIGINT, the wait ran out), a
-// bounded best effort: an entry left behind is dropped by others once it
+// withdraw removes this node's waiter entry, and a holder entry of this
+// very request (SIGINT, the wait ran out), a bounded best effort: an entry left behind is dropped by others once it
 // is no longer renewed.
 func (a *acquirer) withdraw() {
 	if !a.answered {
@@ -493,12 +493,18 @@ func (a *acquirer) withdraw() {
 	defer cancel()
 	me := a.r.Entry
 	_, err := a.g.Update(ctx, func(rec *Record) bool {
-		w, ok := rec.Waiter(me.Node)
-		if !ok || w.UID != me.UID || w.Boot != me.Boot {
-			return false
+		changed := false
+		if w, ok := rec.Waiter(me.Node); ok && w.UID == me.UID && w.Boot == me.Boot {
+			rec.Waiters = without(rec.Waiters, me.Node)
+			changed = true
 		}
-		rec.Waiters = without(rec.Waiters, me.Node)
-		return true
+		// Admitted by a write whose answer never came (the signal came
+		// first): that slot is this request's, and it goes too.
+		if h, ok := rec.Holder(me.Node); ok && h.UID == me.UID && h.Boot == me.Boot && h.Run == me.Run {
+			rec.Holders = without(rec.Holders, me.Node)
+			changed = true
+		}
+		return changed
 	})
 	if err != nil {
 		a.g.debugf("withdrawing from the queue of %s: %v", a.g.Where(), err)

@@ -44,10 +44,8 @@ type Keeper struct {
 
 	tr Tracker
 
-	beat      int64     // the holder's Beat last seen
-	beatSince time.Time // since when
-	since     time.Time // settled since, zero if not now
-	isBack    bool      // its entry is of an earlier boot (being settled)
+	since  time.Time // settled since, zero if not now
+	isBack bool      // its entry is of an earlier boot (being settled)
 }
 
 func (k *Keeper) say(format string, args ...any) {
@@ -153,10 +151,9 @@ func (k *Keeper) step(ctx context.Context, store cache.Store) error {
 		return k.back(ctx, h, now)
 	}
 	k.since = time.Time{}
-	if h.Beat != k.beat || k.beatSince.IsZero() {
-		k.beat, k.beatSince = h.Beat, now
-	}
-	if now.Sub(k.beatSince) < g.Renew+g.Renew/4 {
+	// Silent for how long, as this keeper saw that very entry (a new
+	// entry, even with the same Beat, is silent from when it is seen).
+	if k.tr.Silent(h) < g.Renew+g.Renew/4 {
 		// Its taker renews it. Looked at every half period, renewed
 		// here once silent for a period and a quarter: at most about
 		// 1.75 periods between beats, well within the 3 after which

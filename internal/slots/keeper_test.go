@@ -2,6 +2,7 @@ package slots
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -121,5 +122,56 @@ func TestKeepersWarnOnce(t *testing.T) {
 	}
 	if _, ok := current(t, g).Holder("down"); !ok {
 		t.Fatal("the slot was freed")
+	}
+}
+
+// The keeper's silence clock is per entry. An entry of this boot last seen at Beat 0 (its taker killed or
+// interrupted before its first renewal) and freed; a later request's new
+// entry (new ticket, Beat 0) is taken as silent since the old one was
+// first seen, and Needed is asked at once.
+func TestKeeperSilencePerEntry(t *testing.T) {
+	a := Entry{Node: "node1", UID: "u1", Boot: "b1", Ticket: 0, Phase: Admitted, Renew: 1, Run: "run-a"}
+	g, _ := keeperRig(t, a)
+	g.Renew = 400 * time.Millisecond
+	var mu sync.Mutex
+	var asked []time.Time
+	var asking []Entry
+	k := &Keeper{Gate: g, Node: "node1", Boot: "b1", Settle: time.Second,
+		Needed: func(_ context.Context, h Entry, free func() error) (bool, string, error) {
+			mu.Lock()
+			asked = append(asked, time.Now())
+			asking = append(asking, h)
+			mu.Unlock()
+			return false, "", free() // nothing holds the drain lock yet
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go k.Run(ctx)
+	// A: its taker died before the first renewal; the keeper frees it.
+	eventually(t, "A freed", func() bool { _, ok := current(t, g).Holder("node1"); return !ok })
+	time.Sleep(2 * g.Renew)
+	// A new request admitted: B, ticket 1, Beat 0, renewed by its taker
+	// every period (its first renewal due 400 ms from now).
+	if _, err := g.Update(ctx, func(r *Record) bool {
+		r.Next = 2
+		r.Holders = append(r.Holders, Entry{Node: "node1", UID: "u1", Boot: "b1", Ticket: 1, Phase: Admitted, Renew: 1, Run: "run-b"})
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	admitted := time.Now()
+	time.Sleep(g.Renew / 2)
+	_, still := current(t, g).Holder("node1")
+	mu.Lock()
+	defer mu.Unlock()
+	var afterB []time.Duration
+	for _, at := range asked {
+		if at.After(admitted) {
+			afterB = append(afterB, at.Sub(admitted))
+		}
+	}
+	t.Logf("Needed asked for B after %v; B still held after %v: %v", afterB, g.Renew/2, still)
+	if !still {
+		t.Errorf("B (Beat 0, admitted %v ago, its taker's first renewal not even due) was freed by the keeper", g.Renew/2)
 	}
 }

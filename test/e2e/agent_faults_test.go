@@ -228,8 +228,10 @@ func rebootDuringAgentDrain(a *agentRun) {
 // a reboot killed mid-drain leaves its cordon; the API server then stops
 // answering (the gate holds every connection), so the agent's undo of that
 // cordon holds the drain lock until its requests time out (4×apiTimeout).
-// reboot typed meanwhile must wait for the agent, not be refused, then go
-// on (the API server failing: no drain) and hand off.
+// reboot typed meanwhile must not be refused: it reads its Node before it
+// asks for a reboot slot and takes the drain lock (the slot comes first),
+// meets the hung API server there, and goes on without a drain and
+// without waiting for the agent's lock, and hands off.
 func rebootDuringAgentUndo(a *agentRun) {
 	t, c := a.t, a.c
 	a.setPDB(0)
@@ -255,8 +257,7 @@ func rebootDuringAgentUndo(a *agentRun) {
 	if c.exitCode != 133 {
 		t.Errorf("nspawn exit code %d, want 133", c.exitCode)
 	}
-	for _, want := range []string{"gnsh: waiting for the node agent (gnsh.service, pid ", ") to finish: undo a cordon its gnsh left; at most until ",
-		"the node agent is done ("} {
+	for _, want := range []string{"gnsh: warning: API server unreachable (", "rebooting without draining"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("reboot's output lacks %q", want)
 		}
@@ -264,7 +265,7 @@ func rebootDuringAgentUndo(a *agentRun) {
 	if strings.Contains(out, "another gnsh is draining") {
 		t.Errorf("reboot was refused while the agent was busy")
 	}
-	a.row.what = fmt.Sprintf("reboot waited for the agent's undo, down %.1f s after", c.exitAt.Sub(trigger).Seconds())
+	a.row.what = fmt.Sprintf("reboot went on beside the agent's undo, down %.1f s after", c.exitAt.Sub(trigger).Seconds())
 	a.gate.setHang(false)
 	a.bootAgain()
 	a.waitUncordonedAny(60 * time.Second)

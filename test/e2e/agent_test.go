@@ -81,7 +81,7 @@ func agentCases() []agentCase {
 		{name: "wrapper_killed", wrapper: true, run: wrapperKilled,
 			why: "no other user can take gnsh's locks; reboot killed with SIGKILL mid-drain: the agent undoes its cordon within seconds (no reboot), then reboot drains and hands off and the agent uncordons after the boot"},
 		{name: "reboot_during_agent_undo", wrapper: true, gate: true, run: rebootDuringAgentUndo,
-			why: "reboot typed while the agent holds the drain lock for an undo that the hung API server drags out (4×apiTimeout): it waits for the agent, then goes on without a drain (the API server fails) and hands off"},
+			why: "reboot typed while the agent holds the drain lock for an undo that the hung API server drags out (4×apiTimeout): not refused; it reads its Node before the reboot slot and the drain lock, meets the hung API server there, goes on without a drain and hands off"},
 		{name: "reboot_during_agent_drain", wrapper: true, slow: true, run: rebootDuringAgentDrain,
 			why: "reboot typed while the agent drains ahead of shutdown -r +2 (held up by a PDB): it waits for the agent instead of being refused, uses its drain and hands off"},
 		{name: "chaos", wrapper: true, gate: true, slow: true, run: chaos,
