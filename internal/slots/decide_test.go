@@ -449,3 +449,27 @@ func TestDecideWorkerKeepsControlPlanePlace(t *testing.T) {
 		t.Errorf("w (ticket 2) admitted ahead of c (ticket 1), which fits")
 	}
 }
+
+// A gap in the kubelet's heartbeat (a fast reboot whose new boot ID is
+// not reported yet) starts the span again: the last heartbeat of the old
+// boot and the first of the new one do not make the node alive between.
+func TestTrackerAliveGap(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	tr := &Tracker{Clock: clk}
+	h := holder("a", 0)
+	rec := Record{Holders: []Entry{h}}
+	kubelet := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	w := world(node("a"))
+	beat := func(d time.Duration) {
+		clk.SetTime(clk.Now().Add(d))
+		kubelet = kubelet.Add(d)
+		w.Heartbeats = map[string]Heartbeat{"a": {Renewed: kubelet, Duration: 40 * time.Second}}
+		tr.Observe(rec, w)
+	}
+	beat(0)
+	beat(25 * time.Second) // down and back: no heartbeat for 25 s
+	beat(10 * time.Second)
+	if got := tr.Alive(h); got != 10*time.Second {
+		t.Fatalf("alive %s across a 25 s gap, want 10s", got)
+	}
+}

@@ -167,6 +167,7 @@ type acquirer struct {
 
 	lastBeat  time.Time // when its waiter entry was last renewed
 	answered  bool      // the gate answered once: its failures from then on are waited out
+	wrote     bool      // a write of the record succeeded: a 403 or 404 from then on is waited out too
 	early     int       // failures before it answered (earlyTries at most)
 	lastState string
 	waited    bool // it waited (told, Event posted)
@@ -272,6 +273,7 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 				continue
 			}
 			backoff = 10 * time.Millisecond
+			a.wrote = true
 			if !v.Admitted {
 				a.lastBeat = g.clock().Now()
 			}
@@ -340,7 +342,9 @@ func (a *acquirer) trouble(ctx context.Context, err error, deadline time.Time, v
 		// it holds is unknown, so no limit can be kept. A refusal, never
 		// "unavailable" (which the optional gate goes past).
 		return &WaitError{Waited: a.g.clock().Since(a.start), Blocks: v.Blocks, Err: err}
-	case !a.answered && (apierrors.IsForbidden(err) || apierrors.IsNotFound(err)):
+	case !a.wrote && (apierrors.IsForbidden(err) || apierrors.IsNotFound(err)):
+		// Refused before it ever wrote: these credentials cannot use the
+		// gate (no place was taken, nobody was told to wait).
 		return a.fail(ctx, err)
 	case !a.answered:
 		// Never answered yet: a moment's failure (a 5xx as etcd changes

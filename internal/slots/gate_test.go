@@ -237,3 +237,20 @@ func TestGivenUpNeedsAHeartbeat(t *testing.T) {
 		}
 	}
 }
+
+// Credentials that may read the Lease but not write it (a partial RBAC):
+// the gate is unavailable at once (slots.gate decides), not waited out
+// until slots.wait as if the node had been told to wait.
+func TestForbiddenFirstWriteIsUnavailable(t *testing.T) {
+	g, c, r := gateRig(t)
+	r.Wait = time.Minute
+	c.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "reboot-slots", errors.New("no update"))
+	})
+	start := time.Now()
+	_, _, err := g.Acquire(context.Background(), r)
+	var ue *UnavailableError
+	if !errors.As(err, &ue) || time.Since(start) > 10*time.Second {
+		t.Fatalf("after %s: %v, want an UnavailableError at once", time.Since(start), err)
+	}
+}

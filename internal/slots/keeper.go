@@ -61,22 +61,32 @@ func (k *Keeper) debug(format string, args ...any) {
 }
 
 // Run keeps this node's slot until ctx ends. Without permission to read
-// the Lease (the kubelet's credentials) it says so once and returns nil.
+// the Lease (the kubelet's credentials) it says so once (debug) and looks
+// again every minute.
 func (k *Keeper) Run(ctx context.Context) error {
 	g := k.Gate
 	// One read first: these credentials may not use the Lease at all
-	// (the kubelet's), and a watch would retry that forever.
+	// (the kubelet's), and a watch would retry that at its own pace.
+	forbidden := false
 	for {
 		_, err := g.get(ctx)
 		if err == nil {
 			break
 		}
+		wait := g.Renew
 		if apierrors.IsForbidden(err) {
-			k.debug("reboot slots not kept: %v", &UnavailableError{Where: g.Where(), Err: err})
-			return nil
+			// The kubelet's credentials, most likely; or an rbac.yaml
+			// applied after the agent started: looked at again now and
+			// then, not given up for the agent's life.
+			if !forbidden {
+				k.debug("reboot slots not kept: %v; looking again every %s", &UnavailableError{Where: g.Where(), Err: err}, max(g.Renew, time.Minute))
+			}
+			forbidden = true
+			wait = max(g.Renew, time.Minute)
+		} else {
+			k.debug("reboot slots: %v", err)
 		}
-		k.debug("reboot slots: %v", err)
-		t := g.clock().NewTimer(g.Renew)
+		t := g.clock().NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()

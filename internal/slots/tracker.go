@@ -71,13 +71,20 @@ func (t *Tracker) Observe(rec Record, w World) {
 		k := trackKey(h)
 		if hb, ok := w.Heartbeats[h.Node]; ok && !hb.Renewed.IsZero() {
 			a, seen := t.alive[k]
+			fresh := max(hb.Duration/2, 10*time.Second)
 			switch {
 			case !seen || a.beat != h.Beat:
 				a = aliveSeen{beat: h.Beat, first: hb.Renewed, last: hb.Renewed, lastAt: now}
 			case hb.Renewed.After(a.last):
+				if hb.Renewed.Sub(a.last) > fresh {
+					// A gap in the heartbeat (the kubelet's own clock): the
+					// node may have gone down and come back (a fast reboot,
+					// its new boot ID not reported yet). Alive only since.
+					a.first = hb.Renewed
+				}
 				a.last, a.lastAt = hb.Renewed, now
 			}
-			a.fresh = max(hb.Duration/2, 10*time.Second)
+			a.fresh = fresh
 			t.alive[k] = a
 		}
 		if settled(h, w) {
