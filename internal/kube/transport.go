@@ -174,3 +174,8 @@ var silenceOnce sync.Once
 func silenceKlog() {
 	silenceOnce.Do(func() { klog.SetLogger(logr.Discard()) })
 }
+
+// SilenceKlog is silenceKlog for a process that builds clients some other
+// way (tests with fake clientsets): called before any informer runs, so
+// that klog's logger is never set while one logs.
+func SilenceKlog() { silenceKlog() }
