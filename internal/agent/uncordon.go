@@ -139,7 +139,7 @@ type Uncordoner struct {
 	// beside the wait for the Node to be Ready.
 	OnNode func()
 	// OnAPI, if set, is called once, when the API server first answers
-	// (the Node read, Ready for this boot or not).
+	// the Node read (Ready for this boot or not, whatever comes next).
 	OnAPI func()
 	// NotNode, if set, is called once when the first Connect finds no
 	// kubeconfig: gnsh agent says so to systemd and to the wrapper.
@@ -274,10 +274,6 @@ func (u *Uncordoner) Run(ctx context.Context) (Result, error) {
 		}
 		if c != nil {
 			r, ready, err := u.check(ctx, c, node, bootID)
-			if err == nil && u.OnAPI != nil {
-				u.OnAPI()
-				u.OnAPI = nil
-			}
 			switch {
 			case err == nil && ready: // done, even if a signal came meanwhile
 				u.printf("%s", r.Why)
@@ -326,6 +322,10 @@ func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bo
 	})
 	if err != nil {
 		return Result{}, false, fmt.Errorf("read Node: %w", err)
+	}
+	if u.OnAPI != nil {
+		u.OnAPI()
+		u.OnAPI = nil
 	}
 	ok, why := ReadyForBoot(n, boot, bootID, nil)
 	if !ok && readyTrue(n) {

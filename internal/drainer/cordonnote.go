@@ -34,21 +34,29 @@ type CordonNote struct {
 // procStart is pid's start time in clock ticks since boot, from
 // /proc/PID/stat.
 func procStart(pid int) (uint64, error) {
+	_, start, err := procStat(pid)
+	return start, err
+}
+
+// procStat is pid's state (R, S, Z for a zombie, …) and start time, from
+// /proc/PID/stat.
+func procStat(pid int) (state string, start uint64, err error) {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
-		return 0, err
+		return "", 0, err
 	}
 	// The command name may hold spaces and parentheses: the fields that
 	// follow start after the last ") ".
 	i := strings.LastIndex(string(b), ") ")
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+		return "", 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
 	}
 	f := strings.Fields(string(b[i+2:]))
 	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+		return "", 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
 	}
-	return strconv.ParseUint(f[19], 10, 64)
+	start, err = strconv.ParseUint(f[19], 10, 64)
+	return f[0], start, err
 }
 
 // noteCordon writes the note for the cordon record own on node, made by

@@ -232,7 +232,7 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 			// to do.
 			return drainedBefore
 		}
-		if asked && r.slotStands(ctx) {
+		if asked && r.slotStands(ctx, try >= 2) {
 			return r.cordonAndDrain(ctx, n, o)
 		}
 		if asked && try >= 2 {

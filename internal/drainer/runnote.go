@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A wrapper's run for a shutdown notes itself in the lock directory while
@@ -27,6 +29,11 @@ import (
 // the cancel only names it (Ctrl-C stops it).
 const (
 	runNotePrefix = "run."
+	// runLockSuffix names the file a run holds an flock on for its life
+	// (run.PID.flock): whether the run still runs is whether that lock is
+	// held, which needs neither its PID nor the /proc of its PID
+	// namespace, and ends when the process does, a zombie included.
+	runLockSuffix = ".flock"
 	stopPrefix    = "stop."
 	// stopPoll is how often a run for a schedule looks for a stop request.
 	stopPoll = 200 * time.Millisecond
@@ -78,6 +85,9 @@ type runWatch struct {
 	phase string // the phase it was stopped in
 	// unwatch stops the watcher (a no-op for a run at once).
 	unwatch func()
+	// lock is run.PID.flock, held (LOCK_EX) while the run runs; nil if
+	// it could not be made.
+	lock *os.File
 }
 
 // noteRun notes a wrapper's run for a shutdown and, for a schedule,
@@ -96,6 +106,10 @@ func (r *run) noteRun(ctx context.Context, when *time.Time) context.Context {
 	w := r.d.who()
 	r.watch = &runWatch{note: RunNote{PID: pid, Start: start, Action: r.verb, User: w.User, TTY: w.TTY, When: when, Phase: "connecting to the API server"},
 		unwatch: func() {}}
+	// The lock first, then the note: a note is never seen without it.
+	if r.watch.lock, err = r.d.holdRunLock(pid); err != nil {
+		r.debug("run lock not held: %v", err)
+	}
 	r.writeRunNote()
 	if when == nil {
 		return ctx
@@ -182,8 +196,28 @@ func (r *run) forgetRun() {
 		return
 	}
 	r.watch.unwatch()
-	_ = os.Remove(filepath.Join(r.d.lockDir(), runNotePrefix+strconv.Itoa(r.watch.note.PID)))
+	name := runNotePrefix + strconv.Itoa(r.watch.note.PID)
+	_ = os.Remove(filepath.Join(r.d.lockDir(), name))
+	if r.watch.lock != nil {
+		_ = os.Remove(filepath.Join(r.d.lockDir(), name+runLockSuffix))
+		_ = r.watch.lock.Close()
+	}
 	r.watch = nil
+}
+
+// holdRunLock makes run.PID.flock (0600, never through a symlink) and
+// holds an exclusive flock on it: released when the process ends.
+func (d *Drainer) holdRunLock(pid int) (*os.File, error) {
+	path := filepath.Join(d.lockDir(), runNotePrefix+strconv.Itoa(pid)+runLockSuffix)
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, lockFileMode)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "flock", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 // takeStop takes a stop request for the run of process pid (started at
@@ -215,8 +249,9 @@ func (d *Drainer) runNotes() []RunNote {
 		if d.readRunFile(e.Name(), &n) != nil || e.Name() != runNotePrefix+strconv.Itoa(n.PID) {
 			continue
 		}
-		if !runAlive(n) {
+		if !d.runAlive(n) {
 			_ = os.Remove(filepath.Join(d.lockDir(), e.Name()))
+			_ = os.Remove(filepath.Join(d.lockDir(), e.Name()+runLockSuffix))
 			continue
 		}
 		notes = append(notes, n)
@@ -236,10 +271,23 @@ func (d *Drainer) RunsPending() []string {
 	return s
 }
 
-// runAlive reports whether the process that wrote n still runs.
-func runAlive(n RunNote) bool {
-	start, err := procStart(n.PID)
-	return err == nil && start == n.Start
+// runAlive reports whether the process that wrote n still runs: its
+// run.PID.flock is held. Without one (an older gnsh's note, or one whose
+// lock could not be made) its process is looked up by PID and start time.
+func (d *Drainer) runAlive(n RunNote) bool {
+	path := filepath.Join(d.lockDir(), runNotePrefix+strconv.Itoa(n.PID)+runLockSuffix)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == nil {
+		defer unix.Close(fd)
+		err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB)
+		if err == nil {
+			_ = unix.Flock(fd, unix.LOCK_UN)
+			return false
+		}
+		return errors.Is(err, unix.EWOULDBLOCK)
+	}
+	state, start, err := procStat(n.PID)
+	return err == nil && start == n.Start && state != "Z" // a zombie has ended
 }
 
 // stopWaitMax bounds how long shutdown -c waits for a run it asked to stop
@@ -306,7 +354,7 @@ func (c *cancelRun) waitRun(ctx context.Context, n RunNote, max time.Duration) b
 	path := filepath.Join(c.d.lockDir(), runNotePrefix+strconv.Itoa(n.PID))
 	end := time.Now().Add(max)
 	for {
-		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) || !runAlive(n) {
+		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) || !c.d.runAlive(n) {
 			return true
 		}
 		if time.Now().After(end) {

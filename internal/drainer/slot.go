@@ -114,7 +114,7 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 // the drain lock, and one of its own by an admin (gnsh slots release) or
 // by a node that found it stale. Either way it asks again. In doubt (the
 // read failed) it stands.
-func (r *run) slotStands(ctx context.Context) bool {
+func (r *run) slotStands(ctx context.Context, last bool) bool {
 	if r.slot == nil {
 		return true
 	}
@@ -130,10 +130,14 @@ func (r *run) slotStands(ctx context.Context) bool {
 	if h, ok := rec.Holder(me.Node); ok && h.UID == me.UID && h.Boot == me.Boot && h.Ticket == me.Ticket {
 		return true
 	}
+	again := "; asking for one again"
+	if last {
+		again = ""
+	}
 	if r.slot.Before {
-		r.info("the reboot slot of %s in %s was freed meanwhile by the gnsh that took it; asking for one again", me.Node, g.Where())
+		r.info("the reboot slot of %s in %s was freed meanwhile by the gnsh that took it%s", me.Node, g.Where(), again)
 	} else {
-		r.info("the reboot slot of %s in %s was freed by someone else before the cordon ('gnsh slots release', or a node that found it stale); asking for one again", me.Node, g.Where())
+		r.info("the reboot slot of %s in %s was freed by someone else before the cordon ('gnsh slots release', or a node that found it stale)%s", me.Node, g.Where(), again)
 	}
 	return false
 }

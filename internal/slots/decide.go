@@ -245,8 +245,9 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 	// fits beside them (first fit in arrival order). Its own earlier
 	// boot's slot, which its admission would replace, does not hold them
 	// back here: it must not get ahead of them by asking again. Their
-	// etcd quorum is theirs to check (a worker does not read the etcd
-	// members): a control-plane node ahead keeps its place.
+	// etcd quorum is checked where the members are known (a control-plane
+	// node asking); a worker, which does not read them, lets a
+	// control-plane node ahead keep its place.
 	sim := maps(held)
 	delete(sim, me.Node)
 	var ahead []Out
@@ -258,7 +259,7 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 		if !ok {
 			continue
 		}
-		if len(blocks(n, sim, w, lim, true)) == 0 {
+		if len(blocks(n, sim, w, lim, !w.EtcdKnown)) == 0 {
 			sim[e.Node] = "waiting before it"
 			ahead = append(ahead, Out{Node: e.Node, Why: "waiting since " + e.Since.Local().Format("15:04:05")})
 		}

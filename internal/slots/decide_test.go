@@ -473,3 +473,22 @@ func TestTrackerAliveGap(t *testing.T) {
 		t.Fatalf("alive %s across a 25 s gap, want 10s", got)
 	}
 }
+
+// A control-plane node whose own reboot keeps etcd's quorum does not wait
+// behind an earlier control-plane node that the quorum holds back: both
+// read the members, so the earlier one's quorum counts in the later one's
+// first-fit (c2, whose member is the one not Ready, may go: c1 and c3
+// keep 2 of 3).
+func TestDecideQuorumHeldWaiterDoesNotHoldBackTheSickMember(t *testing.T) {
+	lim := Limits{Max: 3}
+	w := world(node("c1", cp), node("c2", cp), node("c3", cp))
+	w.EtcdKnown = true
+	w.Etcd = []Member{{"etcd-c1", "c1", true}, {"etcd-c2", "c2", false}, {"etcd-c3", "c3", true}}
+	rec := Record{Next: 2, Waiters: []Entry{{Node: "c1", UID: "uid-c1", Boot: "boot-c1", Ticket: 1, Renew: 30}}}
+	if v := Decide(rec, w, lim, still{}, Ask{Entry: rec.Waiters[0]}); v.Admitted {
+		t.Fatalf("c1 admitted with etcd-c2 not Ready: %+v", v)
+	}
+	if v := Decide(rec, w, lim, still{}, ask("c2")); !v.Admitted {
+		t.Fatalf("c2 held back behind c1: %s", names(v.Blocks))
+	}
+}
