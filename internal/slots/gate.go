@@ -699,8 +699,15 @@ func (a *acquirer) watch(ctx context.Context) error {
 
 // leaseInformer watches the Lease: changed is called for each change.
 func (g *Gate) leaseInformer(changed func()) (cache.Store, cache.Controller) {
-	byName := fields.OneTermEqualSelector("metadata.name", g.Name).String()
-	leases := g.C.CoordinationV1().Leases(g.Namespace)
+	return leaseInformer(g.C, g.Namespace, g.Name, changed)
+}
+
+// leaseInformer watches the Lease ns/name alone (a list and a watch with
+// a metadata.name field selector, which RBAC authorizes for that name):
+// changed is called for each change.
+func leaseInformer(c kubernetes.Interface, ns, name string, changed func()) (cache.Store, cache.Controller) {
+	byName := fields.OneTermEqualSelector("metadata.name", name).String()
+	leases := c.CoordinationV1().Leases(ns)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = byName
@@ -775,20 +782,7 @@ func (a *acquirer) followHearts(ctx context.Context, rec Record) {
 		if a.hearts == nil {
 			a.hearts = map[string]heartWatch{}
 		}
-		byName := fields.OneTermEqualSelector("metadata.name", node).String()
-		leases := a.g.C.CoordinationV1().Leases(NodeLeaseNamespace)
-		lw := &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				o.FieldSelector = byName
-				return leases.List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				o.FieldSelector = byName
-				return leases.Watch(ctx, o)
-			},
-		}
-		store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{}),
-			ObjectType: &coordinationv1.Lease{}, Handler: onChange(a.poke)})
+		store, ctrl := leaseInformer(a.g.C, NodeLeaseNamespace, node, a.poke)
 		hctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		go ctrl.RunWithContext(hctx)
 		a.hearts[node] = heartWatch{store: store, stop: stop}
