@@ -156,14 +156,31 @@ func probeAgentLock(dir string) (held, exists bool, state string, err error) {
 	if dir == "" {
 		dir = DefaultLockDir
 	}
-	f, err := openRunFile(dir, AgentLockName)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, false, "", nil
-	}
+	f, held, exists, err := probeFlock(dir, AgentLockName)
 	if err != nil {
 		return false, false, "", err
 	}
+	if f == nil {
+		return held, exists, "", nil
+	}
 	defer f.Close()
+	_, state = readAgentLock(f)
+	return true, true, state, nil
+}
+
+// probeFlock reports whether another process holds an flock on dir/name
+// (opened read-only, never through a symlink, nothing made); exists is
+// false when there is no such file or it cannot be opened (err says why).
+// A file held is returned open, to read its holder from; the caller closes
+// it.
+func probeFlock(dir, name string) (held *os.File, isHeld, exists bool, err error) {
+	f, err := openRunFile(dir, name)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, false, nil
+	}
+	if err != nil {
+		return nil, false, false, err
+	}
 	for {
 		err = unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
 		if !errors.Is(err, syscall.EINTR) {
@@ -172,12 +189,13 @@ func probeAgentLock(dir string) (held, exists bool, state string, err error) {
 	}
 	switch {
 	case errors.Is(err, syscall.EWOULDBLOCK):
-		_, state = readAgentLock(f)
-		return true, true, state, nil
+		return f, true, true, nil
 	case err != nil:
-		return false, false, "", &os.PathError{Op: "flock", Path: f.Name(), Err: err}
+		f.Close()
+		return nil, false, true, &os.PathError{Op: "flock", Path: f.Name(), Err: err}
 	}
-	return false, true, "", nil
+	f.Close() // the shared lock goes with it
+	return nil, false, true, nil
 }
 
 // agentGuarding reports whether a node agent runs (held) and whether it

@@ -205,19 +205,15 @@ func (r *run) forgetRun() {
 	r.watch = nil
 }
 
-// holdRunLock makes run.PID.flock (0600, never through a symlink) and
-// holds an exclusive flock on it: released when the process ends.
+// holdRunLock holds an exclusive flock on run.PID.flock (lockFile: 0600,
+// never through a symlink), released when the process ends.
 func (d *Drainer) holdRunLock(pid int) (*os.File, error) {
-	path := filepath.Join(d.lockDir(), runNotePrefix+strconv.Itoa(pid)+runLockSuffix)
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, lockFileMode)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	f, err := lockFile(d.lockDir(), runNotePrefix+strconv.Itoa(pid)+runLockSuffix, unix.LOCK_EX)
+	if err != nil && f != nil {
+		f.Close() // held: another process of this PID's (none should be)
+		f = nil
 	}
-	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		unix.Close(fd)
-		return nil, &os.PathError{Op: "flock", Path: path, Err: err}
-	}
-	return os.NewFile(uintptr(fd), path), nil
+	return f, err
 }
 
 // takeStop takes a stop request for the run of process pid (started at
@@ -275,16 +271,12 @@ func (d *Drainer) RunsPending() []string {
 // run.PID.flock is held. Without one (an older gnsh's note, or one whose
 // lock could not be made) its process is looked up by PID and start time.
 func (d *Drainer) runAlive(n RunNote) bool {
-	path := filepath.Join(d.lockDir(), runNotePrefix+strconv.Itoa(n.PID)+runLockSuffix)
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err == nil {
-		defer unix.Close(fd)
-		err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB)
-		if err == nil {
-			_ = unix.Flock(fd, unix.LOCK_UN)
-			return false
-		}
-		return errors.Is(err, unix.EWOULDBLOCK)
+	f, held, exists, err := probeFlock(d.lockDir(), runNotePrefix+strconv.Itoa(n.PID)+runLockSuffix)
+	if f != nil {
+		f.Close()
+	}
+	if exists {
+		return held // an flock that fails otherwise: not held
 	}
 	state, start, err := procStat(n.PID)
 	return err == nil && start == n.Start && state != "Z" // a zombie has ended
