@@ -235,26 +235,21 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 		if asked && r.slotStands(ctx, try >= 2) {
 			return r.cordonAndDrain(ctx, n, o)
 		}
-		if asked && try >= 2 {
-			// Freed under it every time: never cordon without a slot.
-			r.lock.Release()
-			r.lock = nil
-			if r.slot != nil {
-				r.slot.Halt()
-				r.slot = nil
-			}
-			return r.fail(noSlot, fmt.Errorf("the reboot slot of %s was freed by someone else each of the %d times it was taken, before the cordon", r.sess.node, try+1))
-		}
 		// The slot is still to be asked for (the Node read before the lock
-		// said drained for), or the node's slot this run shared was freed
-		// meanwhile by the gnsh that took it: ask (again), without the lock.
+		// said drained for), or the slot was freed meanwhile (by the gnsh
+		// that took it, by an admin): let go of the lock and of the slot,
+		// and ask (again) without the lock.
 		r.lock.Release()
 		r.lock = nil
-		asked = false
 		if r.slot != nil {
 			r.slot.Halt()
 			r.slot = nil
 		}
+		if asked && try >= 2 {
+			// Freed under it every time: never cordon without a slot.
+			return r.fail(noSlot, fmt.Errorf("the reboot slot of %s was freed by someone else each of the %d times it was taken, before the cordon", r.sess.node, try+1))
+		}
+		asked = false
 	}
 }
 
