@@ -76,7 +76,7 @@ func termWidth(w io.Writer) int {
 func oneLine(s string) string {
 	clean := true
 	for _, c := range s {
-		if unsafeRune(c) {
+		if c == utf8.RuneError || UnsafeRune(c) {
 			clean = false
 			break
 		}
@@ -86,7 +86,7 @@ func oneLine(s string) string {
 	}
 	var b strings.Builder
 	for _, c := range s {
-		if unsafeRune(c) {
+		if c == utf8.RuneError || UnsafeRune(c) {
 			c = '?'
 		}
 		b.WriteRune(c)
@@ -104,11 +104,16 @@ func safeLines(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-func unsafeRune(c rune) bool {
+// UnsafeRune reports whether c must not reach a terminal as it is: a
+// control character (C0, DEL, C1), a line or paragraph separator, or a
+// bidirectional mark, embedding, override or isolate, which reorder what
+// is shown. (oneLine replaces them, gnsh slots escapes them.)
+func UnsafeRune(c rune) bool {
 	switch {
-	case c == utf8.RuneError, unicode.IsControl(c):
+	case unicode.IsControl(c):
 		return true
-	case c == '\u2028', c == '\u2029', c >= '\u202a' && c <= '\u202e', c >= '\u2066' && c <= '\u2069':
+	case c == '\u061c', c == '\u200e', c == '\u200f', c == '\u2028', c == '\u2029',
+		c >= '\u202a' && c <= '\u202e', c >= '\u2066' && c <= '\u2069':
 		return true
 	}
 	return false
