@@ -185,10 +185,10 @@ func TestShowUnprintable(t *testing.T) {
 	}
 }
 
-// planOne runs gnsh plan on the host and turns its JSON into the outcome
+// planOne runs gnsh plan -o json on the host and turns its JSON into the outcome
 // the command itself would have in the oracle's chroot.
 func planOne(t *testing.T, gnsh string, argv []string, t0 time.Time) outcome {
-	cmd := exec.Command(gnsh, append([]string{"plan"}, argv...)...)
+	cmd := exec.Command(gnsh, append([]string{"plan", "-o", "json"}, argv...)...)
 	cmd.Env = []string{"TZ=UTC", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
