@@ -130,7 +130,7 @@ func TestDoctorAPIAccess(t *testing.T) {
 			"fail  API access            as stranger the API server refuses get nodes/doc1, patch nodes/doc1, " +
 				"list pods (spec.nodeName=doc1), watch pods (spec.nodeName=doc1), create pods/eviction, create events in default: " +
 				"gnsh cannot drain this node; and get leases.coordination.k8s.io/doc1 in kube-node-lease (gnsh does without it); " +
-				"fix: kubectl apply -f install/kubernetes/rbac.yaml",
+				"fix: give gnsh its own identity: kubectl apply -f ",
 			"kubectl create clusterrolebinding gnsh:drain:stranger --clusterrole=gnsh:drain --user=stranger",
 		} {
 			if !strings.Contains(line, want) {
