@@ -94,6 +94,7 @@ func finish(path string, cmds []*cli.Command) {
 		full := path + " " + c.Name
 		c.HideHelpCommand = true
 		c.OnUsageError = onUsageError(full)
+		// Before guard: the usage line names the required options.
 		c.CustomHelpTemplate = literal(renderHelp(full, c))
 		if !c.SkipFlagParsing {
 			guard(full, c)
@@ -113,6 +114,9 @@ func guard(full string, c *cli.Command) {
 		}
 	}
 	action := c.Action
+	if action == nil {
+		action = cli.ShowSubcommandHelp
+	}
 	c.Action = func(ctx *cli.Context) error {
 		if c.ArgsUsage == "" && ctx.NArg() > 0 {
 			if len(c.Subcommands) > 0 {
