@@ -26,62 +26,12 @@ import (
 func agentCommand(code *int, env *dispatch.Env) *cli.Command {
 	return &cli.Command{
 		Name:  "agent",
-		Usage: "run the node agent (gnsh.service): uncordon after a reboot gnsh drained for; drain shutdowns that bypass the wrapper, and ahead of scheduled ones",
-		Description: "Run by systemd as gnsh.service (Type=notify); it never shuts anything down.\n" +
-			"\n" +
-			"After boot it waits until the kubelet has reported the Node Ready for this boot\n" +
-			"(Ready=True with this boot's ID, or a heartbeat or Lease renewal since the boot\n" +
-			"began), then uncordons the node only if the cordon is gnsh's own (annotation\n" +
-			"gnsh.io/cordoned, and nobody has changed spec.unschedulable since), made for a\n" +
-			"reboot, poweroff, halt or kexec in an earlier boot. An admin's cordon, and a\n" +
-			"'gnsh drain' maintenance cordon, stay as they are ('gnsh uncordon' undoes those).\n" +
-			"It removes gnsh's annotation in the same guarded patch and posts a GnshUncordoned\n" +
-			"Event. It does so under the drain lock, and waits while a drain runs and while\n" +
-			"systemd-logind prepares for a shutdown or has one scheduled within drainTimeout.\n" +
-			"The API server may come up minutes after the node: every failure is retried with\n" +
-			"backoff (1 s doubling to 30 s) for as long as the agent runs, and logged at most\n" +
-			"every 30 s. Without a kubeconfig (not a Kubernetes node yet: installed before\n" +
-			"kubeadm join) it says so once and looks for one every 5 s; once one appears it\n" +
-			"takes the node up as at start.\n" +
-			"\n" +
-			"Then it drains shutdowns that bypass the wrapper (systemctl reboot, the power\n" +
-			"button): it holds a systemd-logind delay lock on shutdown and, on\n" +
-			"PrepareForShutdown, cordons and drains within InhibitDelayMaxSec less 10% or 2 s,\n" +
-			"then releases the lock whatever the outcome (unless the wrapper drained for this\n" +
-			"shutdown: /run/gnsh/drained; never for a soft-reboot, which keeps the boot ID so\n" +
-			"that nothing would lift its cordon). A cancelled shutdown gets its lock back and the\n" +
-			"cordon its drain made undone. It reconnects to the bus with backoff.\n" +
-			"\n" +
-			"It also drains ahead of a shutdown scheduled beyond drainTimeout (shutdown -r +60,\n" +
-			"shutdown -r 02:00), which the wrapper does not drain for: it looks at logind's\n" +
-			"/run/systemd/shutdown/scheduled every 2 s and reads logind's ScheduledShutdown when\n" +
-			"that file changes (and every minute); drainTimeout before the deadline it drains,\n" +
-			"once, with the wrapper's cordon record for a schedule, to end 5 s before logind\n" +
-			"acts, and writes /run/gnsh/drained with the deadline so that PrepareForShutdown\n" +
-			"then is not drained for twice. Not if the wrapper drained for that schedule\n" +
-			"already; dry runs (shutdown -k, noted by the wrapper in /run/gnsh/dry-run) and\n" +
-			"soft-reboot are not drained for. If the schedule is cancelled, or moved beyond\n" +
-			"drainTimeout, it undoes gnsh's cordon for it (never an admin's). While it runs\n" +
-			"it holds an flock on /run/gnsh/agent.flock: the wrapper says whether the agent\n" +
-			"will drain a far schedule; a second agent exits with status 1.\n" +
-			"\n" +
-			"It also undoes gnsh's cordon for a shutdown nothing relies on any more (a wrapper\n" +
-			"killed mid-drain, a shutdown cancelled behind gnsh's back): each drain notes its\n" +
-			"record and process in /run/gnsh/cordon before it cordons; every 5 s the agent looks,\n" +
-			"and once that process is gone, no drain holds the lock, logind has no shutdown\n" +
-			"preparing or due within drainTimeout and systemd is not stopping, it undoes that\n" +
-			"record's cordon and posts GnshUncordoned. A wrapper that finds the drain lock held\n" +
-			"by the agent waits for it (within the agent's bound) instead of refusing.\n" +
-			"\n" +
-			"It tells systemd READY=1 at once (it never delays boot) and its\n" +
-			"state in STATUS=. SIGTERM or SIGINT ends it with exit status 0. Logs go to stderr\n" +
-			"(the journal), one line an event. Kubeconfig and node name are found as for a\n" +
-			"drain; apiTimeout, drainTimeout, events and debug come from /etc/gnsh/config.yaml.",
-		Flags: []cli.Flag{nodeFlag, kubeFlag},
+		Usage: "run the node agent, gnsh.service",
+		Description: "Run by systemd as gnsh.service; it never shuts anything down. After boot it uncordons " +
+			"the node if gnsh cordoned it for the shutdown. It drains shutdowns that bypass the wrapper " +
+			"(systemctl reboot, the power button) and ahead of far schedules, and keeps this node's reboot slot.",
+		Flags: []cli.Flag{nodeFlag(), kubeFlag()},
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return fmt.Errorf("agent takes no arguments (got %q); use --node NAME", c.Args().First())
-			}
 			getenv := func(k string) string { v, _ := env.LookupEnv(k); return v }
 			*code = runAgent(c.Context, newDrainer(c, env), getenv, env)
 			return nil

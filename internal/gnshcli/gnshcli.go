@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -18,54 +20,105 @@ import (
 // Run runs `gnsh ARGS…` and returns the exit status.
 func Run(ctx context.Context, argv []string, env *dispatch.Env) int {
 	code := 0
-	app := &cli.App{
-		Name:  "gnsh",
-		Usage: "Graceful Node Shutdown Helper: drain, then shut down through systemd-logind",
-		Description: "Installed as shutdown, poweroff, reboot and halt, gnsh parses exactly what systemd parses\n" +
-			"and hands the request to systemd-logind over D-Bus, so every inhibitor (such as\n" +
-			"kubelet's graceful node shutdown lock) is honoured, even on systemd older than 251.\n\n" +
-			"On a Kubernetes node (a kubeconfig in $KUBECONFIG, /etc/gnsh/kubeconfig or\n" +
-			"/etc/kubernetes/kubelet.conf) it first drains the node: cordon, evict through the\n" +
-			"Eviction API (PodDisruptionBudgets honoured), wait. A drain that does not finish\n" +
-			"within the drain timeout refuses the shutdown; an unreachable API server does not.\n" +
-			"Before the cordon it takes a reboot slot ('gnsh slots'): at most slots.maxUnavailable\n" +
-			"nodes out at once, per pool too, one control-plane node with etcd's quorum kept.\n" +
-			"The legacy commands also take, spelled out in full: --no-drain,\n" +
-			"--drain-timeout=DURATION, --force-drain, --force-quorum. Policy: /etc/gnsh/config.yaml.",
-		Writer:         env.Stdout,
-		ErrWriter:      env.Stderr,
-		ExitErrHandler: func(*cli.Context, error) {},
-		CommandNotFound: func(c *cli.Context, name string) {
-			code = dispatch.Report(env.Stderr, fmt.Errorf("gnsh: unknown command %q; see 'gnsh --help'", name))
-		},
-		Commands: []*cli.Command{
-			legacyCommand("shutdown", "[OPTIONS...] [TIME] [WALL...]", &code, env),
-			legacyCommand("poweroff", "[OPTIONS...]", &code, env),
-			legacyCommand("reboot", "[OPTIONS...] [ARG]", &code, env),
-			legacyCommand("halt", "[OPTIONS...]", &code, env),
-			planCommand(&code, env),
-			drainCommand(&code, env),
-			uncordonCommand(&code, env),
-			statusCommand(env),
-			slotsCommand(&code, env),
-			doctorCommand(&code, env),
-			agentCommand(&code, env),
-			installCommand(&code, env),
-			uninstallCommand(&code, env),
-			{
-				Name:  "version",
-				Usage: "print gnsh's version",
-				Action: func(c *cli.Context) error {
-					fmt.Fprintf(env.Stdout, "gnsh %s\n", version.Version)
-					return nil
-				},
-			},
-		},
-	}
+	app := newApp(env, &code)
 	if err := app.RunContext(ctx, argv); err != nil {
-		return dispatch.Report(env.Stderr, fmt.Errorf("gnsh: %w", err))
+		return report(env.Stderr, err)
 	}
 	return code
+}
+
+// newApp is gnsh's command tree; a command's exit status goes to *code.
+// finish gives every command the same help and the same one-line errors.
+func newApp(env *dispatch.Env, code *int) *cli.App {
+	app := &cli.App{
+		Name:  "gnsh",
+		Usage: "Graceful Node Shutdown Helper: drain, then shut down through logind",
+		Description: "Installed over shutdown, poweroff, reboot and halt, gnsh parses what systemd parses, " +
+			"takes a reboot slot and drains this Kubernetes node (cordon, evict, wait), then hands " +
+			"the request to systemd-logind, which honours every inhibitor.",
+		Writer:          env.Stdout,
+		ErrWriter:       env.Stderr,
+		ExitErrHandler:  func(*cli.Context, error) {},
+		HideHelpCommand: true,
+		HideVersion:     true,
+		OnUsageError:    onUsageError("gnsh"),
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "version", Usage: "print gnsh's version"},
+			&cli.BoolFlag{Name: "help", Aliases: []string{"h"}, Usage: "show this help"},
+		},
+		Action: func(c *cli.Context) error {
+			switch {
+			case c.NArg() > 0:
+				return usageErr("gnsh", "unknown command %q", c.Args().First())
+			case c.Bool("version"):
+				return writeVersion(env.Stdout, "text")
+			}
+			return cli.ShowAppHelp(c)
+		},
+		Commands: []*cli.Command{
+			legacyCommand("shutdown", "[OPTIONS...] [TIME] [WALL...]", code, env),
+			legacyCommand("poweroff", "[OPTIONS...]", code, env),
+			legacyCommand("reboot", "[OPTIONS...] [ARG]", code, env),
+			legacyCommand("halt", "[OPTIONS...]", code, env),
+			planCommand(code, env),
+			drainCommand(code, env),
+			uncordonCommand(code, env),
+			statusCommand(env),
+			doctorCommand(code, env),
+			slotsCommand(code, env),
+			agentCommand(code, env),
+			installCommand(code, env),
+			uninstallCommand(code, env),
+			versionCommand(env),
+			helpCommand(code, env),
+		},
+	}
+	finish("gnsh", app.Commands)
+	app.CustomAppHelpTemplate = literal(renderAppHelp(app))
+	return app
+}
+
+func versionCommand(env *dispatch.Env) *cli.Command {
+	return &cli.Command{
+		Name:        "version",
+		Usage:       "print gnsh's version",
+		Description: "The version, the commit and its date, the Go version and the platform: the same line as gnsh --version.",
+		Flags:       []cli.Flag{outputFlag()},
+		Action: func(c *cli.Context) error {
+			if err := checkOutput(c); err != nil {
+				return err
+			}
+			return writeVersion(env.Stdout, c.String("output"))
+		},
+	}
+}
+
+// writeVersion prints version.Get(): one line, or JSON.
+func writeVersion(w io.Writer, output string) error {
+	v := version.Get()
+	if output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	_, err := fmt.Fprintln(w, v.String())
+	return err
+}
+
+// helpCommand is `gnsh help [COMMAND...]`: the same as `gnsh COMMAND...
+// --help`. Hidden: --help is the way every command's usage names.
+func helpCommand(code *int, env *dispatch.Env) *cli.Command {
+	return &cli.Command{
+		Name:            "help",
+		Usage:           "show the help of gnsh or of a command",
+		ArgsUsage:       "[COMMAND...]",
+		Hidden:          true,
+		SkipFlagParsing: true,
+		Action: func(c *cli.Context) error {
+			*code = Run(c.Context, append(append([]string{"gnsh"}, c.Args().Slice()...), "--help"), env)
+			return nil
+		},
+	}
 }
 
 func legacyCommand(name, args string, code *int, env *dispatch.Env) *cli.Command {
@@ -85,36 +138,81 @@ func legacyCommand(name, args string, code *int, env *dispatch.Env) *cli.Command
 func planCommand(code *int, env *dispatch.Env) *cli.Command {
 	return &cli.Command{
 		Name:      "plan",
-		Usage:     "print, as JSON, what a legacy command line would do, doing nothing",
+		Usage:     "show what a shutdown, poweroff, reboot or halt would do",
+		UsageText: "gnsh plan [-o text|json] shutdown|poweroff|reboot|halt [ARGS...]",
 		ArgsUsage: "shutdown|poweroff|reboot|halt [ARGS...]",
-		Description: "Parses the command line exactly as the command would and lists the action, the\n" +
-			"scheduled time, the wall message, the reboot parameter and the ordered D-Bus and\n" +
-			"kernel calls (\"calls\": with an idle systemd 252 logind answering; \"fallback\": when\n" +
-			"logind cannot be reached), and (\"drain\") what gnsh's drain does first, decided\n" +
-			"from the options, /etc/gnsh/config.yaml and the kubeconfig found, without asking\n" +
-			"the cluster. Exits with the status, and prints on stderr the messages, that the\n" +
-			"command itself would give when the drain lets it go on. Nothing is changed.",
+		Description: "Parses the command line as the command would and shows the action and when, what " +
+			"gnsh does first (reboot slot, drain), the calls to systemd-logind and the fallback. " +
+			"Exits with the command's status and prints its messages on stderr. Changes nothing.",
+		// Parsed by hand, before the command name only: what follows is
+		// the legacy command line, passed on untouched. Listed for --help.
+		Flags:           []cli.Flag{outputFlag()},
 		SkipFlagParsing: true,
 		Action: func(c *cli.Context) error {
-			if first := c.Args().First(); first == "--help" || first == "-h" {
-				return cli.ShowCommandHelp(c.Lineage()[1], "plan")
-			}
-			if c.NArg() == 0 || !dispatch.IsLegacy(c.Args().First()) {
-				return fmt.Errorf("plan needs a command: shutdown, poweroff, reboot or halt (e.g. gnsh plan shutdown -r +5)")
-			}
-			name := c.Args().First()
-			argv := c.Args().Slice()
-			p := makePlan(c.Context, name, argv, env)
-			enc := json.NewEncoder(env.Stdout)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(p); err != nil {
+			output, argv, help, err := planArgs(c)
+			switch {
+			case err != nil:
 				return err
+			case help:
+				return cli.ShowSubcommandHelp(c)
+			}
+			p := makePlan(c.Context, argv[0], argv, env)
+			if output == "json" {
+				enc := json.NewEncoder(env.Stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(p); err != nil {
+					return err
+				}
+			} else {
+				writePlan(env.Stdout, p, outputWidth(env))
 			}
 			fmt.Fprint(env.Stderr, p.Stderr)
 			*code = p.ExitCode
 			return nil
 		},
 	}
+}
+
+// planArgs reads gnsh plan's own options, which come before the command
+// name (-o FORMAT, --output=FORMAT, --help), and returns the legacy
+// command line that follows them.
+func planArgs(c *cli.Context) (output string, argv []string, help bool, err error) {
+	args, output := c.Args().Slice(), "text"
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		a := args[0]
+		args = args[1:]
+		if a == "--" {
+			break
+		}
+		var val string
+		switch {
+		case a == "-h" || a == "--help":
+			return "", nil, true, nil
+		case a == "-o" || a == "--output":
+			if len(args) == 0 {
+				return "", nil, false, usagef(c, "%s needs a value", a)
+			}
+			val, args = args[0], args[1:]
+		case strings.HasPrefix(a, "--output="):
+			val = strings.TrimPrefix(a, "--output=")
+		case strings.HasPrefix(a, "-o"):
+			val = strings.TrimPrefix(strings.TrimPrefix(a, "-o"), "=")
+		default:
+			return "", nil, false, usagef(c, "unknown option %s", a)
+		}
+		if val != "text" && val != "json" {
+			return "", nil, false, usagef(c, "invalid --output %q: text or json", val)
+		}
+		output = val
+	}
+	if len(args) == 0 || !dispatch.IsLegacy(args[0]) {
+		got := ""
+		if len(args) > 0 {
+			got = fmt.Sprintf(" (got %q)", args[0])
+		}
+		return "", nil, false, usagef(c, "plan needs a command: shutdown, poweroff, reboot or halt%s", got)
+	}
+	return output, args, false, nil
 }
 
 func makePlan(ctx context.Context, name string, argv []string, env *dispatch.Env) *handoff.Plan {

@@ -36,7 +36,7 @@ func testEnv(t *testing.T) (*dispatch.Env, *bytes.Buffer, *bytes.Buffer) {
 
 func TestPlan(t *testing.T) {
 	env, out, errb := testEnv(t)
-	code := Run(context.Background(), []string{"gnsh", "plan", "shutdown", "-r", "+5", "kernel", "update"}, env)
+	code := Run(context.Background(), []string{"gnsh", "plan", "-o", "json", "shutdown", "-r", "+5", "kernel", "update"}, env)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb)
 	}
@@ -60,9 +60,48 @@ func TestPlan(t *testing.T) {
 	}
 }
 
+// gnsh plan's text form: a few lines for a terminal, wrapped to the
+// width, the command's messages on stderr and its exit status.
+func TestPlanText(t *testing.T) {
+	env, out, errb := testEnv(t)
+	env.LookupEnv = func(k string) (string, bool) { return map[string]string{"COLUMNS": "80"}[k], k == "COLUMNS" }
+	code := Run(context.Background(), []string{"gnsh", "plan", "shutdown", "-r", "+5", "kernel", "update"}, env)
+	want := `action    reboot at 2026-11-21T10:05:00Z, wall message "kernel update"
+calls     logind SetWallMessage("kernel update", true), logind
+          ScheduleShutdown("reboot", 1795255500000000)
+fallback  if systemd-logind cannot be reached: systemd
+          StartUnit("reboot.target", "replace-irreversibly"), sync(),
+          reboot(CAD_ON), reboot(RESTART)
+exit      0; nothing was done (-o json lists every call)
+`
+	if code != 0 || out.String() != want || errb.String() != "Reboot scheduled for Sat 2026-11-21 10:05:00 UTC, use 'shutdown -c' to cancel.\n" {
+		t.Errorf("exit %d, stderr %q:\n%s\nwant:\n%s", code, errb, out, want)
+	}
+	env, out, errb = testEnv(t)
+	if code := Run(context.Background(), []string{"gnsh", "plan", "reboot", "-f", "fw"}, env); code != 0 ||
+		!strings.HasPrefix(out.String(), "action     reboot now, forced twice (-ff): at once through the kernel, no service stopped\n"+
+			"parameter  \"fw\" written to /run/systemd/reboot-param\n"+
+			"calls      file write \"/run/systemd/reboot-param\", \"fw\", sync(), reboot(CAD_ON), reboot(RESTART2,\n"+
+			"           fw)\n") {
+		t.Errorf("reboot -f fw: exit %d, stderr %q:\n%s", code, errb, out)
+	}
+	// A refused command line: its message and status, no call.
+	env, out, errb = testEnv(t)
+	if code := Run(context.Background(), []string{"gnsh", "plan", "halt", "now"}, env); code != 1 || errb.String() != "Too many arguments.\n" ||
+		out.String() != "action  none: the command line is refused\nexit    1; nothing was done (-o json lists every call)\n" {
+		t.Errorf("halt now: exit %d, stderr %q:\n%s", code, errb, out)
+	}
+	// -o goes before the command name; after it, it is the command's.
+	env, out, errb = testEnv(t)
+	if code := Run(context.Background(), []string{"gnsh", "plan", "reboot", "-o", "json"}, env); code != 1 ||
+		!strings.HasPrefix(out.String(), "action  none: the command line is refused\n") || errb.String() != "reboot: invalid option -- 'o'\n" {
+		t.Errorf("reboot -o json: exit %d, stderr %q:\n%s", code, errb, out)
+	}
+}
+
 func TestPlanParseError(t *testing.T) {
 	env, out, errb := testEnv(t)
-	code := Run(context.Background(), []string{"gnsh", "plan", "halt", "now"}, env)
+	code := Run(context.Background(), []string{"gnsh", "plan", "--output=json", "halt", "now"}, env)
 	var p handoff.Plan
 	if err := json.Unmarshal(out.Bytes(), &p); err != nil {
 		t.Fatal(err)
@@ -74,7 +113,7 @@ func TestPlanParseError(t *testing.T) {
 
 func TestPlanForceAndParam(t *testing.T) {
 	env, out, _ := testEnv(t)
-	if code := Run(context.Background(), []string{"gnsh", "plan", "reboot", "-f", "fw"}, env); code != 0 {
+	if code := Run(context.Background(), []string{"gnsh", "plan", "-ojson", "reboot", "-f", "fw"}, env); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 	var p handoff.Plan
@@ -144,7 +183,7 @@ func TestPlanSlotStep(t *testing.T) {
 			return &drainer.Drainer{Stderr: errb, Getenv: func(string) string { return "" }, ConfigPath: cfg, KubeRoot: dir,
 				Clock: clocktesting.NewFakeClock(env.Now())}
 		}
-		if code := Run(context.Background(), append([]string{"gnsh", "plan"}, tt.args...), env); code != 0 {
+		if code := Run(context.Background(), append([]string{"gnsh", "plan", "--output", "json"}, tt.args...), env); code != 0 {
 			t.Fatalf("%v: exit %d: %s", tt.args, code, errb)
 		}
 		var p handoff.Plan

@@ -29,44 +29,39 @@ import (
 func slotsCommand(code *int, env *dispatch.Env) *cli.Command {
 	return &cli.Command{
 		Name:  "slots",
-		Usage: "list the reboot slots: who holds one, who waits, which nodes are out",
-		Description: "Reads the Lease that holds the reboot slots (slots.namespace/slots.lease in\n" +
-			"/etc/gnsh/config.yaml, default gnsh/reboot-slots): each holder with its phase\n" +
-			"(admitted, draining, shutting-down, back), when and by whom it was asked; the\n" +
-			"waiters in the order they are served; and the nodes that count as out besides\n" +
-			"(NotReady, cordoned, being deleted). 'gnsh slots release --node NAME' frees a slot\n" +
-			"by hand. Uses --kubeconfig, else $KUBECONFIG, your own ~/.kube/config (as kubectl),\n" +
-			"the config file's kubeconfig key, /etc/gnsh/kubeconfig, /etc/kubernetes/kubelet.conf\n" +
-			"(named on stderr; an admin's kubeconfig works, as does\n" +
-			"gnsh's own identity; the kubelet's may not read the Lease). --output json: lease, gate,\n" +
-			"maxUnavailable, pools, holders, waiters, out (lists, [] when empty) and outError (only\n" +
-			"when the Nodes could not be listed).",
-		Flags: []cli.Flag{outputFlag, kubeFlag},
+		Usage: "list the reboot slots: who holds one, who waits, who is out",
+		Description: "Reads the Lease of the reboot slots (slots.namespace/slots.lease in the config " +
+			"file, default gnsh/reboot-slots) with an admin's kubeconfig or gnsh's own identity, " +
+			"named on stderr; the kubelet's may not read it.",
+		Flags: []cli.Flag{outputFlag(), adminKubeFlag()},
 		Action: func(c *cli.Context) error {
 			if err := checkOutput(c); err != nil {
 				return err
 			}
-			*code = dispatch.Report(env.Stderr, listSlots(c, env))
+			*code = report(env.Stderr, listSlots(c, env))
 			return nil
 		},
 		Subcommands: []*cli.Command{{
 			Name:  "release",
-			Usage: "free a node's reboot slot (and its place in the queue) by hand",
-			Description: "For a node that will not come back to free its slot itself (it was\n" +
-				"reinstalled, or is down for good and still has its Node): removes it from the\n" +
-				"holders and the waiters, compare-and-swap, and posts GnshSlotReleased on its Node.\n" +
-				"Slots of deleted Nodes, of nodes back and settled, and of given-up shutdowns are\n" +
-				"freed without it.",
-			Flags: []cli.Flag{&cli.StringFlag{Name: "node", Required: true, Usage: "the `NAME` of the Node whose slot to free"}, kubeFlag},
+			Usage: "free a node's reboot slot and place in the queue by hand",
+			Description: "For a node that will not come back to free its slot itself (reinstalled, or down " +
+				"for good with its Node still there). Slots of deleted Nodes, of nodes back and settled " +
+				"and of given-up shutdowns are freed without it.",
+			Flags: []cli.Flag{&cli.StringFlag{Name: "node", Required: true, Usage: "the `NAME` of the Node whose slot to free"}, adminKubeFlag()},
 			Action: func(c *cli.Context) error {
-				if c.NArg() > 0 {
-					return fmt.Errorf("slots release takes no arguments (got %q); use --node NAME", c.Args().First())
-				}
-				*code = dispatch.Report(env.Stderr, releaseSlot(c, env))
+				*code = report(env.Stderr, releaseSlot(c, env))
 				return nil
 			},
 		}},
 	}
+}
+
+// adminKubeconfigOrder is where gnsh slots looks for a kubeconfig when
+// --kubeconfig is not given, in order (adminKubeconfig).
+var adminKubeconfigOrder = "$KUBECONFIG, ~/.kube/config, kubeconfig in the config file, " + kube.GnshKubeconfig + ", " + kube.KubeletKubeconfig
+
+func adminKubeFlag() cli.Flag {
+	return &cli.StringFlag{Name: "kubeconfig", Usage: "the kubeconfig `FILE` (default: " + adminKubeconfigOrder + ")"}
 }
 
 // slotsGate connects to the gate of the config file with an admin's
@@ -121,8 +116,8 @@ func adminKubeconfig(loc *kube.Locator, fileKey string, getenv func(string) stri
 	}
 	path, err = loc.FindKubeconfig()
 	if errors.Is(err, kube.ErrNoKubeconfig) {
-		return "", "", fmt.Errorf("no kubeconfig found ($KUBECONFIG, ~/.kube/config, %s, %s)%s: pass --kubeconfig FILE or set $KUBECONFIG to an admin's kubeconfig",
-			kube.GnshKubeconfig, kube.KubeletKubeconfig, note)
+		return "", "", fmt.Errorf("no kubeconfig found (%s)%s: pass --kubeconfig FILE or set $KUBECONFIG to an admin's kubeconfig",
+			adminKubeconfigOrder, note)
 	}
 	return path, note, err
 }
@@ -300,7 +295,7 @@ func releaseSlot(c *cli.Context, env *dispatch.Env) error {
 		return &slots.UnavailableError{Where: g.Where(), Err: err}
 	}
 	if freed == nil && dropped == nil {
-		return fmt.Errorf("%s holds no reboot slot of %s and is not waiting for one", node, g.Where())
+		return fmt.Errorf("%q holds no reboot slot of %s and is not waiting for one; 'gnsh slots' lists who does", node, g.Where())
 	}
 	user := drainer.WhoAsks(func(k string) string { v, _ := env.LookupEnv(k); return v }).User
 	if h := freed; h != nil {

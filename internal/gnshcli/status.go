@@ -16,10 +16,14 @@ import (
 // (tests: a fake binary, a fake systemd).
 var adjustSources func(*nodefacts.Sources)
 
-var (
-	outputFlag        = &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "`FORMAT`: text or json"}
-	kubeletConfigFlag = &cli.StringFlag{Name: "kubelet-config", Usage: "kubelet's config `FILE` (default: the running kubelet's --config, else " + nodefacts.DefaultKubeletConfig + ")"}
-)
+// outputFlag is -o/--output of the commands that print text or JSON.
+func outputFlag() cli.Flag {
+	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "output `FORMAT`, text or json"}
+}
+
+func kubeletConfigFlag() cli.Flag {
+	return &cli.StringFlag{Name: "kubelet-config", Usage: "kubelet's config `FILE` (default: the running kubelet's --config, else " + nodefacts.DefaultKubeletConfig + ")"}
+}
 
 func factSources(c *cli.Context, env *dispatch.Env) *nodefacts.Sources {
 	s := &nodefacts.Sources{
@@ -38,10 +42,7 @@ func factSources(c *cli.Context, env *dispatch.Env) *nodefacts.Sources {
 
 func checkOutput(c *cli.Context) error {
 	if o := c.String("output"); o != "text" && o != "json" {
-		return fmt.Errorf("invalid --output %q: text or json", o)
-	}
-	if c.NArg() > 0 {
-		return fmt.Errorf("%s takes no arguments (got %q)", c.Command.Name, c.Args().First())
+		return usagef(c, "invalid --output %q: text or json", o)
 	}
 	return nil
 }
@@ -49,37 +50,11 @@ func checkOutput(c *cli.Context) error {
 func statusCommand(env *dispatch.Env) *cli.Command {
 	return &cli.Command{
 		Name:  "status",
-		Usage: "show what gnsh, logind, kubelet and the cluster know about this node; changes nothing",
-		Description: "Reads, each bounded by a timeout: systemd's version, logind (InhibitDelayMaxUSec, the\n" +
-			"inhibitors held, a scheduled shutdown), the logind.conf file that sets InhibitDelayMaxSec,\n" +
-			"kubelet's shutdownGracePeriod settings (from --kubelet-config, else the running kubelet's\n" +
-			"--config, else /var/lib/kubelet/config.yaml), what reboot/shutdown/poweroff/halt run for\n" +
-			"root's PATH and sudo's secure_path, the kubeconfig, the Node (schedulable? gnsh's\n" +
-			"cordon?) and the node agent (gnsh.service, and the lock it holds while it runs:\n" +
-			"/run/gnsh/agent.flock). A fact that cannot be read shows its error in\n" +
-			"place; the exit status is 0 all the same.\n\n" +
-			"--output json prints one object with these stable fields (an \"error\" field, or\n" +
-			"\"…Error\", says why a fact is missing):\n" +
-			"  systemd: booted, version, major, rhel8, newShutdownEnv\n" +
-			"  logind: reachable, inhibitDelayMax, inhibitDelayMaxSec (-1 = infinity), inhibitors\n" +
-			"    [{what, who, why, mode, uid, pid}], kubeletLock, gnshLock, scheduled {type, time, usec}\n" +
-			"  logindConf: files [{path, inhibitDelayMaxSec, masked}], effective, effectiveSec,\n" +
-			"    effectiveFile\n" +
-			"  kubelet: configPath, configFrom (--kubelet-config|kubelet --config|default),\n" +
-			"    shutdownGracePeriod, shutdownGracePeriodCriticalPods,\n" +
-			"    byPodPrioritySec, requestedSec\n" +
-			"  commands: self, rootPath, rootPathFrom ($PATH|default), securePath, root and sudo\n" +
-			"    [{name, path, target, is: gnsh|systemctl|other|missing}], ansible (the same, for\n" +
-			"    the shutdown ansible.builtin.reboot runs)\n" +
-			"  kubeconfig: found, path, mode, config, configError\n" +
-			"  node: name, nameFrom (--node|config|certificate|hostname), found, notFound,\n" +
-			"    schedulable, gnshCordon {action, user, tty, time, bootID, when}, sameMachine,\n" +
-			"    sameMachineWhy\n" +
-			"  drain: enabled, timeout, timeoutSec (drain and drainTimeout from the config file)\n" +
-			"  agent: unit, activeState (unknown when systemd cannot be asked), loadState, lockPath,\n" +
-			"    lock (held|free|absent: the flock the agent holds while it runs), running (the unit\n" +
-			"    is active or the lock is held); its delay lock is logind.gnshLock",
-		Flags: []cli.Flag{outputFlag, nodeFlag, kubeFlag, kubeletConfigFlag},
+		Usage: "show what logind, kubelet and the cluster know about this node",
+		Description: "One fact a line: systemd, logind and its inhibitors, kubelet's grace period, what " +
+			"the four commands run, the kubeconfig, the Node and its cordon, the drain, the node " +
+			"agent, the reboot slots. A fact that cannot be read shows its error. Changes nothing.",
+		Flags: []cli.Flag{outputFlag(), nodeFlag(), kubeFlag(), kubeletConfigFlag()},
 		Action: func(c *cli.Context) error {
 			if err := checkOutput(c); err != nil {
 				return err

@@ -176,8 +176,8 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 
 	e.out.Reset()
 	code := Run(context.Background(), []string{"gnsh", "doctor"}, e.env)
-	lines := strings.Split(strings.TrimSuffix(e.out.String(), "\n"), "\n")
-	if code != 1 || len(lines) != 13 || e.errb.String() != "gnsh doctor: 3 of 13 checks failed\n" {
+	lines := unwrapChecks(e.out.String())
+	if code != 1 || len(lines) != 13 || e.errb.String() != "gnsh: doctor: 3 of 13 checks failed\n" {
 		t.Fatalf("doctor exit %d, stderr %q:\n%s", code, e.errb, e.out)
 	}
 	for i, want := range []string{
@@ -247,4 +247,21 @@ func TestStatusAgentForAnotherUser(t *testing.T) {
 	if want := "agent runs          yes (from systemd; /run/gnsh/agent.flock is root's), delay lock on shutdown yes\n"; !strings.Contains(b.String(), want) {
 		t.Errorf("status lacks %q:\n%s", want, b.String())
 	}
+}
+
+// unwrapChecks undoes WriteChecks' wrapping: one line per check, its
+// message's lines joined and its fix after "; fix: ".
+func unwrapChecks(text string) []string {
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		switch rest := strings.TrimLeft(l, " "); {
+		case rest == l || len(lines) == 0:
+			lines = append(lines, l)
+		case strings.HasPrefix(rest, "fix: ") && !strings.Contains(lines[len(lines)-1], "; fix: "):
+			lines[len(lines)-1] += "; " + rest
+		default:
+			lines[len(lines)-1] += " " + rest
+		}
+	}
+	return lines
 }

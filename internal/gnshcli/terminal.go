@@ -2,9 +2,13 @@ package gnshcli
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/gnsh/gnsh/internal/dispatch"
 	"github.com/gnsh/gnsh/internal/drainer"
 )
 
@@ -41,4 +45,24 @@ func termSafe(s string) string {
 		i += n
 	}
 	return b.String()
+}
+
+// defaultWidth is the width text output is wrapped to when it does not
+// go to a terminal (a pipe, a file, an Ansible task's log).
+const defaultWidth = 100
+
+// outputWidth is the width to wrap gnsh's text output to: $COLUMNS if
+// set, else the terminal's when stdout is one, else defaultWidth.
+func outputWidth(env *dispatch.Env) int {
+	if v, ok := env.LookupEnv("COLUMNS"); ok {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			return n
+		}
+	}
+	if f, ok := env.Stdout.(interface{ Fd() uintptr }); ok {
+		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
+			return int(ws.Col)
+		}
+	}
+	return defaultWidth
 }

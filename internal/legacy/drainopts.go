@@ -38,6 +38,11 @@ var DrainLongOptions = []getopt.Long{
 	{Name: "force-quorum", Key: keyForceQuorum, Exact: true},
 }
 
+// HelpLine is the one line gnsh adds at the end of systemd's --help text
+// of shutdown, poweroff, reboot and halt, which it prints otherwise as it
+// is: gnsh's own options (DrainLongOptions) and where they are described.
+const HelpLine = "gnsh adds --no-drain, --drain-timeout=DURATION, --force-drain, --force-quorum; see gnsh-shutdown(8).\n"
+
 // DrainOption applies o if it is one of DrainLongOptions and reports
 // whether it was. A bad --drain-timeout is an error with exit status 1.
 func (r *Request) DrainOption(o getopt.Option) (bool, error) {

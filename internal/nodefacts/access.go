@@ -293,7 +293,7 @@ func CheckAccess(r *Report) Check {
 		if len(optional) > 0 {
 			c.Message += "; and " + strings.Join(optional, ", ") + " (gnsh does without it)"
 		}
-		c.Fix = accessFix(as)
+		c.Fix = accessFix(r.Install, as)
 	case len(a.Unknown) > 0 && len(a.Allowed) == 0:
 		c.Verdict = Warn
 		c.Message = "cannot ask the API server (SelfSubjectAccessReview): " + a.Unknown[0].Reason
@@ -314,7 +314,7 @@ func CheckAccess(r *Report) Check {
 		c.Verdict = Warn
 		c.Message = fmt.Sprintf("as %s every request gnsh needs is allowed, but not %s: gnsh does without it (%s)",
 			as, strings.Join(optional, ", "), strings.Join(why, "; "))
-		c.Fix = accessFix(as)
+		c.Fix = accessFix(r.Install, as)
 	default:
 		c.Verdict = OK
 		c.Message = fmt.Sprintf("every request gnsh makes is allowed as %s (%d checked by SelfSubjectAccessReview)", as, len(a.Allowed))
@@ -322,8 +322,9 @@ func CheckAccess(r *Report) Check {
 	return c
 }
 
-// accessFix says how to grant gnsh's requests to user.
-func accessFix(user string) string {
+// accessFix says how to grant gnsh's requests to user, gnsh being
+// installed as f says.
+func accessFix(f InstallFacts, user string) string {
 	if node, ok := strings.CutPrefix(user, "system:node:"); ok {
 		return "the kubelet's identity " + user + " is allowed all of these by the Node authorizer: run kube-apiserver with " +
 			"--authorization-mode=Node,RBAC (kubeadm's default), and check that the Node is named " + node
@@ -332,8 +333,8 @@ func accessFix(user string) string {
 	if sa, ok := strings.CutPrefix(user, "system:serviceaccount:"); ok {
 		bind = "--serviceaccount=" + sa
 	}
-	return "kubectl apply -f install/kubernetes/rbac.yaml and use its ServiceAccount gnsh (install/kubernetes/README.md), " +
-		"or bind its roles to this identity: kubectl create clusterrolebinding gnsh:drain:" + sanitize(user) +
+	return "give gnsh its own identity: " + f.identityFix() + "; or bind rbac.yaml's roles to this identity: " +
+		"kubectl create clusterrolebinding gnsh:drain:" + sanitize(user) +
 		" --clusterrole=gnsh:drain " + bind + ", kubectl -n default create rolebinding gnsh:events:" + sanitize(user) +
 		" --role=gnsh:events " + bind + " and kubectl -n kube-node-lease create rolebinding gnsh:kubelet-check:" +
 		sanitize(user) + " --role=gnsh:kubelet-check " + bind

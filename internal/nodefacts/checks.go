@@ -73,7 +73,10 @@ func CheckSlots(r *Report) Check {
 		if sf.Degraded != "" {
 			c.Verdict = Warn
 			c.Message += "; these credentials may not " + sf.Degraded + ": a holder whose shutdown was given up is freed only by its node agent"
-			c.Fix = "apply this gnsh's install/kubernetes/rbac.yaml"
+			c.Fix = "apply the rbac.yaml of this gnsh, which grants them: " + r.Install.applyRBAC()
+			if r.Install.By == ByRole {
+				c.Fix = "run the Ansible role gnsh again (gnsh_credentials: dedicated applies the rbac.yaml of this gnsh)"
+			}
 		}
 		if sf.Unchecked != "" {
 			// Not known to work: a warning, whatever the mode.
@@ -92,7 +95,7 @@ func CheckSlots(r *Report) Check {
 		case CauseAPIServer:
 			c.Fix = "check that the API server answers (see the node check)"
 		default:
-			c.Fix = "apply install/kubernetes/rbac.yaml and give gnsh its identity (/etc/gnsh/kubeconfig: install/kubernetes/README.md), or set slots.gate: off"
+			c.Fix = "give gnsh its own identity: " + r.Install.identityFix() + "; or set slots.gate: off in " + orUnknown(r.Kubeconfig.Config)
 		}
 	}
 	return c
@@ -494,14 +497,17 @@ func CheckAgent(r *Report) Check {
 		c.Verdict = Warn
 		c.Message = a.Unit + " is " + a.UnitFileState + " and " + orUnknown(a.ActiveState) + ": the node agent is off (left so by gnsh install): " +
 			"nothing uncordons the node after a reboot, and shutdowns that bypass the wrapper (systemctl reboot, the power button) are not drained"
-		c.Fix = "if it should run: " + enable
+		c.Fix = "if it should run: " + r.Install.enableFix(enable)
 	case !running && notNode:
 		c.Verdict, c.Message = Warn, state+", "+lock+" (not a Kubernetes node?)"
 	case !running:
 		c.Verdict = Fail
 		c.Message = state + ", " + lock + ": nothing uncordons the node after a reboot, and shutdowns that bypass the wrapper " +
 			"(systemctl reboot, the power button) are not drained"
-		c.Fix = "systemctl enable --now " + a.Unit + " (make install puts the unit in place)"
+		c.Fix = r.Install.enableFix("systemctl enable --now "+a.Unit) + "; if it stops again, journalctl -u " + a.Unit + " says why"
+		if a.LoadState == "not-found" || (a.LoadState == "" && r.Install.Unit == "") {
+			c.Fix = "no " + a.Unit + " on this node: " + r.Install.unitFix()
+		}
 	case a.ActiveState != "unknown" && a.ActiveState != "" && a.ActiveState != "active" && a.ActiveState != "activating" && a.ActiveState != "reloading":
 		// The lock is held, but not by the unit: an agent run by hand.
 		c.Verdict = Warn
@@ -510,7 +516,7 @@ func CheckAgent(r *Report) Check {
 	case off:
 		c.Verdict = Warn
 		c.Message = "the agent runs (" + state + "), but the unit is " + a.UnitFileState + ": it does not start after a reboot"
-		c.Fix = "if it should: " + strings.Replace(enable, " --now", "", 1)
+		c.Fix = "if it should: " + r.Install.enableFix(strings.Replace(enable, " --now", "", 1))
 	case !l.Reachable || l.InhibitorsError != "":
 		c.Verdict = Warn
 		c.Message = "the agent runs (" + state + "); cannot list logind's inhibitors to see its delay lock: " +

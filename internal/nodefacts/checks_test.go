@@ -37,10 +37,11 @@ func healthy() *Report {
 		Kubeconfig: KubeconfigFacts{Found: true, Path: "/etc/kubernetes/kubelet.conf", Mode: "0600", Config: "/etc/gnsh/config.yaml"},
 		Node: NodeFacts{Name: "node1", NameFrom: "certificate", Found: true, Schedulable: ptr(true), SameMachine: ptr(true),
 			SameWhy: "Node node1 has this machine's machine ID abc"},
-		Drain:  DrainFacts{Enabled: true, Timeout: "30s", TimeoutSec: 30},
-		Agent:  AgentFacts{Unit: AgentUnit, ActiveState: "active", LoadState: "loaded", LockPath: AgentLockPath, Lock: LockHeld, Running: true},
-		Access: &AccessFacts{User: "system:node:node1", Allowed: GnshRequests("node1", true)},
-		Slots:  SlotsFacts{Gate: "optional", Lease: "gnsh/reboot-slots", MaxUnavailable: 1, Reachable: true, Holders: []string{}, This: "none"},
+		Drain:   DrainFacts{Enabled: true, Timeout: "30s", TimeoutSec: 30},
+		Agent:   AgentFacts{Unit: AgentUnit, ActiveState: "active", LoadState: "loaded", LockPath: AgentLockPath, Lock: LockHeld, Running: true},
+		Access:  &AccessFacts{User: "system:node:node1", Allowed: GnshRequests("node1", true)},
+		Slots:   SlotsFacts{Gate: "optional", Lease: "gnsh/reboot-slots", MaxUnavailable: 1, Reachable: true, Holders: []string{}, This: "none"},
+		Install: InstallFacts{By: ByInstall, Unit: "/etc/systemd/system/gnsh.service"},
 	}
 }
 
@@ -182,9 +183,25 @@ func TestChecks(t *testing.T) {
 			r.Agent.ActiveState, r.Agent.LoadState, r.Agent.Lock = "inactive", "not-found", LockAbsent
 		}, CheckAgent, Fail,
 			"gnsh.service is inactive (not-found), no agent holds /run/gnsh/agent.flock: nothing uncordons the node after a reboot, and shutdowns that bypass the wrapper",
-			"systemctl enable --now gnsh.service"},
+			"no gnsh.service on this node: run gnsh install again: it writes /etc/systemd/system/gnsh.service (and enables it on a first install), then systemctl enable --now gnsh.service"},
+		{"agent not installed, packaged", func(r *Report) {
+			r.Agent.ActiveState, r.Agent.LoadState, r.Agent.Lock = "inactive", "not-found", LockAbsent
+			r.Install = InstallFacts{By: ByPackage, RBAC: "/usr/share/doc/gnsh/rbac.yaml"}
+		}, CheckAgent, Fail, "gnsh.service is inactive (not-found)",
+			"no gnsh.service on this node: reinstall the gnsh package, which ships gnsh.service (apt-get install --reinstall gnsh, or dnf reinstall gnsh), then systemctl enable --now gnsh.service"},
+		{"agent not installed, the role's node", func(r *Report) {
+			r.Agent.ActiveState, r.Agent.LoadState, r.Agent.Lock = "inactive", "not-found", LockAbsent
+			r.Install = InstallFacts{By: ByRole}
+		}, CheckAgent, Fail, "gnsh.service is inactive (not-found)",
+			"no gnsh.service on this node: run the Ansible role gnsh again with gnsh_agent: true: it installs, enables and starts gnsh.service"},
 		{"agent failed, lock free", func(r *Report) { r.Agent.ActiveState, r.Agent.Lock = "failed", LockFree }, CheckAgent, Fail,
-			"gnsh.service is failed, no agent holds /run/gnsh/agent.flock:", "systemctl enable --now gnsh.service"},
+			"gnsh.service is failed, no agent holds /run/gnsh/agent.flock:",
+			"systemctl enable --now gnsh.service; if it stops again, journalctl -u gnsh.service says why"},
+		{"agent stopped on the role's node", func(r *Report) {
+			r.Agent.ActiveState, r.Agent.Lock = "inactive", LockFree
+			r.Install.By = ByRole
+		}, CheckAgent, Fail, "gnsh.service is inactive",
+			"set gnsh_agent: true for the Ansible role gnsh and run it again (a hand-made systemctl enable --now gnsh.service lasts until its next run)"},
 		{"agent unknown, no lock", func(r *Report) {
 			r.Agent = AgentFacts{Unit: AgentUnit, ActiveState: "unknown", Error: "systemd not reachable", LockPath: AgentLockPath, Lock: LockAbsent}
 		}, CheckAgent, Fail, "gnsh.service: state unknown (systemd not reachable), no agent holds /run/gnsh/agent.flock", "systemctl enable --now"},
@@ -236,7 +253,8 @@ func TestChecks(t *testing.T) {
 		}, CheckAccess, Fail,
 			"as stranger the API server refuses get nodes/node1, patch nodes/node1, list pods (spec.nodeName=node1), watch pods (spec.nodeName=node1), " +
 				"create pods/eviction, create events in default: gnsh cannot drain this node; and get leases.coordination.k8s.io/node1 in kube-node-lease (gnsh does without it)",
-			"kubectl apply -f install/kubernetes/rbac.yaml and use its ServiceAccount gnsh (install/kubernetes/README.md), or bind its roles to this identity: " +
+			"give gnsh its own identity: kubectl apply -f rbac.yaml (from gnsh's release tarball, as a cluster admin), then write a kubeconfig for its " +
+				"ServiceAccount kube-system/gnsh to /etc/gnsh/kubeconfig, mode 0600; or bind rbac.yaml's roles to this identity: " +
 				"kubectl create clusterrolebinding gnsh:drain:stranger --clusterrole=gnsh:drain --user=stranger, " +
 				"kubectl -n default create rolebinding gnsh:events:stranger --role=gnsh:events --user=stranger and kubectl -n kube-node-lease create rolebinding " +
 				"gnsh:kubelet-check:stranger --role=gnsh:kubelet-check --user=stranger"},
@@ -375,8 +393,8 @@ func TestCheckSlots(t *testing.T) {
 		CauseKubeconfig: "see the kubeconfig and node checks",
 		CauseNode:       "see the kubeconfig and node checks",
 		CauseAPIServer:  "check that the API server answers",
-		CauseAccess:     "apply install/kubernetes/rbac.yaml",
-		CauseLease:      "apply install/kubernetes/rbac.yaml",
+		CauseAccess:     "give gnsh its own identity: kubectl apply -f rbac.yaml (from gnsh's release tarball, as a cluster admin)",
+		CauseLease:      "give gnsh its own identity: kubectl apply -f rbac.yaml (from gnsh's release tarball, as a cluster admin)",
 	} {
 		r := healthy()
 		r.Slots = SlotsFacts{Gate: "optional", Cause: cause, Error: "x"}

@@ -35,7 +35,9 @@ type KubeOptions struct {
 	Reviewer Reviewer
 }
 
-func (s *Sources) config() (config.Config, string, error) {
+// configPath is gnsh's config file: KubeOptions.ConfigPath, else
+// $GNSH_CONFIG, else config.Path below Root.
+func (s *Sources) configPath() string {
 	p := s.Kube.ConfigPath
 	if p == "" {
 		p = s.getenv("GNSH_CONFIG")
@@ -43,6 +45,11 @@ func (s *Sources) config() (config.Config, string, error) {
 	if p == "" {
 		p = s.path(config.Path)
 	}
+	return p
+}
+
+func (s *Sources) config() (config.Config, string, error) {
+	p := s.configPath()
 	cfg, err := config.Load(p)
 	if err != nil {
 		return config.Default(), p, err

@@ -42,6 +42,8 @@ type Report struct {
 	Slots      SlotsFacts      `json:"slots"`
 	// Access is asked only with Sources.Access (gnsh doctor): nil otherwise.
 	Access *AccessFacts `json:"access,omitempty"`
+	// Install shapes doctor's fixes; not in status's JSON.
+	Install InstallFacts `json:"-"`
 }
 
 // DrainFacts is the drain as gnsh's config file sets it (the defaults
@@ -338,6 +340,7 @@ func Gather(ctx context.Context, s *Sources) *Report {
 	r.LogindConf = ReadLogindConf(s.Root)
 	r.Kubelet = readKubelet(s)
 	r.Commands = resolveCommands(s)
+	r.Install = readInstall(s, s.configPath())
 	wg.Wait()
 	r.Agent.LockPath = AgentLockPath
 	lock, err := ProbeAgentLock(s.path(AgentLockPath))

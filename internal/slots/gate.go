@@ -87,9 +87,9 @@ func (e *UnavailableError) Error() string {
 	case errors.As(e.Err, &newer):
 		return newer.Error()
 	case apierrors.IsForbidden(e.Err):
-		return fmt.Sprintf("these credentials may not use the Lease %s (%s): the gate needs gnsh's own identity (install/kubernetes/rbac.yaml, /etc/gnsh/kubeconfig); the kubelet's cannot", e.Where, reasonOf(e.Err))
+		return fmt.Sprintf("these credentials may not use the Lease %s (%s): the gate needs gnsh's own identity (gnsh's rbac.yaml applied, its ServiceAccount in /etc/gnsh/kubeconfig); the kubelet's cannot", e.Where, reasonOf(e.Err))
 	case apierrors.IsNotFound(e.Err):
-		return fmt.Sprintf("the Lease %s cannot be made (%s): apply install/kubernetes/rbac.yaml, which creates its namespace", e.Where, reasonOf(e.Err))
+		return fmt.Sprintf("the Lease %s cannot be made (%s): apply gnsh's rbac.yaml, which creates its namespace", e.Where, reasonOf(e.Err))
 	}
 	return fmt.Sprintf("the Lease %s: %v", e.Where, e.Err)
 }

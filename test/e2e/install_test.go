@@ -363,7 +363,7 @@ func agentKept(t *testing.T, c *container) {
 	}
 	c.resolved(t, "/usr/local/sbin/gnsh", "/usr/local/sbin/gnsh")
 	doc = c.run(60*time.Second, "/rig/gnsh", "doctor")
-	if !regexp.MustCompile(`(?m)^warn +agent +gnsh.service is masked and inactive: the node agent is off.*systemctl unmask gnsh.service`).MatchString(doc.stdout) {
+	if !regexp.MustCompile(`(?m)^warn +agent +gnsh.service is masked and inactive: the node agent is off.*(\n +.*)*systemctl unmask gnsh.service`).MatchString(doc.stdout) {
 		t.Errorf("gnsh doctor does not warn that the agent is masked:\n%s", doc.stdout)
 	}
 	c.gnshCmd(0, "uninstall")

@@ -303,7 +303,7 @@ func TestPlanMatchesWire(t *testing.T) {
 		t.Run(strings.Join(cmd, " "), func(t *testing.T) {
 			bus := logindtest.StartBus(t)
 			ld := bus.StartLogind(t, logindtest.Options{Version: 252})
-			out, err := exec.Command(filepath.Join(binDir, "gnsh"), append([]string{"plan"}, cmd...)...).Output()
+			out, err := exec.Command(filepath.Join(binDir, "gnsh"), append([]string{"plan", "-o", "json"}, cmd...)...).Output()
 			if err != nil {
 				t.Fatalf("gnsh plan: %v", err)
 			}

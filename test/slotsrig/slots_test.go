@@ -452,7 +452,7 @@ func testSlotsCommand(t *testing.T, r *rig) {
 		t.Errorf("events: %v %+v", err, evs)
 	}
 	_, errs, code = run("release", "--node", "nobody", "--kubeconfig", r.cp.AdminKubeconfig)
-	if code != 1 || !strings.Contains(errs, "nobody holds no reboot slot of gnsh/reboot-slots and is not waiting for one") {
+	if code != 1 || !strings.Contains(errs, `gnsh: "nobody" holds no reboot slot of gnsh/reboot-slots and is not waiting for one`) {
 		t.Errorf("release of no slot: %d %q", code, errs)
 	}
 }

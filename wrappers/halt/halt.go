@@ -42,8 +42,9 @@ var longOptions = []getopt.Long{
 	{Name: "no-wall", Key: keyNoWall},
 }
 
-// Help returns systemd's usage text; it depends on the action chosen so far,
-// as systemd's does (a kexec "reboot" calls itself "Halt").
+// Help returns systemd's usage text, then legacy.HelpLine; it depends on
+// the action chosen so far, as systemd's does (a kexec "reboot" calls
+// itself "Halt").
 func Help(prog string, a legacy.Action) string {
 	arg, verb := "", "Halt"
 	switch a {
@@ -67,7 +68,7 @@ Options:
      --no-wall   Don't send wall message before halt/power-off/reboot
 
 See the halt(8) man page for details.
-`, filepath.Base(prog), arg, verb)
+`, filepath.Base(prog), arg, verb) + legacy.HelpLine
 }
 
 // Parse parses a halt, poweroff or reboot command line. command is the

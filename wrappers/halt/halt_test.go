@@ -131,7 +131,7 @@ func TestHelp(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasPrefix(r.Help, tt.head) || !strings.HasSuffix(r.Help, "See the halt(8) man page for details.\n") {
+		if !strings.HasPrefix(r.Help, tt.head) || !strings.HasSuffix(r.Help, "See the halt(8) man page for details.\n"+legacy.HelpLine) {
 			t.Errorf("%s help = %q", tt.name, r.Help)
 		}
 		if r.ParamOp != legacy.ParamKeep {

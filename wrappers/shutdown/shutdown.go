@@ -39,7 +39,8 @@ var longOptions = []getopt.Long{
 	{Name: "show", Key: keyShow},
 }
 
-// Help returns systemd's usage text for shutdown; prog is argv[0].
+// Help returns systemd's usage text for shutdown, then legacy.HelpLine;
+// prog is argv[0].
 func Help(prog string) string {
 	return fmt.Sprintf(`%s [OPTIONS...] [TIME] [WALL...]
 
@@ -57,7 +58,7 @@ Options:
      --show      Show pending shutdown
 
 See the shutdown(8) man page for details.
-`, filepath.Base(prog))
+`, filepath.Base(prog)) + legacy.HelpLine
 }
 
 // Parse parses a shutdown command line; argv[0] is the program name.

@@ -111,7 +111,7 @@ func TestHelp(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(r.Help, "shutdown [OPTIONS...] [TIME] [WALL...]\n\nShut down the system.\n") ||
-		!strings.HasSuffix(r.Help, "\nSee the shutdown(8) man page for details.\n") {
+		!strings.HasSuffix(r.Help, "\nSee the shutdown(8) man page for details.\n"+legacy.HelpLine) {
 		t.Fatalf("help = %q", r.Help)
 	}
 	if _, err := Parse([]string{"shutdown", "-x", "--help"}, env); err == nil {
