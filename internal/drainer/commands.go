@@ -22,7 +22,7 @@ import (
 func (d *Drainer) DrainCommand(ctx context.Context, timeout time.Duration, dryRun bool, stdout io.Writer) error {
 	r := newRun(d, forMaintenance, "drain")
 	if err := r.loadConfig(nil); err != nil {
-		return &Refusal{Msg: "gnsh: " + err.Error(), Err: err}
+		return &Refusal{Msg: configLines(err), Err: err}
 	}
 	if timeout > 0 {
 		r.cfg.DrainTimeout = config.Duration(timeout)
@@ -92,7 +92,7 @@ func (d *Drainer) dryRun(ctx context.Context, cfg config.Config, s *session, std
 func (d *Drainer) UncordonCommand(ctx context.Context, onlyIfOurs bool, stdout io.Writer) error {
 	r := newRun(d, forMaintenance, "uncordon")
 	if err := r.loadConfig(nil); err != nil {
-		return &Refusal{Msg: "gnsh: " + err.Error(), Err: err}
+		return &Refusal{Msg: configLines(err), Err: err}
 	}
 	s, err := d.connect(ctx, r.cfg, "", r.out.sayf)
 	if err != nil {

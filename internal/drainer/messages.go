@@ -99,7 +99,7 @@ func (r *run) tell(o outcome, v verdict, err error) string {
 		if v.proceed {
 			return fmt.Sprintf("%v; not cordoning", err)
 		}
-		return fmt.Sprintf("gnsh: %v\ngnsh: nothing was shut down; fix the file, or run the command again with --no-drain", err)
+		return configLines(err) + "\ngnsh: nothing was shut down; fix the file, or run the command again with --no-drain"
 	case notPermitted:
 		if v.proceed {
 			return fmt.Sprintf("%v; %s without a cordon", err, going)
@@ -173,6 +173,16 @@ func (r *run) tellMaintenance(o outcome, err error, node string) string {
 		msg += fmt.Sprintf("\ngnsh: %s stays cordoned; 'gnsh uncordon' makes it schedulable again", node)
 	}
 	return msg
+}
+
+// configLines is an invalid config file's problems, each on a line of its
+// own ("gnsh: FILE: line N: PATH: problem; fix"), or err's text.
+func configLines(err error) string {
+	var ce *config.Error
+	if !errors.As(err, &ce) {
+		return "gnsh: " + err.Error()
+	}
+	return "gnsh: " + strings.Join(ce.Lines(), "\ngnsh: ")
 }
 
 // heldByQuorum reports whether the etcd quorum guard was among what held a

@@ -133,7 +133,7 @@ func TestGatherKubeBadConfig(t *testing.T) {
 	var kf KubeconfigFacts
 	var nf NodeFacts
 	gatherKube(testCtx(t), &Sources{Root: root, Getenv: envOf(nil)}, &kf, &nf, nil, &SlotsFacts{}, nil)
-	if !strings.Contains(kf.ConfigError, `unknown key "nod"`) || kf.Found || nf.Error != "no kubeconfig" {
+	if !strings.Contains(kf.ConfigError, `line 1: nod: unknown key; did you mean node?`) || kf.Found || nf.Error != "no kubeconfig" {
 		t.Errorf("kubeconfig %+v node %+v", kf, nf)
 	}
 }
