@@ -71,6 +71,17 @@ func (e *Error) Lines() []string {
 	return ls
 }
 
+// KeyLine is the line of the key at path (such as kubeconfig or
+// slots.pools[0].name) in the file b; 0 if it is not there, or b is not
+// YAML.
+func KeyLine(b []byte, path string) int {
+	t, ok := readTree(b)
+	if !ok {
+		return 0
+	}
+	return t.lines[path]
+}
+
 // tree is the file as YAML nodes, for what decoding does not say: every
 // key unknown to Config (decoding stops at the first), and where each key
 // is in the file.

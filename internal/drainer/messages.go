@@ -96,8 +96,12 @@ func (r *run) tell(o outcome, v verdict, err error) string {
 			filepath.Join(r.d.KubeRoot, kube.GnshKubeconfig), filepath.Join(r.d.KubeRoot, kube.KubeletKubeconfig))
 		return ""
 	case badConfig:
-		if v.proceed {
+		var ke *kube.KubeconfigError
+		switch {
+		case v.proceed:
 			return fmt.Sprintf("%v; not cordoning", err)
+		case errors.As(err, &ke):
+			return fmt.Sprintf("gnsh: %v; nothing was shut down: %s, or run the command again with --no-drain", err, kubeconfigFix(ke))
 		}
 		return configLines(err) + "\ngnsh: nothing was shut down; fix the file, or run the command again with --no-drain"
 	case notPermitted:
@@ -160,6 +164,13 @@ func (r *run) tell(o outcome, v verdict, err error) string {
 }
 
 func (r *run) tellMaintenance(o outcome, err error, node string) string {
+	var ke *kube.KubeconfigError
+	switch {
+	case o == badConfig && errors.As(err, &ke):
+		return fmt.Sprintf("gnsh: %v; %s", err, kubeconfigFix(ke))
+	case o == badConfig:
+		return configLines(err)
+	}
 	switch o {
 	case notANode:
 		return fmt.Sprintf("gnsh: no kubeconfig found ($KUBECONFIG, %s, %s); pass --kubeconfig", kube.GnshKubeconfig, kube.KubeletKubeconfig)
@@ -173,6 +184,16 @@ func (r *run) tellMaintenance(o outcome, err error, node string) string {
 		msg += fmt.Sprintf("\ngnsh: %s stays cordoned; 'gnsh uncordon' makes it schedulable again", node)
 	}
 	return msg
+}
+
+// kubeconfigFix says how to get round a kubeconfig named by --kubeconfig
+// or the config file that cannot be used.
+func kubeconfigFix(ke *kube.KubeconfigError) string {
+	search := fmt.Sprintf("gnsh then looks in $KUBECONFIG, %s, %s", kube.GnshKubeconfig, kube.KubeletKubeconfig)
+	if ke.FromFlag() {
+		return "pass a kubeconfig that exists, or leave --kubeconfig out (" + search + ")"
+	}
+	return "fix the kubeconfig key or remove it (" + search + ")"
 }
 
 // configLines is an invalid config file's problems, each on a line of its
@@ -235,9 +256,12 @@ func errText(err error, kubeconfig string) string {
 	var se apierrors.APIStatus
 	var ue *drain.UnreachableError
 	var om *kube.OtherMachineError
+	var ne *kube.NodeNameError
 	switch {
 	case errors.As(err, &om):
 		return om.Error()
+	case errors.As(err, &ne):
+		return ne.Error()
 	case apierrors.IsNotFound(err):
 		return "the cluster has no Node " + notFoundName(err)
 	case errors.As(err, &ue):
