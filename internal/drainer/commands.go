@@ -10,6 +10,7 @@ import (
 
 	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/drain"
+	"github.com/gnsh/gnsh/internal/handoff"
 	"github.com/gnsh/gnsh/internal/kube"
 	"github.com/gnsh/gnsh/internal/legacy"
 )
@@ -157,6 +158,10 @@ func (d *Drainer) Describe(req *legacy.Request) string {
 	switch {
 	case errors.Is(err, kube.ErrNoKubeconfig):
 		return "none: no kubeconfig, not a Kubernetes node"
+	case classifyLocal(err) == badConfig && req.Force != 0:
+		return fmt.Sprintf("none: %v (-f goes on without a cordon)", err)
+	case classifyLocal(err) == badConfig:
+		return fmt.Sprintf("refuse: %v (exit 1 before any call; --no-drain skips the drain)", err)
 	case classifyLocal(err) == notPermitted:
 		return fmt.Sprintf("refuse: %v (exit 1 before any call: run it as root, or with --no-drain)", err)
 	case err != nil:
@@ -191,6 +196,55 @@ func (d *Drainer) Describe(req *legacy.Request) string {
 	}
 	return slotStep(r.cfg, req.Drain.ForceQuorum) + fmt.Sprintf("cordon, evict, wait up to %s, then the calls; not drained in time: %s; API server unreachable or failing, Node not this machine's, kubelet down: a warning, then the calls (kubeconfig %s)",
 		timeout, onBlock, path)
+}
+
+// PlanPreparer is the drain's part in gnsh plan: a handoff.Preparer that
+// refuses where the command's drain refuses before it asks the cluster
+// anything (an invalid or unreadable config file, a kubeconfig named that
+// cannot be used, one that cannot be read), with the same message, and
+// otherwise lets the plan go on. It changes nothing.
+func (d *Drainer) PlanPreparer() handoff.Preparer { return planPreparer{d} }
+
+type planPreparer struct{ d *Drainer }
+
+func (p planPreparer) Prepare(_ context.Context, req *legacy.Request) (handoff.Prepared, error) {
+	if req.Action == legacy.Cancel || req.Drain.Skip {
+		return nil, nil
+	}
+	d := p.d
+	purpose := forShutdown
+	if req.Force != 0 {
+		purpose = forForce
+	}
+	r := newRun(d, purpose, req.Action.String())
+	var o outcome
+	err := r.loadConfig(req)
+	switch {
+	case errors.As(err, new(*configUnreadable)):
+		o = notPermitted
+	case err != nil:
+		o = badConfig
+	case !r.cfg.Drain:
+		return nil, nil
+	default:
+		if err = r.namedKubeconfig(); err != nil {
+			o = badConfig
+			break
+		}
+		if d.Connect != nil {
+			return nil, nil
+		}
+		loc := d.locator(r.cfg)
+		if _, err = loc.FindKubeconfig(); classifyLocal(err) != notPermitted {
+			return nil, nil
+		}
+		o = notPermitted
+	}
+	v := decide(o, purpose, r.cfg.ForceDrain)
+	if v.proceed {
+		return nil, nil
+	}
+	return nil, &Refusal{Msg: safeLines(r.tell(o, v, err)), Err: err}
 }
 
 // slotStep is the reboot-slot step ahead of the cordon, for Describe:

@@ -49,7 +49,13 @@ func TestNamedKubeconfigMissing(t *testing.T) {
 		!strings.Contains(d.stderr.String(), "gnsh: warning: kubeconfig in "+d.ConfigPath+": /nonexistent/kubeconfig does not exist; not cordoning") {
 		t.Fatalf("-f: %v %q", err, d.stderr)
 	}
-	// gnsh drain refuses too.
+	// gnsh plan says it, and gnsh drain refuses too.
+	if got := d.Describe(reboot()); !strings.HasPrefix(got, "refuse: kubeconfig in ") {
+		t.Errorf("Describe: %q", got)
+	}
+	if _, err := d.PlanPreparer().Prepare(context.Background(), reboot()); err == nil || err.Error() != want {
+		t.Errorf("plan: %v", err)
+	}
 	err := d.DrainCommand(context.Background(), 0, false, os.Stdout)
 	refusal(t, err, "gnsh: kubeconfig in "+d.ConfigPath+": /nonexistent/kubeconfig does not exist; fix the kubeconfig key or remove it")
 	// --kubeconfig names its own way round.

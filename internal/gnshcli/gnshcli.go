@@ -44,6 +44,7 @@ func Run(ctx context.Context, argv []string, env *dispatch.Env) int {
 			legacyCommand("reboot", "[OPTIONS...] [ARG]", &code, env),
 			legacyCommand("halt", "[OPTIONS...]", &code, env),
 			planCommand(&code, env),
+			configCommand(&code, env),
 			drainCommand(&code, env),
 			uncordonCommand(&code, env),
 			statusCommand(env),
@@ -123,9 +124,14 @@ func makePlan(ctx context.Context, name string, argv []string, env *dispatch.Env
 		return &handoff.Plan{Command: name, Args: argv[1:], Calls: []handoff.Call{}, ExitCode: dispatch.ExitStatus(err),
 			Stderr: err.Error() + "\n"}
 	}
-	p := handoff.MakePlan(ctx, req, env.Host, env.Location, dispatch.ExitStatus)
-	if env.NewDrainer != nil {
-		p.Drain = env.NewDrainer().Describe(req)
+	if env.NewDrainer == nil {
+		return handoff.MakePlan(ctx, req, env.Host, env.Location, dispatch.ExitStatus, nil)
 	}
+	// The drain's refusals that need no cluster (an invalid config file, a
+	// kubeconfig named that cannot be used) are the plan's: its exit status
+	// is the command's.
+	d := env.NewDrainer()
+	p := handoff.MakePlan(ctx, req, env.Host, env.Location, dispatch.ExitStatus, d.PlanPreparer())
+	p.Drain = d.Describe(req)
 	return p
 }
