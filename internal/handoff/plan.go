@@ -173,7 +173,8 @@ type Plan struct {
 	// Calls is the ordered list of operations when logind answers like an
 	// idle systemd 252.
 	Calls []Call `json:"calls"`
-	// Fallback is what happens instead when logind cannot be reached.
+	// Fallback is what happens instead when logind cannot be reached;
+	// none for a shutdown at a TIME, which is then refused (exit 1).
 	Fallback []Call `json:"fallback,omitempty"`
 	// Drain says what gnsh's drain does before the calls, decided from
 	// the options, the config file and the kubeconfig found, without

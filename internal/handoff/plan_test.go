@@ -75,3 +75,17 @@ func exitStatus(err error) int {
 	}
 	return 1
 }
+
+// A schedule has no fallback: when logind cannot be reached it is refused
+// (exit 1), as systemd 252 refuses it; an immediate reboot starts the
+// target on PID 1 instead.
+func TestPlanScheduleHasNoFallback(t *testing.T) {
+	p := MakePlan(context.Background(), req(legacy.Reboot, at(5)), &fakeHost{}, time.UTC, exitStatus, nil)
+	if p.ExitCode != 0 || len(p.Fallback) != 0 {
+		t.Errorf("schedule: exit %d, fallback %+v", p.ExitCode, p.Fallback)
+	}
+	p = MakePlan(context.Background(), req(legacy.Reboot), &fakeHost{}, time.UTC, exitStatus, nil)
+	if len(p.Fallback) == 0 || p.Fallback[0].Method != "StartUnit" {
+		t.Errorf("immediate: fallback %+v", p.Fallback)
+	}
+}
