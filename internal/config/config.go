@@ -46,6 +46,14 @@ type Config struct {
 	// ForceDrain hands off even when the drain did not finish in time
 	// (--force-drain). Off: a blocked drain refuses the shutdown.
 	ForceDrain bool `json:"forceDrain"`
+	// StrictDrain refuses, as kubectl drain does without
+	// --delete-emptydir-data and --force, pods with emptyDir volumes and
+	// pods no controller recreates. Off (the default), they are evicted,
+	// with a warning each: the node is going down, and they with it.
+	// On, such a pod blocks the drain as a PodDisruptionBudget that never
+	// allows: the shutdown is refused, naming them (--force-drain evicts
+	// the rest and goes on without them).
+	StrictDrain bool `json:"strictDrain"`
 	// APITimeout bounds every API request; an API server that does not
 	// answer in time is treated as down, and the shutdown proceeds.
 	APITimeout Duration `json:"apiTimeout"`

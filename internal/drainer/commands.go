@@ -69,20 +69,28 @@ func (d *Drainer) dryRun(ctx context.Context, cfg config.Config, s *session, std
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POD\tACTION\tNOTE")
-	evict := 0
+	evict, refused := 0, 0
 	for _, p := range pods {
-		cp := drain.Classify(p)
-		action := "skip: " + cp.Verdict.String()
+		cp := drain.Classify(p, cfg.StrictDrain)
+		action, note := "skip: "+cp.Verdict.String(), cp.Warning
 		switch cp.Verdict {
 		case drain.Evict:
 			action = "evict"
 			evict++
 		case drain.Terminating:
 			action = "wait: terminating"
+		case drain.Refused:
+			action, note = "refuse (strictDrain)", "as kubectl drain: "+cp.Kubectl
+			refused++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", cp.Name(), action, cp.Warning)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", cp.Name(), action, note)
 	}
 	_ = tw.Flush()
+	if refused > 0 {
+		fmt.Fprintf(stdout, "%d of %d pods are refused (strictDrain: true in %s): a drain would stop before any eviction, and a shutdown be refused (dry run: nothing changed)\n",
+			refused, len(pods), d.configPath())
+		return nil
+	}
 	fmt.Fprintf(stdout, "%d of %d pods would be evicted (dry run: nothing changed)\n", evict, len(pods))
 	return nil
 }

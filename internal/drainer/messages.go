@@ -128,8 +128,13 @@ func (r *run) tell(o outcome, v verdict, err error) string {
 		}
 		return fmt.Sprintf("gnsh: %s was cancelled (shutdown -c); nothing was scheduled", what)
 	case blocked:
-		if v.proceed {
+		var be *drain.BlockedError
+		switch {
+		case v.proceed:
 			return fmt.Sprintf("%v; --force-drain: %s anyway", err, going)
+		case errors.As(err, &be) && be.StrictOnly():
+			return fmt.Sprintf("gnsh: %v\ngnsh: %s refused (strictDrain: true in %s); nothing was evicted. To %s anyway, run the command again with --force-drain (evict the other pods, leave these, then go on) or --no-drain; or set strictDrain: false.",
+				err, verb, r.d.configPath(), verb)
 		}
 		return fmt.Sprintf("gnsh: %v\ngnsh: %s refused. To %s anyway, run the command again with --force-drain (evict what can be evicted, then go on) or --no-drain; or give the drain more time with --drain-timeout=DURATION.",
 			err, verb, verb)
@@ -180,6 +185,9 @@ func (r *run) tellMaintenance(o outcome, err error, node string) string {
 		return fmt.Sprintf("gnsh: cannot drain as %s (%v); run gnsh drain as root", r.d.who().User, err)
 	}
 	msg := "gnsh: " + errText(err, r.kubeconfig)
+	if be := (*drain.BlockedError)(nil); errors.As(err, &be) && be.StrictOnly() {
+		msg = fmt.Sprintf("gnsh: %v; nothing was evicted: move them yourself, or set strictDrain: false in %s", err, r.d.configPath())
+	}
 	if r.cordoned {
 		msg += fmt.Sprintf("\ngnsh: %s stays cordoned; 'gnsh uncordon' makes it schedulable again", node)
 	}
@@ -381,7 +389,7 @@ func summary(r *drain.Result) string {
 		parts = append(parts, fmt.Sprintf("%d already terminating", n))
 	}
 	var left []string
-	for _, v := range []drain.Verdict{drain.SkipDaemonSet, drain.SkipMirror, drain.SkipFinished} {
+	for _, v := range []drain.Verdict{drain.SkipDaemonSet, drain.SkipMirror, drain.SkipFinished, drain.Refused} {
 		if n := counts[v]; n > 0 {
 			if name, ok := strings.CutSuffix(v.String(), " pod"); ok {
 				left = append(left, plural(n, name+" pod"))

@@ -524,9 +524,15 @@ func (r *run) drain(ctx context.Context) outcome {
 	res, err := drain.Drain(ctx, s.c, drain.Options{
 		Node: s.node, Timeout: timeout, GracePeriod: r.cfg.PodGracePeriod,
 		UnreachableAfter: r.cfg.UnreachableAfter.D(),
-		Clock:            r.d.clock(),
-		Progress:         r.out.update,
-		Warn:             func(l string) { r.out.printf("evicting %s", l) },
+		// strictDrain: a wrapper's shutdown and gnsh drain are refused
+		// without evicting anything, as kubectl drain; --force-drain and
+		// the node agent (whose shutdown goes ahead whatever this drain
+		// does) evict the rest and name the pods left.
+		Strict:    r.cfg.StrictDrain,
+		EvictRest: r.cfg.ForceDrain || r.d.Agent,
+		Clock:     r.d.clock(),
+		Progress:  r.out.update,
+		Warn:      func(l string) { r.out.printf("evicting %s", l) },
 	})
 	stopTicks()
 	r.res = res

@@ -37,7 +37,9 @@ func drainCommand(code *int, env *dispatch.Env) *cli.Command {
 			"stderr: a live line on a terminal, plain lines otherwise. Exit status 0 when\n" +
 			"drained; 1 when it did not finish in time (the node stays cordoned: 'gnsh\n" +
 			"uncordon' undoes it); 130/143 on SIGINT/SIGTERM (gnsh's cordon undone). SIGHUP is\n" +
-			"ignored, so a dropped ssh session does not stop it.",
+			"ignored, so a dropped ssh session does not stop it. Pods with emptyDir volumes or no\n" +
+			"controller are evicted, a warning each, where kubectl drain refuses them: strictDrain:\n" +
+			"true in the config refuses them as kubectl does (--dry-run shows each pod's fate).",
 		Flags: []cli.Flag{nodeFlag, kubeFlag,
 			&cli.StringFlag{Name: "timeout", Usage: "give up after `DURATION` (e.g. 90s, 10m; default: drainTimeout in the config, 5m)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "list what would be evicted and why other pods are skipped; change nothing"},
