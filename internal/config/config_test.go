@@ -230,6 +230,20 @@ func TestExampleIsTheDefault(t *testing.T) {
 	}
 }
 
+// The Ansible role writes only the keys it lists (gnsh_config_keys): the
+// list, while the role keeps one, holds every key of Config.
+func TestRoleKnowsEveryKey(t *testing.T) {
+	b, err := os.ReadFile("../../install/ansible/roles/gnsh/vars/main.yml")
+	if err != nil || !strings.Contains(string(b), "gnsh_config_keys:") {
+		t.Skipf("the role keeps no list of keys (%v)", err)
+	}
+	for _, key := range keyNames(reflect.TypeOf(Config{})) {
+		if !strings.Contains(string(b), "\n  - "+key+"\n") {
+			t.Errorf("install/ansible/roles/gnsh/vars/main.yml: gnsh_config_keys lacks %s", key)
+		}
+	}
+}
+
 // FuzzParse: any input is either a configuration whose durations are
 // positive and whose grace period is not negative, or one line of error
 // with the defaults; never a panic.
