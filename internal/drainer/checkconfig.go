@@ -34,7 +34,7 @@ func (d *Drainer) CheckConfig(skipKubeconfig bool) (found bool, err error) {
 		b, _ := os.ReadFile(path)
 		return found, &config.Error{File: path, Problems: []config.Problem{{
 			Line: config.KeyLine(b, "kubeconfig"), Path: "kubeconfig",
-			Msg: ke.What() + "; shutdowns through gnsh are refused (but with --no-drain): " + kubeconfigFix(ke),
+			Msg: ke.What() + "; " + kubeconfigFix(ke) + ": until then every shutdown through gnsh is refused, but with --no-drain",
 		}}}
 	}
 	return found, nil

@@ -45,8 +45,8 @@ func TestConfigCheck(t *testing.T) {
 		{"bad value", "slots:\n  gate: maybe\n", nil, 1, "",
 			[]string{`gnsh: FILE: line 2: slots.gate: "maybe" is not a gate mode; use off, optional or required`}},
 		{"kubeconfig not there", "drainTimeout: 2m\nkubeconfig: /nonexistent/kubeconfig\n", nil, 1, "", []string{
-			"gnsh: FILE: line 2: kubeconfig: /nonexistent/kubeconfig does not exist; shutdowns through gnsh are refused (but with --no-drain): " +
-				"fix the kubeconfig key or remove it (gnsh then looks in $KUBECONFIG, /etc/gnsh/kubeconfig, /etc/kubernetes/kubelet.conf)"}},
+			"gnsh: FILE: line 2: kubeconfig: /nonexistent/kubeconfig does not exist; fix the kubeconfig key or remove it " +
+				"(gnsh then looks in $KUBECONFIG, /etc/gnsh/kubeconfig, /etc/kubernetes/kubelet.conf): until then every shutdown through gnsh is refused, but with --no-drain"}},
 		{"kubeconfig not there, skipped", "kubeconfig: /nonexistent/kubeconfig\n", []string{"--skip-kubeconfig"}, 0, "gnsh: FILE is valid\n", nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

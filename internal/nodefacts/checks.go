@@ -539,7 +539,7 @@ func CheckConfig(r *Report) Check {
 	case len(k.ConfigProblems) > 0 && k.ConfigError == "":
 		// The file is valid; what its kubeconfig key names is not.
 		c.Verdict, c.Message = Fail, strings.Join(k.ConfigProblems, " | ")
-		c.Fix = "fix the kubeconfig key in " + k.Config + " or remove it"
+		c.Fix = "fix or remove the kubeconfig key in " + k.Config
 	case len(k.ConfigProblems) > 0:
 		c.Verdict = Fail
 		c.Message = strings.Join(k.ConfigProblems, " | ") + "; every shutdown through gnsh is refused (but with --no-drain), and these checks use the defaults"
@@ -569,7 +569,7 @@ func CheckKubeconfig(r *Report) Check {
 			c.Fix = "pass a kubeconfig that exists, or leave --kubeconfig out"
 		} else {
 			c.Message += ": every shutdown through gnsh is refused (but with --no-drain)"
-			c.Fix = "fix the kubeconfig key in " + k.Config + " or remove it (gnsh then looks in $KUBECONFIG, /etc/gnsh/kubeconfig, /etc/kubernetes/kubelet.conf)"
+			c.Fix = "see the config check"
 		}
 	case !k.Found && r.Kubelet.Error != "":
 		c.Verdict, c.Message = Warn, orUnknown(k.Error)+": not a Kubernetes node?"

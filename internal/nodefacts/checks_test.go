@@ -296,12 +296,12 @@ func TestChecks(t *testing.T) {
 		{"config names a kubeconfig that is not there", func(r *Report) {
 			r.Kubeconfig.ConfigFound = true
 			r.Kubeconfig.ConfigProblems = []string{"/etc/gnsh/config.yaml: line 3: kubeconfig: /etc/gnsh/kubeconfig does not exist; shutdowns through gnsh are refused"}
-		}, CheckConfig, Fail, "line 3: kubeconfig: /etc/gnsh/kubeconfig does not exist", "fix the kubeconfig key in /etc/gnsh/config.yaml or remove it"},
+		}, CheckConfig, Fail, "line 3: kubeconfig: /etc/gnsh/kubeconfig does not exist", "fix or remove the kubeconfig key in /etc/gnsh/config.yaml"},
 		{"kubeconfig named, not there", func(r *Report) {
 			r.Kubeconfig = KubeconfigFacts{Named: "kubeconfig in /etc/gnsh/config.yaml", Config: "/etc/gnsh/config.yaml",
 				Error: "kubeconfig in /etc/gnsh/config.yaml: /etc/gnsh/kubeconfig does not exist"}
 			r.Kubelet.Error = "none" // not a node as far as the kubelet tells
-		}, CheckKubeconfig, Fail, "/etc/gnsh/kubeconfig does not exist: every shutdown through gnsh is refused", "fix the kubeconfig key"},
+		}, CheckKubeconfig, Fail, "/etc/gnsh/kubeconfig does not exist: every shutdown through gnsh is refused", "see the config check"},
 		{"--kubeconfig not there", func(r *Report) {
 			r.Kubeconfig = KubeconfigFacts{Named: "--kubeconfig", Error: "--kubeconfig: /tmp/k does not exist"}
 		}, CheckKubeconfig, Fail, "--kubeconfig: /tmp/k does not exist", "pass a kubeconfig that exists"},

@@ -152,10 +152,10 @@ func TestGatherKubeNamedKubeconfigMissing(t *testing.T) {
 	kf := r.Kubeconfig
 	if kf.Found || kf.Named != "kubeconfig in "+cfg || kf.Error != "kubeconfig in "+cfg+": /nonexistent/kubeconfig does not exist" ||
 		kf.ConfigError != "" || !kf.ConfigFound || len(kf.ConfigProblems) != 1 ||
-		!strings.HasPrefix(kf.ConfigProblems[0], cfg+": line 2: kubeconfig: /nonexistent/kubeconfig does not exist; shutdowns through gnsh are refused") {
+		!strings.HasPrefix(kf.ConfigProblems[0], cfg+": line 2: kubeconfig: /nonexistent/kubeconfig does not exist; fix the kubeconfig key or remove it (gnsh then looks in $KUBECONFIG, /etc/gnsh/kubeconfig, /etc/kubernetes/kubelet.conf): until then every shutdown through gnsh is refused, but with --no-drain") {
 		t.Fatalf("%+v", kf)
 	}
-	if c := CheckConfig(r); c.Verdict != Fail || !strings.Contains(c.Fix, "fix the kubeconfig key in "+cfg) {
+	if c := CheckConfig(r); c.Verdict != Fail || !strings.Contains(c.Fix, "fix or remove the kubeconfig key in "+cfg) {
 		t.Errorf("config check %+v", c)
 	}
 	if c := CheckKubeconfig(r); c.Verdict != Fail || !strings.Contains(c.Message, "every shutdown through gnsh is refused (but with --no-drain)") ||
