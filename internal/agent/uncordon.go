@@ -105,8 +105,10 @@ type Uncordoner struct {
 	// Connect returns a client and this node's name. An error wrapping
 	// kube.ErrNoKubeconfig means this machine is not a Kubernetes node
 	// (yet: gnsh may be installed before kubeadm join): it is asked again
-	// every KubeconfigPoll until a kubeconfig appears. Any other error is
-	// retried with backoff.
+	// every KubeconfigPoll until a kubeconfig appears. So is a
+	// *kube.KubeconfigError (the kubeconfig named in the config file is
+	// not usable: said as a waiting line, not as "not a node"). Any other
+	// error is retried with backoff.
 	Connect func(ctx context.Context) (kubernetes.Interface, string, error)
 	// BootID is this boot's /proc/sys/kernel/random/boot_id
 	// (drainer.BootID() if empty).
@@ -235,6 +237,7 @@ func (u *Uncordoner) Run(ctx context.Context) (Result, error) {
 		c            kubernetes.Interface
 		node         string
 		noKubeconfig bool // the last Connect found none, and said so
+		badNamed     bool // the last Connect found the kubeconfig named unusable
 	)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -258,9 +261,22 @@ func (u *Uncordoner) Run(ctx context.Context) (Result, error) {
 				u.sleep(ctx, poll)
 				continue
 			}
-			if noKubeconfig {
+			if ke := (*kube.KubeconfigError)(nil); errors.As(err, &ke) {
+				// The kubeconfig named in the config file is not there (yet:
+				// kubeadm join writes kubelet.conf) or not a kubeconfig: a
+				// mistake in the configuration, and every shutdown through
+				// the wrapper is refused. Looked at again as often as for
+				// a kubeconfig that is not there, and said as a waiting
+				// line (the journal and systemctl status).
+				c, badNamed = nil, true
+				poll := orDefault(u.KubeconfigPoll, DefaultKubeconfigPoll)
+				u.waiting("kubeconfig", "%v: shutdowns through gnsh are refused (but with --no-drain) and the node is not guarded until it is fixed, or the key removed; looking again every %s", err, poll)
+				u.sleep(ctx, poll)
+				continue
+			}
+			if noKubeconfig || badNamed {
 				u.printf("found a kubeconfig: this machine is a Kubernetes node now")
-				noKubeconfig = false
+				noKubeconfig, badNamed = false, false
 			}
 			if u.OnNode != nil {
 				u.OnNode()

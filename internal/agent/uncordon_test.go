@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"sync"
@@ -661,5 +662,47 @@ func TestAnotherMachinesNodeWaits(t *testing.T) {
 	}
 	if f.patches() != 0 || !f.node(t).Spec.Unschedulable {
 		t.Errorf("%d patches of another machine's Node", f.patches())
+	}
+}
+
+// A kubeconfig named in the config file that is not there (kubeadm join
+// has not written kubelet.conf yet, or a typo) is neither "not a node" nor
+// an unreachable cluster: the agent says what it is, in the journal and
+// its STATUS, does not take the node up, looks again, and once the file
+// is there goes on as at start (issue 19).
+func TestNamedKubeconfigMissing(t *testing.T) {
+	own := cordonedBy("reboot", lastBoot)
+	f := newFixture(newNode(&own, t0))
+	missing := &kube.KubeconfigError{Path: "/etc/kubernetes/kubelet.conf", From: "kubeconfig in /etc/gnsh/config.yaml",
+		Err: &fs.PathError{Op: "stat", Path: "/etc/kubernetes/kubelet.conf", Err: fs.ErrNotExist}}
+	calls, notNode, onNode := 0, 0, 0
+	f.u.Connect = func(context.Context) (kubernetes.Interface, string, error) {
+		calls++
+		if calls <= 3 {
+			return nil, "", missing
+		}
+		return f.cs, nodeName, nil
+	}
+	f.u.KubeconfigPoll = 5 * time.Second
+	f.u.NotNode = func() { notNode++ }
+	f.u.OnNode = func() { onNode++ }
+	var status []string
+	f.u.Status = func(s string) { status = append(status, s) }
+	start := f.fc.Now()
+	r := f.run(t, context.Background(), nil)
+	if r.Outcome != Uncordoned || notNode != 0 || onNode != 1 {
+		t.Fatalf("result %+v, NotNode %d, OnNode %d; log:\n%s", r, notNode, onNode, f.out)
+	}
+	if took := f.fc.Now().Sub(start); took < 15*time.Second || took > 20*time.Second {
+		t.Errorf("took %v of the clock for 3 looks 5 s apart", took)
+	}
+	want := "gnsh: kubeconfig in /etc/gnsh/config.yaml: /etc/kubernetes/kubelet.conf does not exist: shutdowns through gnsh are refused " +
+		"(but with --no-drain) and the node is not guarded until it is fixed, or the key removed; looking again every 5s\n" +
+		"gnsh: found a kubeconfig: this machine is a Kubernetes node now\n"
+	if log := f.out.String(); !strings.HasPrefix(log, want) || strings.Contains(log, "cannot reach the cluster") {
+		t.Errorf("log %q, want it to start %q", log, want)
+	}
+	if len(status) == 0 || !strings.HasPrefix(status[0], "kubeconfig in /etc/gnsh/config.yaml: /etc/kubernetes/kubelet.conf does not exist") {
+		t.Errorf("STATUS %q", status)
 	}
 }

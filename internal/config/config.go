@@ -1,19 +1,25 @@
 // Package config reads /etc/gnsh/config.yaml. Every key is optional and
-// documented in the README; an unknown key is an error, so that a typo
-// never silently changes what a reboot does.
+// documented in gnsh-config(5); an unknown key is an error, so that a typo
+// never silently changes what a reboot does. An invalid file is an *Error
+// listing every problem, each with its key's path and line.
 package config
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"reflect"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	yaml3 "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
@@ -40,6 +46,14 @@ type Config struct {
 	// ForceDrain hands off even when the drain did not finish in time
 	// (--force-drain). Off: a blocked drain refuses the shutdown.
 	ForceDrain bool `json:"forceDrain"`
+	// StrictDrain refuses, as kubectl drain does without
+	// --delete-emptydir-data and --force, pods with emptyDir volumes and
+	// pods no controller recreates. Off (the default), they are evicted,
+	// with a warning each: the node is going down, and they with it.
+	// On, such a pod blocks the drain as a PodDisruptionBudget that never
+	// allows: the shutdown is refused, naming them (--force-drain evicts
+	// the rest and goes on without them).
+	StrictDrain bool `json:"strictDrain"`
 	// APITimeout bounds every API request; an API server that does not
 	// answer in time is treated as down, and the shutdown proceeds.
 	APITimeout Duration `json:"apiTimeout"`
@@ -172,7 +186,10 @@ var durationType = reflect.TypeFor[Duration]()
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
 // Load reads the file at path on top of the defaults. A missing file is
-// not an error; an unreadable or invalid one is, naming the file.
+// not an error. One that cannot be read is, naming the file (wrapping the
+// error: fs.ErrPermission for a file this user may not read); an invalid
+// one is an *Error with every problem, naming the file. Either way it
+// returns the defaults.
 func Load(path string) (Config, error) {
 	c := Default()
 	b, err := os.ReadFile(path)
@@ -183,19 +200,42 @@ func Load(path string) (Config, error) {
 		return c, fmt.Errorf("%s: %w", path, err)
 	}
 	c, err = Parse(b)
-	if err != nil {
-		return c, fmt.Errorf("%s: %s", path, err)
+	if ce := (*Error)(nil); errors.As(err, &ce) {
+		ce.File = path
 	}
-	return c, nil
+	return c, err
 }
 
-// Parse reads a configuration on top of the defaults. On error it returns
-// the defaults.
+// Parse reads a configuration on top of the defaults. On error (an
+// *Error) it returns the defaults.
 func Parse(b []byte) (Config, error) {
+	// The decoder (YAML 1.1 turned into JSON, then encoding/json) is what
+	// reads the values; a YAML tree of the file beside it finds every
+	// unknown key, and where each key is. A file the decoder refuses as
+	// YAML is one problem: its own words.
+	if _, err := yaml.YAMLToJSONStrict(b); err != nil {
+		return Default(), &Error{Problems: yamlProblems(err)}
+	}
+	t, ok := readTree(b)
 	c := Default()
 	c.Slots.Renew = 0 // unset: see below
-	if err := yaml.UnmarshalStrict(b, &c); err != nil {
-		return Default(), errors.New(tidy(err))
+	var err error
+	if ok {
+		// Unknown keys are the tree's to find, all of them.
+		err = yaml.Unmarshal(b, &c)
+	} else {
+		t = nil
+		err = yaml.UnmarshalStrict(b, &c)
+	}
+	var ps []Problem
+	if t != nil {
+		ps = t.unknown
+	}
+	if err != nil {
+		ps = append(ps, decodeProblem(err, t))
+	}
+	if len(ps) > 0 {
+		return Default(), &Error{Problems: ps}
 	}
 	renewSet := c.Slots.Renew != 0
 	if !renewSet {
@@ -206,12 +246,25 @@ func Parse(b []byte) (Config, error) {
 		c.Slots.Renew = min(Duration(MaxRenew), max(Default().Slots.Renew, Duration(c.APITimeout.D()+time.Second-1).truncSeconds()))
 	}
 	if c.PodGracePeriod != nil && *c.PodGracePeriod < 0 {
-		return Default(), errors.New("podGracePeriod must be 0 or more seconds (leave it out for each pod's own)")
+		ps = append(ps, Problem{Path: "podGracePeriod", Msg: "must be 0 or more seconds; leave it out for each pod's own"})
 	}
-	if err := c.Slots.check(c.APITimeout.D(), renewSet); err != nil {
-		return Default(), err
+	ps = append(ps, c.Slots.check(c.APITimeout.D(), renewSet)...)
+	if len(ps) > 0 {
+		for i := range ps {
+			ps[i].Line = t.line(ps[i].Path)
+		}
+		// In the order of the file; those without a line last.
+		slices.SortStableFunc(ps, func(a, b Problem) int { return cmp.Compare(lineOrder(a), lineOrder(b)) })
+		return Default(), &Error{Problems: ps}
 	}
 	return c, nil
+}
+
+func lineOrder(p Problem) int {
+	if p.Line == 0 {
+		return math.MaxInt
+	}
+	return p.Line
 }
 
 // MaxRenew bounds slots.renew: a holder whose shutdown was given up keeps
@@ -220,10 +273,15 @@ func Parse(b []byte) (Config, error) {
 // hour (3 × 10m), past slots.warnAfter's default.
 const MaxRenew = 10 * time.Minute
 
-// check validates the slots section: one line naming the key and the fix.
-// apiTimeout is the configuration's, which bounds a renewal; renewSet says
-// whether the file set slots.renew (a derived one is not held to it).
-func (s *Slots) check(apiTimeout time.Duration, renewSet bool) error {
+// check validates the slots section: one problem per mistake, each naming
+// its key and the fix. apiTimeout is the configuration's, which bounds a
+// renewal; renewSet says whether the file set slots.renew (a derived one
+// is not held to it).
+func (s *Slots) check(apiTimeout time.Duration, renewSet bool) []Problem {
+	var ps []Problem
+	bad := func(path, format string, args ...any) {
+		ps = append(ps, Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
+	}
 	if s.Gate == "false" {
 		// YAML 1.1 reads an unquoted off as false.
 		s.Gate = GateOff
@@ -231,17 +289,17 @@ func (s *Slots) check(apiTimeout time.Duration, renewSet bool) error {
 	switch s.Gate {
 	case GateOff, GateOptional, GateRequired:
 	default:
-		return fmt.Errorf("slots.gate: %q: use off, optional or required", s.Gate)
+		bad("slots.gate", "%q is not a gate mode; use off, optional or required", s.Gate)
 	}
 	if s.MaxUnavailable < 1 {
-		return errors.New("slots.maxUnavailable must be 1 or more (slots.gate: off turns the gate off)")
+		bad("slots.maxUnavailable", "must be 1 or more; slots.gate: off turns the gate off")
 	}
 	if len(validation.IsDNS1123Label(s.Namespace)) > 0 {
-		return fmt.Errorf("slots.namespace %q is not a namespace name: use at most 63 lower case letters, digits and '-', "+
+		bad("slots.namespace", "%q is not a namespace name; use at most 63 lower case letters, digits and '-', "+
 			"starting and ending with a letter or digit", s.Namespace)
 	}
 	if len(validation.IsDNS1123Subdomain(s.Lease)) > 0 {
-		return fmt.Errorf("slots.lease %q is not a Lease name: use at most 253 lower case letters, digits, '-' and '.', "+
+		bad("slots.lease", "%q is not a Lease name; use at most 253 lower case letters, digits, '-' and '.', "+
 			"each part between dots starting and ending with a letter or digit", s.Lease)
 	}
 	// The record stores each entry's period in whole seconds: 1500ms
@@ -254,53 +312,101 @@ func (s *Slots) check(apiTimeout time.Duration, renewSet bool) error {
 		if d := r.Truncate(time.Second); d > 0 {
 			use = d.String() + " or " + use
 		}
-		return fmt.Errorf("slots.renew %s must be whole seconds (the slots record stores seconds): use %s", r, use)
+		bad("slots.renew", "%s must be whole seconds (the slots record stores seconds); use %s", r, use)
 	case renewSet && r < apiTimeout:
 		// A renewal is one write bounded by 2 × apiTimeout; others free
 		// a holder silent for 3 periods: a period shorter than one
 		// request would free slots whose renewals are only slow.
-		return fmt.Errorf("slots.renew %s must be at least apiTimeout (%s): raise slots.renew or lower apiTimeout", r, apiTimeout)
+		bad("slots.renew", "%s must be at least apiTimeout (%s); raise slots.renew or lower apiTimeout", r, apiTimeout)
 	case r > MaxRenew:
-		return fmt.Errorf("slots.renew %s must be at most %s (a given-up shutdown keeps its slot for 3 periods): lower slots.renew", r, MaxRenew)
+		bad("slots.renew", "%s must be at most %s (a given-up shutdown keeps its slot for 3 periods); lower slots.renew", r, MaxRenew)
 	}
 	seen := map[string]bool{}
 	for i, p := range s.Pools {
+		at := fmt.Sprintf("slots.pools[%d].", i)
 		switch {
-		case p.Name == "" || seen[p.Name]:
-			return fmt.Errorf("slots.pools[%d]: each pool needs a name of its own", i)
-		case p.MaxUnavailable < 1:
-			return fmt.Errorf("slots.pools %q: maxUnavailable must be 1 or more", p.Name)
+		case p.Name == "":
+			bad(at+"name", "each pool needs a name; add one")
+		case seen[p.Name]:
+			bad(at+"name", "%q is the name of an earlier pool; give each pool a name of its own", p.Name)
 		}
 		seen[p.Name] = true
+		if p.MaxUnavailable < 1 {
+			bad(at+"maxUnavailable", "must be 1 or more")
+		}
 		if _, err := labels.Parse(p.Selector); err != nil || strings.TrimSpace(p.Selector) == "" {
-			return fmt.Errorf("slots.pools %q: selector %q is not a label selector (such as \"pool=gpu\")", p.Name, p.Selector)
+			bad(at+"selector", "%q is not a label selector; write one such as \"pool=gpu\" or \"zone in (a,b)\"", p.Selector)
 		}
 	}
-	return nil
+	return ps
 }
 
-// tidy shortens sigs.k8s.io/yaml's errors to what an admin needs.
-func tidy(err error) string {
+// yamlLine is how the decoder's YAML parser places a message:
+// "line 3: key "a" already set in map".
+var yamlLine = regexp.MustCompile(`^line (\d+): (.*)$`)
+
+// yamlProblems turns the YAML parser's error into problems, one for each
+// of its lines ("yaml: unmarshal errors:" lists several).
+func yamlProblems(err error) []Problem {
+	s := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
+	s = strings.TrimPrefix(s, "yaml: ")
+	s = strings.TrimPrefix(s, "unmarshal errors:")
+	var ps []Problem
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l == "" {
+			continue
+		}
+		p := Problem{Msg: l}
+		if m := yamlLine.FindStringSubmatch(l); m != nil {
+			p.Line, _ = strconv.Atoi(m[1])
+			p.Msg = m[2]
+		}
+		if strings.Contains(p.Msg, "already set in map") {
+			p.Msg += "; keep one of them"
+		} else {
+			p.Msg += "; the file is not valid YAML: fix the YAML there"
+		}
+		ps = append(ps, p)
+	}
+	if len(ps) == 0 {
+		ps = []Problem{{Msg: "not valid YAML"}}
+	}
+	return ps
+}
+
+// decodeProblem words the decoder's error: the key's path and what it
+// wants, in place of Go's "json: cannot unmarshal string into Go struct
+// field Slots.slots.maxUnavailable of type int".
+func decodeProblem(err error, t *tree) Problem {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return typeError(te)
+		return typeProblem(te, t)
 	}
 	s := err.Error()
 	s = strings.TrimPrefix(s, "error unmarshaling JSON: while decoding JSON: ")
 	s = strings.TrimPrefix(s, "error converting YAML to JSON: ")
-	s = strings.Replace(s, "json: unknown field", "unknown key", 1)
-	// One line: "yaml: unmarshal errors:\n  line 3: …" lists each error
-	// on its own indented line.
-	s = strings.ReplaceAll(s, ":\n  ", ": ")
-	return strings.ReplaceAll(s, "\n  ", "; ")
+	if k, ok := strings.CutPrefix(s, "json: unknown field "); ok {
+		// Only without a tree (see Parse): no path, no line.
+		k, _ = strconv.Unquote(k)
+		return Problem{Path: join("", k), Msg: "unknown key; see gnsh-config(5) for the keys"}
+	}
+	return Problem{Msg: strings.ReplaceAll(s, "\n", " ")}
 }
 
-// typeError names the key path and the type it wants, in place of Go's
-// "json: cannot unmarshal string into Go struct field Slots.slots.
-// maxUnavailable of type int".
-func typeError(te *json.UnmarshalTypeError) string {
+// typeProblem names the key and the type it wants.
+func typeProblem(te *json.UnmarshalTypeError, t *tree) Problem {
+	got, v, _ := strings.Cut(te.Value, " ") // "number 2.5"
 	if te.Type == durationType {
-		return fmt.Sprintf("%s must be a positive duration such as 90s, 10m or 1h (or seconds), not %s", te.Field, te.Value)
+		got = "" // Duration words its own Value; no durations are in lists
+	}
+	path, line, n := t.locate(te.Field, got)
+	if te.Field == "" {
+		path, line = "", 1
+	}
+	p := Problem{Path: path, Line: line}
+	if te.Type == durationType {
+		p.Msg = fmt.Sprintf("must be a positive duration such as 90s, 10m or 1h (or seconds), not %s", te.Value)
+		return p
 	}
 	want := "a value of type " + te.Type.String()
 	switch te.Type.Kind() {
@@ -316,19 +422,23 @@ func typeError(te *json.UnmarshalTypeError) string {
 	case reflect.Struct, reflect.Map:
 		want = "a map of keys"
 	}
-	got, v, _ := strings.Cut(te.Value, " ") // "number 2.5"
+	fix := ""
 	switch got {
 	case "string":
-		got = "a quoted string"
-		if want != "a string" {
-			got += " (leave out the quotes)"
+		got = "a string"
+		switch {
+		case n != nil && n.Style&(yaml3.SingleQuotedStyle|yaml3.DoubleQuotedStyle) != 0:
+			got, fix = "a quoted string", "; leave out the quotes"
+		case n != nil:
+			got = strconv.Quote(n.Value)
 		}
 	case "number":
 		got = "a number"
 		if v != "" {
 			got = v
 			if want == "a whole number" && !strings.ContainsAny(v, ".eE") {
-				return fmt.Sprintf("%s %s is out of range", te.Field, v)
+				p.Msg = v + " is out of range"
+				return p
 			}
 		}
 	case "array":
@@ -339,8 +449,9 @@ func typeError(te *json.UnmarshalTypeError) string {
 		got = "true or false"
 	}
 	if te.Field == "" {
-		return "the file must be " + want + " (key: value lines), not " + got
+		p.Msg = "the file must be " + want + " (key: value lines), not " + got
+		return p
 	}
-	// Field is the path from the top (pools' items add no index).
-	return fmt.Sprintf("%s must be %s, not %s", te.Field, want, got)
+	p.Msg = fmt.Sprintf("must be %s, not %s%s", want, got, fix)
+	return p
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -100,45 +101,65 @@ func TestShippedConfigFollowsAPITimeout(t *testing.T) {
 
 func TestLoadErrors(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
-		{"drian: false\n", `unknown key "drian"`},
-		{"drainTimeout: soon\n", `drainTimeout must be a positive duration such as 90s, 10m or 1h (or seconds), not "soon"`},
-		{"drainTimeout: 0s\n", `drainTimeout must be a positive duration such as 90s, 10m or 1h (or seconds), not "0s"`},
-		{"slots:\n  wait: -1s\n", `slots.wait must be a positive duration`},
-		{"podGracePeriod: -1\n", "podGracePeriod must be 0 or more"},
-		{"drain: [\n", "yaml"},
-		{"drainTimeout: 1m\ndrainTimeout: 2m\n", `: yaml: unmarshal errors: line 2: key "drainTimeout" already set in map`},
-		{"slots:\n  gate: maybe\n", `slots.gate: "maybe": use off, optional or required`},
-		{"slots:\n  maxUnavailable: 0\n", "slots.maxUnavailable must be 1 or more"},
-		{"slots:\n  lease: Reboot_Slots\n", `slots.lease "Reboot_Slots" is not a Lease name: use at most 253 lower case letters`},
-		{"slots:\n  lease: a..b\n", `slots.lease "a..b" is not a Lease name`},
-		{"slots:\n  lease: a.-b\n", `slots.lease "a.-b" is not a Lease name`},
-		{"slots:\n  namespace: gnsh.x\n", `slots.namespace "gnsh.x" is not a namespace name: use at most 63`},
+		{"drian: false\n", `line 1: drian: unknown key; did you mean drain?`},
+		{"drainTimeout: soon\n", `line 1: drainTimeout: must be a positive duration such as 90s, 10m or 1h (or seconds), not "soon"`},
+		{"drainTimeout: 0s\n", `drainTimeout: must be a positive duration such as 90s, 10m or 1h (or seconds), not "0s"`},
+		{"slots:\n  wait: -1s\n", `line 2: slots.wait: must be a positive duration`},
+		{"podGracePeriod: -1\n", "line 1: podGracePeriod: must be 0 or more seconds; leave it out for each pod's own"},
+		{"drain: [\n", "line 1: did not find expected node content; the file is not valid YAML"},
+		{"drainTimeout: 1m\ndrainTimeout: 2m\n", `: line 2: key "drainTimeout" already set in map; keep one of them`},
+		{"slots:\n  gate: maybe\n", `line 2: slots.gate: "maybe" is not a gate mode; use off, optional or required`},
+		{"slots:\n  maxUnavailable: 0\n", "line 2: slots.maxUnavailable: must be 1 or more; slots.gate: off turns the gate off"},
+		{"slots:\n  lease: Reboot_Slots\n", `slots.lease: "Reboot_Slots" is not a Lease name; use at most 253 lower case letters`},
+		{"slots:\n  lease: a..b\n", `slots.lease: "a..b" is not a Lease name`},
+		{"slots:\n  lease: a.-b\n", `slots.lease: "a.-b" is not a Lease name`},
+		{"slots:\n  namespace: gnsh.x\n", `slots.namespace: "gnsh.x" is not a namespace name; use at most 63`},
 		{"slots:\n  namespace: " + strings.Repeat("a", 64) + "\n", "is not a namespace name"},
-		{"slots:\n  renew: 1ms\n", "slots.renew 1ms must be whole seconds (the slots record stores seconds): use 1s"},
-		{"slots:\n  renew: 1500ms\n", "slots.renew 1.5s must be whole seconds (the slots record stores seconds): use 1s or 2s"},
-		{"slots:\n  renew: 4s\n", "slots.renew 4s must be at least apiTimeout (5s): raise slots.renew or lower apiTimeout"},
-		{"apiTimeout: 30s\nslots:\n  renew: 10s\n", "slots.renew 10s must be at least apiTimeout (30s)"},
-		{"slots:\n  renew: 11m\n", "slots.renew 11m0s must be at most 10m0s"},
-		{"slots:\n  maxUnavailable: \"2\"\n", "slots.maxUnavailable must be a whole number, not a quoted string (leave out the quotes)"},
-		{"slots:\n  maxUnavailable: 1.5\n", "slots.maxUnavailable must be a whole number, not 1.5"},
-		{"slots:\n  maxUnavailable: 99999999999999999999\n", "slots.maxUnavailable 100000000000000000000 is out of range"},
-		{"slots:\n  pools: {gpu: 1}\n", "slots.pools must be a list, not a map"},
-		{"slots:\n  pools:\n  - {name: a, selector: p=1, maxUnavailable: one}\n", "slots.pools.maxUnavailable must be a whole number"},
-		{"slots: on\n", "slots must be a map of keys, not true or false"},
-		{"events: \"no\"\n", "events must be true or false, not a quoted string (leave out the quotes)"},
-		{"podGracePeriod: 1.5\n", "podGracePeriod must be a whole number, not 1.5"},
-		{"node: [a]\n", "node must be a string, not a list"},
-		{"- drain\n", "the file must be a map of keys (key: value lines), not a list"},
-		{"slots:\n  pools:\n  - name: a\n    selector: 'pool in (x'\n    maxUnavailable: 1\n", "slots.pools \"a\": selector"},
-		{"slots:\n  pools:\n  - name: a\n    selector: ''\n    maxUnavailable: 1\n", "slots.pools \"a\": selector"},
-		{"slots:\n  pools:\n  - name: a\n    selector: p=1\n    maxUnavailable: 0\n", "slots.pools \"a\": maxUnavailable must be 1 or more"},
-		{"slots:\n  pools:\n  - {name: a, selector: p=1, maxUnavailable: 1}\n  - {name: a, selector: p=2, maxUnavailable: 1}\n", "needs a name of its own"},
-		{"slots:\n  gaet: off\n", `unknown key "gaet"`},
+		{"slots:\n  renew: 1ms\n", "slots.renew: 1ms must be whole seconds (the slots record stores seconds); use 1s"},
+		{"slots:\n  renew: 1500ms\n", "slots.renew: 1.5s must be whole seconds (the slots record stores seconds); use 1s or 2s"},
+		{"slots:\n  renew: 4s\n", "line 2: slots.renew: 4s must be at least apiTimeout (5s); raise slots.renew or lower apiTimeout"},
+		{"apiTimeout: 30s\nslots:\n  renew: 10s\n", "line 3: slots.renew: 10s must be at least apiTimeout (30s)"},
+		{"slots:\n  renew: 11m\n", "slots.renew: 11m0s must be at most 10m0s"},
+		{"slots:\n  maxUnavailable: \"2\"\n", "line 2: slots.maxUnavailable: must be a whole number, not a quoted string; leave out the quotes"},
+		{"slots:\n  maxUnavailable: two\n", `line 2: slots.maxUnavailable: must be a whole number, not "two"`},
+		{"slots:\n  maxUnavailable: 1.5\n", "slots.maxUnavailable: must be a whole number, not 1.5"},
+		{"slots:\n  maxUnavailable: 99999999999999999999\n", "slots.maxUnavailable: 100000000000000000000 is out of range"},
+		{"slots:\n  pools: {gpu: 1}\n", "line 2: slots.pools: must be a list, not a map"},
+		{"slots:\n  pools:\n  - {name: a, selector: p=1, maxUnavailable: one}\n", `line 3: slots.pools[0].maxUnavailable: must be a whole number, not "one"`},
+		// encoding/json names the key without the list's index: the tree
+		// finds which item it was.
+		{"slots:\n  pools:\n  - {name: a, selector: p=1, maxUnavailable: 1}\n  - {name: b, selector: p=2,\n     maxUnavailable: '2'}\n",
+			"line 5: slots.pools[1].maxUnavailable: must be a whole number, not a quoted string"},
+		{"slots: on\n", "line 1: slots: must be a map of keys, not true or false"},
+		{"events: \"no\"\n", "events: must be true or false, not a quoted string; leave out the quotes"},
+		{"podGracePeriod: 1.5\n", "podGracePeriod: must be a whole number, not 1.5"},
+		{"node: [a]\n", "line 1: node: must be a string, not a list"},
+		{"- drain\n", "line 1: the file must be a map of keys (key: value lines), not a list"},
+		{"slots:\n  pools:\n  - name: a\n    selector: 'pool in (x'\n    maxUnavailable: 1\n", `line 4: slots.pools[0].selector: "pool in (x" is not a label selector`},
+		{"slots:\n  pools:\n  - name: a\n    selector: ''\n    maxUnavailable: 1\n", `slots.pools[0].selector: "" is not a label selector`},
+		{"slots:\n  pools:\n  - name: a\n    selector: p=1\n    maxUnavailable: 0\n", "line 5: slots.pools[0].maxUnavailable: must be 1 or more"},
+		{"slots:\n  pools:\n  - {name: a, selector: p=1, maxUnavailable: 1}\n  - {name: a, selector: p=2, maxUnavailable: 1}\n",
+			`line 4: slots.pools[1].name: "a" is the name of an earlier pool; give each pool a name of its own`},
+		{"slots:\n  pools:\n  - selector: p=1\n    maxUnavailable: 1\n", "line 3: slots.pools[0].name: each pool needs a name; add one"},
+		{"slots:\n  gaet: off\n", `line 2: slots.gaet: unknown key; did you mean gate?`},
+		// Issue 19: the nested key's path, not only its name.
+		{"slots: {maxUnavalable: 2}\n", `line 1: slots.maxUnavalable: unknown key; did you mean maxUnavailable?`},
+		{"slots:\n  pools:\n  - name: a\n    selektor: p=1\n", `line 4: slots.pools[0].selektor: unknown key; did you mean selector?`},
+		{"nodes: [a]\n", "line 1: nodes: unknown key; did you mean node?"},
+		{"colour: blue\n", "line 1: colour: unknown key; the keys at the top of the file are node, kubeconfig, drain,"},
+		{"slots:\n  colour: blue\n", "line 2: slots.colour: unknown key; the keys in slots are gate, maxUnavailable,"},
+		{"\"a\\nb\": 1\n", `line 1: "a\nb": unknown key`},
+		// Merge keys are read as the decoder reads them.
+		{"base: &b {gate: required}\nslots:\n  <<: *b\n", "line 1: base: unknown key"},
 	} {
 		p := write(t, c.yaml)
 		got, err := Load(p)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), p+": ") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: %v, want …%s…", c.yaml, err, c.want)
+		}
+		var ce *Error
+		if !errors.As(err, &ce) || ce.File != p || len(ce.Lines()) != len(ce.Problems) {
+			t.Errorf("%q: %#v, want an *Error naming %s", c.yaml, err, p)
 		}
 		// Bad input changes nothing: the defaults, whole.
 		if !reflect.DeepEqual(got, Default()) {
@@ -147,27 +168,78 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
-// The shipped example documents every key with its default value, and
-// gnsh-config(5), the reference the README and docs/ point at, describes
-// every key (install/man/gen checks each one's text and default).
+// Every problem of a file, each with its path and line, in the order of
+// the file: not only the first unknown key (issue 19).
+func TestLoadEveryProblem(t *testing.T) {
+	p := write(t, "drian: false\nslots:\n  maxUnavalable: 2\n  gate: maybe\n  pools:\n  - name: gpu\n    selektor: pool=gpu\n")
+	_, err := Load(p)
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("%v", err)
+	}
+	want := []string{
+		p + ": line 1: drian: unknown key; did you mean drain?",
+		p + ": line 3: slots.maxUnavalable: unknown key; did you mean maxUnavailable?",
+		p + ": line 7: slots.pools[0].selektor: unknown key; did you mean selector?",
+	}
+	if !reflect.DeepEqual(ce.Lines(), want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(ce.Lines(), "\n"), strings.Join(want, "\n"))
+	}
+	// The values are judged once the keys are right: each problem found.
+	_, err = Load(write(t, "slots:\n  gate: maybe\n  maxUnavailable: 0\n  pools:\n  - {name: a, selector: '', maxUnavailable: 0}\n"))
+	if !errors.As(err, &ce) || len(ce.Problems) != 4 || ce.Problems[0].Line != 2 || ce.Problems[3].Path != "slots.pools[0].selector" {
+		t.Errorf("%v", err)
+	}
+	if !strings.Contains(err.Error(), ": 4 problems: line 2: slots.gate: ") {
+		t.Errorf("%v", err)
+	}
+}
+
+// A file that cannot be read is not an *Error: the drainer tells "not
+// root" from "invalid" by fs.ErrPermission.
+func TestLoadUnreadable(t *testing.T) {
+	_, err := Load(t.TempDir())
+	var ce *Error
+	if err == nil || errors.As(err, &ce) {
+		t.Fatalf("a directory: %v", err)
+	}
+}
+
+// The shipped example documents every key with its default value.
 func TestExampleIsTheDefault(t *testing.T) {
 	c, err := Load("../../install/gnsh/config.yaml")
 	if err != nil || !reflect.DeepEqual(c, Default()) {
 		t.Fatalf("%+v %v", c, err)
 	}
 	example, _ := os.ReadFile("../../install/gnsh/config.yaml")
-	page, err := os.ReadFile("../../install/man/gnsh-config.5.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	man, _ := os.ReadFile("../../install/man/gnsh-config.5.md")
 	ty := reflect.TypeOf(Config{})
 	for i := 0; i < ty.NumField(); i++ {
 		key, _, _ := strings.Cut(ty.Field(i).Tag.Get("json"), ",")
 		if !strings.Contains(string(example), "\n"+key+":") && !strings.Contains(string(example), "\n#"+key+":") {
 			t.Errorf("install/gnsh/config.yaml lacks %s", key)
 		}
-		if !strings.Contains(string(page), "\n**"+key+":**") {
-			t.Errorf("install/man/gnsh-config.5.md does not describe %s", key)
+		if !strings.Contains(string(man), "\n**"+key+":**") {
+			t.Errorf("install/man/gnsh-config.5.md does not document %s", key)
+		}
+	}
+	for _, key := range keyNames(reflect.TypeOf(Slots{})) {
+		if !strings.Contains(string(man), "**"+key+":**") && !strings.Contains(string(man), "**"+key+"**") {
+			t.Errorf("install/man/gnsh-config.5.md does not document slots.%s", key)
+		}
+	}
+}
+
+// The Ansible role writes only the keys it lists (gnsh_config_keys): the
+// list, while the role keeps one, holds every key of Config.
+func TestRoleKnowsEveryKey(t *testing.T) {
+	b, err := os.ReadFile("../../install/ansible/roles/gnsh/vars/main.yml")
+	if err != nil || !strings.Contains(string(b), "gnsh_config_keys:") {
+		t.Skipf("the role keeps no list of keys (%v)", err)
+	}
+	for _, key := range keyNames(reflect.TypeOf(Config{})) {
+		if !strings.Contains(string(b), "\n  - "+key+"\n") {
+			t.Errorf("install/ansible/roles/gnsh/vars/main.yml: gnsh_config_keys lacks %s", key)
 		}
 	}
 }
@@ -177,14 +249,22 @@ func TestExampleIsTheDefault(t *testing.T) {
 // with the defaults; never a panic.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{"", "drain: false\n", "drainTimeout: 90s\nforceDrain: true\n", "podGracePeriod: 0\n",
-		"node: [\n", "drian: 1\n", "apiTimeout: 5\nevents: no\n", "a: &x [*x]\n", "drainTimeout: -1s\n"} {
+		"node: [\n", "drian: 1\n", "apiTimeout: 5\nevents: no\n", "a: &x [*x]\n", "drainTimeout: -1s\n",
+		"slots: {maxUnavalable: 2}\n", "slots:\n  pools:\n  - {name: a, selektor: p=1, maxUnavailable: '1'}\n",
+		"b: &b {gate: off}\nslots:\n  <<: *b\n", "slots:\n  pools: [*x]\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Parse(b)
 		if err != nil {
-			if !reflect.DeepEqual(c, Default()) || strings.Contains(err.Error(), "\n") {
+			var ce *Error
+			if !reflect.DeepEqual(c, Default()) || strings.Contains(err.Error(), "\n") || !errors.As(err, &ce) || len(ce.Problems) == 0 {
 				t.Fatalf("error %q with %+v", err, c)
+			}
+			for _, l := range ce.Lines() {
+				if strings.Contains(l, "\n") || l == "" {
+					t.Fatalf("problem %q", l)
+				}
 			}
 			return
 		}

@@ -57,7 +57,7 @@ func TestAnswerCutOff(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := Classify(*pod("web-1"))
+			p := Classify(*pod("web-1"), false)
 			o := newEvictor(c, nil).evict(context.Background(), &p)
 			if got := <-proto; got != tc.proto {
 				t.Fatalf("the eviction went over %s, want %s", got, tc.proto)

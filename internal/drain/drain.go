@@ -36,6 +36,14 @@ type Options struct {
 	// server has been unusable for this long (DefaultUnreachableAfter if
 	// zero); see UnreachableError for what counts.
 	UnreachableAfter time.Duration
+	// Strict refuses, as kubectl drain does without --force and
+	// --delete-emptydir-data, pods with emptyDir volumes and pods no
+	// controller recreates (config strictDrain): they are not evicted
+	// (Refused), and the node does not count as drained while one is on
+	// it. Without EvictRest the drain then ends at once with a
+	// *BlockedError naming them (Refused), having evicted nothing; with
+	// it, it evicts every other pod and waits for them first.
+	Strict, EvictRest bool
 	// Clock runs the drain's time: its Timeout and UnreachableAfter, the
 	// retry backoff, the watcher's pauses and the kubelet checks. nil is
 	// the real clock; tests use k8s.io/utils/clock/testing.FakeClock. (Each
@@ -96,12 +104,22 @@ type Result struct {
 }
 
 // BlockedError is returned when the drain's deadline passes while pods are
-// still refused or not yet gone.
+// still refused or not yet gone, or, with Options.Strict, when pods
+// kubectl drain refuses are on the node (Refused).
 type BlockedError struct {
 	Node    string
 	Blocked []Blocked
 	Waiting []string // evicted or terminating pods not gone yet
+	// Refused are the pods Options.Strict does not evict, each with why
+	// (Reason: "uses emptyDir", "declares no controller").
+	Refused []Blocked
 	Timeout time.Duration
+}
+
+// StrictOnly reports whether only Options.Strict stopped the drain: every
+// other pod went (or none was evicted, without EvictRest).
+func (e *BlockedError) StrictOnly() bool {
+	return len(e.Refused) > 0 && len(e.Blocked) == 0 && len(e.Waiting) == 0
 }
 
 func (e *BlockedError) Error() string {
@@ -113,12 +131,23 @@ func (e *BlockedError) Error() string {
 		}
 		parts = append(parts, s)
 	}
+	var refused []string
+	for _, b := range e.Refused {
+		refused = append(refused, b.Pod+" ("+b.Reason+")")
+	}
+	if e.StrictOnly() {
+		return fmt.Sprintf("strictDrain: %s holds pods that kubectl drain refuses to evict (without --delete-emptydir-data or --force): %s",
+			e.Node, strings.Join(refused, ", "))
+	}
 	msg := fmt.Sprintf("drain of %s did not finish within %s", e.Node, e.Timeout)
 	if len(parts) > 0 {
 		msg += "; eviction refused for " + strings.Join(parts, ", ")
 	}
 	if len(e.Waiting) > 0 {
 		msg += "; still terminating: " + strings.Join(e.Waiting, ", ")
+	}
+	if len(refused) > 0 {
+		msg += "; not evicted (strictDrain): " + strings.Join(refused, ", ")
 	}
 	return msg
 }
@@ -168,6 +197,7 @@ type run struct {
 	ctx   context.Context // ends at Timeout or with the caller's
 
 	res         *Result
+	refused     []Blocked             // Options.Strict's, in list order
 	pending     map[types.UID]*Pod    // must be seen gone
 	blocked     map[types.UID]Blocked // last eviction refused or failed
 	terminating map[types.UID]bool    // evicted or already terminating
@@ -223,8 +253,12 @@ func (r *run) drain(parent context.Context) (*Result, error) {
 		return nil, err
 	}
 	queue := r.classify(list)
+	if len(r.refused) > 0 && !r.opts.EvictRest {
+		// As kubectl drain: nothing is evicted.
+		return r.finish(r.strictError())
+	}
 	if len(r.pending) == 0 {
-		return r.finish(nil)
+		return r.finish(r.strictError())
 	}
 	r.outcomes = make(chan evictOutcome, len(queue))
 	r.retry = make(chan *Pod, len(queue))
@@ -246,12 +280,14 @@ func (r *run) drain(parent context.Context) (*Result, error) {
 func (r *run) classify(list []corev1.Pod) []*Pod {
 	r.res.Pods = make([]Pod, 0, len(list))
 	for _, p := range list {
-		r.res.Pods = append(r.res.Pods, Classify(p))
+		r.res.Pods = append(r.res.Pods, Classify(p, r.opts.Strict))
 	}
 	var queue []*Pod
 	for i := range r.res.Pods {
 		p := &r.res.Pods[i]
 		switch p.Verdict {
+		case Refused:
+			r.refused = append(r.refused, Blocked{Pod: p.Name(), Reason: p.Kubectl})
 		case Evict:
 			if p.Warning != "" && r.opts.Warn != nil {
 				r.opts.Warn(p.Name() + " " + p.Warning)
@@ -284,7 +320,7 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 			}
 		case uid := <-r.gone:
 			if r.podGone(uid) {
-				return r.finish(nil)
+				return r.finish(r.strictError())
 			}
 		case o := <-r.outcomes:
 			if err := r.evicted(o); err != nil {
@@ -304,13 +340,23 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 	}
 }
 
+// strictError is the end of a drain whose every pod to evict is gone (or
+// none was evicted): nil, or with Options.Strict the *BlockedError naming
+// the pods it refused.
+func (r *run) strictError() error {
+	if len(r.refused) == 0 {
+		return nil
+	}
+	return &BlockedError{Node: r.opts.Node, Timeout: r.opts.Timeout, Refused: r.refused}
+}
+
 // stopped is why the drain's context ended: the caller's cancellation, or
 // the deadline (Timeout, or the caller's own) as a *BlockedError.
 func (r *run) stopped(parent context.Context) error {
 	if errors.Is(parent.Err(), context.Canceled) {
 		return parent.Err()
 	}
-	e := &BlockedError{Node: r.opts.Node, Timeout: r.opts.Timeout}
+	e := &BlockedError{Node: r.opts.Node, Timeout: r.opts.Timeout, Refused: r.refused}
 	for uid, p := range r.pending {
 		if b, ok := r.blocked[uid]; ok {
 			e.Blocked = append(e.Blocked, b)

@@ -64,7 +64,7 @@ func TestClassify(t *testing.T) {
 		}), Evict, "declares no controller: it will not be recreated elsewhere; uses emptyDir: its data is lost"},
 		{pod("owned-not-controller", func(p *corev1.Pod) { p.OwnerReferences[0].Controller = nil }), Evict, "declares no controller: it will not be recreated elsewhere"},
 	} {
-		got := Classify(*tt.pod)
+		got := Classify(*tt.pod, false)
 		if got.Verdict != tt.verdict || got.Warning != tt.warning {
 			t.Errorf("%s: %v %q, want %v %q", tt.pod.Name, got.Verdict, got.Warning, tt.verdict, tt.warning)
 		}
@@ -286,7 +286,7 @@ var fakeNow = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 // run's bookkeeping directly.
 func TestEvictedCountedWhenGoneFirst(t *testing.T) {
 	clk := testclock.NewFakeClock(fakeNow)
-	web := Classify(*pod("web-1"))
+	web := Classify(*pod("web-1"), false)
 	r := &run{opts: Options{}, clk: clk, start: clk.Now(), res: &Result{},
 		pending:     map[types.UID]*Pod{web.Pod.UID: &web},
 		blocked:     map[types.UID]Blocked{},
@@ -302,11 +302,89 @@ func TestEvictedCountedWhenGoneFirst(t *testing.T) {
 		t.Fatalf("status %+v, want 1 gone, 1 evicted", s)
 	}
 	// A pod whose eviction was refused and that went anyway was not evicted.
-	db := Classify(*pod("db-0"))
+	db := Classify(*pod("db-0"), false)
 	r.pending[db.Pod.UID] = &db
 	r.blocked[db.Pod.UID] = Blocked{Pod: db.Name(), PDB: "db"}
 	r.podGone(db.Pod.UID)
 	if s := r.res.Status; s.Gone != 2 || s.Evicted != 1 {
 		t.Fatalf("status %+v, want 2 gone, 1 evicted", s)
+	}
+}
+
+// strictDrain: the pods kubectl drain refuses (emptyDir, no controller)
+// are Refused, naming why; every other verdict is unchanged.
+func TestClassifyStrict(t *testing.T) {
+	now := metav1.Now()
+	emptyDir := func(p *corev1.Pod) {
+		p.Spec.Volumes = []corev1.Volume{{Name: "c", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	}
+	for _, tt := range []struct {
+		pod     *corev1.Pod
+		verdict Verdict
+		kubectl string
+	}{
+		{pod("web"), Evict, ""},
+		{pod("bare", func(p *corev1.Pod) { p.OwnerReferences = nil }), Refused, "declares no controller"},
+		{pod("cache", emptyDir), Refused, "uses emptyDir"},
+		{pod("bare-cache", func(p *corev1.Pod) { p.OwnerReferences = nil; emptyDir(p) }), Refused, "declares no controller, uses emptyDir"},
+		// What the drain leaves anyway stays as it is.
+		{pod("ds", func(p *corev1.Pod) { p.OwnerReferences = ctrl("DaemonSet", "agent"); emptyDir(p) }), SkipDaemonSet, ""},
+		{pod("static", func(p *corev1.Pod) { p.Annotations = map[string]string{MirrorAnnotation: "x"}; p.OwnerReferences = nil }), SkipMirror, ""},
+		{pod("done", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded; p.OwnerReferences = nil }), SkipFinished, ""},
+		{pod("dying", func(p *corev1.Pod) { p.DeletionTimestamp = &now; p.OwnerReferences = nil }), Terminating, ""},
+	} {
+		got := Classify(*tt.pod, true)
+		if got.Verdict != tt.verdict || got.Kubectl != tt.kubectl {
+			t.Errorf("%s: %v %q, want %v %q", tt.pod.Name, got.Verdict, got.Kubectl, tt.verdict, tt.kubectl)
+		}
+		if lax := Classify(*tt.pod, false); lax.Verdict == Refused || lax.Kubectl != tt.kubectl {
+			t.Errorf("%s without strict: %v %q", tt.pod.Name, lax.Verdict, lax.Kubectl)
+		}
+	}
+}
+
+// With Strict, such a pod blocks the drain as a PodDisruptionBudget that
+// never allows, without waiting for the timeout: without EvictRest nothing
+// is evicted (kubectl drain's refusal); with it every other pod goes
+// first. Either way the error names them.
+func TestDrainStrict(t *testing.T) {
+	pods := func() *cluster {
+		return newCluster(pod("web-1"), pod("bare", func(p *corev1.Pod) { p.OwnerReferences = nil }),
+			pod("cache", func(p *corev1.Pod) {
+				p.Spec.Volumes = []corev1.Volume{{Name: "c", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+			}))
+	}
+	want := "strictDrain: node1 holds pods that kubectl drain refuses to evict (without --delete-emptydir-data or --force): " +
+		"app/bare (declares no controller), app/cache (uses emptyDir)"
+	cl := pods()
+	res, err := Drain(context.Background(), cl, Options{Node: "node1", Timeout: time.Hour, Strict: true})
+	var be *BlockedError
+	if !errors.As(err, &be) || !be.StrictOnly() || be.Error() != want || cl.Evictions() != 0 {
+		t.Fatalf("refuse: %v (%d evictions)", err, cl.Evictions())
+	}
+	if len(res.Pods) != 3 || res.Status.Evicted != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	cl = pods()
+	res, err = Drain(context.Background(), cl, Options{Node: "node1", Timeout: time.Hour, Strict: true, EvictRest: true})
+	if !errors.As(err, &be) || !be.StrictOnly() || be.Error() != want {
+		t.Fatalf("evict the rest: %v", err)
+	}
+	if cl.Evicted("web-1") != 1 || cl.Evicted("bare") != 0 || cl.Evicted("cache") != 0 || res.Status.Gone != 1 {
+		t.Fatalf("evictions web-1 %d bare %d cache %d, status %+v", cl.Evicted("web-1"), cl.Evicted("bare"), cl.Evicted("cache"), res.Status)
+	}
+	// Without Strict: all three go, with a warning each (the default).
+	cl = pods()
+	if _, err := Drain(context.Background(), cl, Options{Node: "node1", Timeout: time.Hour}); err != nil || cl.Evictions() != 3 {
+		t.Fatalf("default: %v, %d evictions", err, cl.Evictions())
+	}
+	// A PodDisruptionBudget that holds until the timeout: both said.
+	cl = newCluster(pod("db-0"), pod("bare", func(p *corev1.Pod) { p.OwnerReferences = nil }))
+	cl.Protect("db-0")
+	d := fakeDrain(t, cl, Options{Node: "node1", Timeout: 500 * time.Millisecond, Strict: true, EvictRest: true,
+		RetryDelay: 100 * time.Millisecond}, 20*time.Millisecond, nil)
+	if !errors.As(d.err, &be) || be.StrictOnly() ||
+		!strings.Contains(be.Error(), "eviction refused for app/db-0 (PodDisruptionBudget db-pdb); not evicted (strictDrain): app/bare (declares no controller)") {
+		t.Fatalf("with a PDB: %v", d.err)
 	}
 }

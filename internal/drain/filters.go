@@ -14,7 +14,9 @@ import (
 // filter here reads anything but the pod itself (kubectl GETs the
 // DaemonSet, which kubelet credentials may not), and nothing is refused:
 // pods kubectl would refuse without --force or --delete-emptydir-data are
-// evicted with a warning.
+// evicted with a warning (and Pod.Kubectl says why kubectl refuses them).
+// The node is going down: such a pod is lost with it anyway. With strict
+// (config strictDrain), Classify refuses them as kubectl does.
 type podFilter func(p *Pod) (decided bool)
 
 // podFilters, in order. The order matters: a static pod is the kubelet's
@@ -31,15 +33,28 @@ var podFilters = []podFilter{
 
 // Classify decides a pod's fate from the pod alone, through podFilters:
 // DaemonSet ownership is read from the controller ownerReference, never by
-// GETting the DaemonSet (the kubelet's credentials may not).
-func Classify(pod corev1.Pod) Pod {
+// GETting the DaemonSet (the kubelet's credentials may not). With strict,
+// a pod kubectl drain refuses (Pod.Kubectl) is Refused instead of
+// evicted.
+func Classify(pod corev1.Pod, strict bool) Pod {
 	p := Pod{Pod: pod, Verdict: Evict}
 	for _, f := range podFilters {
 		if f(&p) {
 			break
 		}
 	}
+	if strict && p.Verdict == Evict && p.Kubectl != "" {
+		p.Verdict = Refused
+	}
 	return p
+}
+
+// kubectl adds why kubectl drain refuses the pod.
+func (p *Pod) kubectl(why string) {
+	if p.Kubectl != "" {
+		why = p.Kubectl + ", " + why
+	}
+	p.Kubectl = why
 }
 
 // warn adds w to the pod's warnings.
@@ -94,6 +109,7 @@ func daemonSetFilter(p *Pod) bool {
 func unreplicatedFilter(p *Pod) bool {
 	if metav1.GetControllerOf(&p.Pod) == nil {
 		p.warn("declares no controller: it will not be recreated elsewhere")
+		p.kubectl("declares no controller")
 	}
 	return false
 }
@@ -103,6 +119,7 @@ func emptyDirFilter(p *Pod) bool {
 	for _, v := range p.Pod.Spec.Volumes {
 		if v.EmptyDir != nil {
 			p.warn("uses emptyDir: its data is lost")
+			p.kubectl("uses emptyDir")
 			break
 		}
 	}

@@ -25,9 +25,13 @@ const (
 	SkipMirror                   // static pod: the kubelet owns it
 	SkipDaemonSet                // DaemonSet pod: would be recreated on this node
 	SkipFinished                 // Succeeded or Failed: nothing runs
+	// Refused: a pod kubectl drain refuses (emptyDir, no controller),
+	// with Options.Strict: not evicted, and the node is not drained
+	// while it is there.
+	Refused
 )
 
-var verdictNames = [...]string{"evict", "terminating", "mirror pod", "DaemonSet pod", "finished"}
+var verdictNames = [...]string{"evict", "terminating", "mirror pod", "DaemonSet pod", "finished", "refused (strictDrain)"}
 
 func (v Verdict) String() string { return verdictNames[v] }
 
@@ -37,6 +41,10 @@ type Pod struct {
 	Verdict Verdict
 	// Warning says what evicting it costs (emptyDir data, no controller).
 	Warning string
+	// Kubectl is why kubectl drain refuses the pod ("uses emptyDir",
+	// "declares no controller"; "" if it does not): what Options.Strict
+	// refuses.
+	Kubectl string
 }
 
 // Name is namespace/name.

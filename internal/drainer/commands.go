@@ -10,6 +10,7 @@ import (
 
 	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/drain"
+	"github.com/gnsh/gnsh/internal/handoff"
 	"github.com/gnsh/gnsh/internal/kube"
 	"github.com/gnsh/gnsh/internal/legacy"
 )
@@ -22,7 +23,7 @@ import (
 func (d *Drainer) DrainCommand(ctx context.Context, timeout time.Duration, dryRun bool, stdout io.Writer) error {
 	r := newRun(d, forMaintenance, "drain")
 	if err := r.loadConfig(nil); err != nil {
-		return &Refusal{Msg: "gnsh: " + err.Error(), Err: err}
+		return &Refusal{Msg: configLines(err), Err: err}
 	}
 	if timeout > 0 {
 		r.cfg.DrainTimeout = config.Duration(timeout)
@@ -68,20 +69,28 @@ func (d *Drainer) dryRun(ctx context.Context, cfg config.Config, s *session, std
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POD\tACTION\tNOTE")
-	evict := 0
+	evict, refused := 0, 0
 	for _, p := range pods {
-		cp := drain.Classify(p)
-		action := "skip: " + cp.Verdict.String()
+		cp := drain.Classify(p, cfg.StrictDrain)
+		action, note := "skip: "+cp.Verdict.String(), cp.Warning
 		switch cp.Verdict {
 		case drain.Evict:
 			action = "evict"
 			evict++
 		case drain.Terminating:
 			action = "wait: terminating"
+		case drain.Refused:
+			action, note = "refuse (strictDrain)", "as kubectl drain: "+cp.Kubectl
+			refused++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", cp.Name(), action, cp.Warning)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", cp.Name(), action, note)
 	}
 	_ = tw.Flush()
+	if refused > 0 {
+		fmt.Fprintf(stdout, "%d of %d pods are refused (strictDrain: true in %s): a drain would stop before any eviction, and a shutdown be refused (dry run: nothing changed)\n",
+			refused, len(pods), d.configPath())
+		return nil
+	}
 	fmt.Fprintf(stdout, "%d of %d pods would be evicted (dry run: nothing changed)\n", evict, len(pods))
 	return nil
 }
@@ -92,7 +101,7 @@ func (d *Drainer) dryRun(ctx context.Context, cfg config.Config, s *session, std
 func (d *Drainer) UncordonCommand(ctx context.Context, onlyIfOurs bool, stdout io.Writer) error {
 	r := newRun(d, forMaintenance, "uncordon")
 	if err := r.loadConfig(nil); err != nil {
-		return &Refusal{Msg: "gnsh: " + err.Error(), Err: err}
+		return &Refusal{Msg: configLines(err), Err: err}
 	}
 	s, err := d.connect(ctx, r.cfg, "", r.out.sayf)
 	if err != nil {
@@ -157,6 +166,10 @@ func (d *Drainer) Describe(req *legacy.Request) string {
 	switch {
 	case errors.Is(err, kube.ErrNoKubeconfig):
 		return "none: no kubeconfig, not a Kubernetes node"
+	case classifyLocal(err) == badConfig && req.Force != 0:
+		return fmt.Sprintf("none: %v (-f goes on without a cordon)", err)
+	case classifyLocal(err) == badConfig:
+		return fmt.Sprintf("refuse: %v (exit 1 before any call; --no-drain skips the drain)", err)
 	case classifyLocal(err) == notPermitted:
 		return fmt.Sprintf("refuse: %v (exit 1 before any call: run it as root, or with --no-drain)", err)
 	case err != nil:
@@ -191,6 +204,55 @@ func (d *Drainer) Describe(req *legacy.Request) string {
 	}
 	return slotStep(r.cfg, req.Drain.ForceQuorum) + fmt.Sprintf("cordon, evict, wait up to %s, then the calls; not drained in time: %s; API server unreachable or failing, Node not this machine's, kubelet down: a warning, then the calls (kubeconfig %s)",
 		timeout, onBlock, path)
+}
+
+// PlanPreparer is the drain's part in gnsh plan: a handoff.Preparer that
+// refuses where the command's drain refuses before it asks the cluster
+// anything (an invalid or unreadable config file, a kubeconfig named that
+// cannot be used, one that cannot be read), with the same message, and
+// otherwise lets the plan go on. It changes nothing.
+func (d *Drainer) PlanPreparer() handoff.Preparer { return planPreparer{d} }
+
+type planPreparer struct{ d *Drainer }
+
+func (p planPreparer) Prepare(_ context.Context, req *legacy.Request) (handoff.Prepared, error) {
+	if req.Action == legacy.Cancel || req.Drain.Skip {
+		return nil, nil
+	}
+	d := p.d
+	purpose := forShutdown
+	if req.Force != 0 {
+		purpose = forForce
+	}
+	r := newRun(d, purpose, req.Action.String())
+	var o outcome
+	err := r.loadConfig(req)
+	switch {
+	case errors.As(err, new(*configUnreadable)):
+		o = notPermitted
+	case err != nil:
+		o = badConfig
+	case !r.cfg.Drain:
+		return nil, nil
+	default:
+		if err = r.namedKubeconfig(); err != nil {
+			o = badConfig
+			break
+		}
+		if d.Connect != nil {
+			return nil, nil
+		}
+		loc := d.locator(r.cfg)
+		if _, err = loc.FindKubeconfig(); classifyLocal(err) != notPermitted {
+			return nil, nil
+		}
+		o = notPermitted
+	}
+	v := decide(o, purpose, r.cfg.ForceDrain)
+	if v.proceed {
+		return nil, nil
+	}
+	return nil, &Refusal{Msg: safeLines(r.tell(o, v, err)), Err: err}
 }
 
 // slotStep is the reboot-slot step ahead of the cordon, for Describe:

@@ -149,8 +149,8 @@ func (d *Drainer) debugOn(cfg config.Config) bool { return cfg.Debug || d.getenv
 func (d *Drainer) locator(cfg config.Config) kube.Locator {
 	loc := kube.Locator{Kubeconfig: d.Kubeconfig, NodeName: d.Node, Getenv: d.getenv, Root: d.KubeRoot,
 		Hostname: d.Hostname, Timeout: cfg.APITimeout.D()}
-	if loc.Kubeconfig == "" {
-		loc.Kubeconfig = cfg.Kubeconfig
+	if loc.Kubeconfig == "" && cfg.Kubeconfig != "" {
+		loc.Kubeconfig, loc.KubeconfigFrom = cfg.Kubeconfig, "kubeconfig in "+d.configPath()
 	}
 	if loc.NodeName == "" {
 		loc.NodeName = cfg.Node

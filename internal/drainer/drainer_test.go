@@ -619,7 +619,7 @@ func TestConfigErrors(t *testing.T) {
 	f := newFakeNode(false, nil, "web-1")
 	d := newDrainer(t, f, "drian: false\n")
 	_, err := d.prepare(t, reboot())
-	refusal(t, err, `unknown key "drian"`, "--no-drain")
+	refusal(t, err, `: line 1: drian: unknown key; did you mean drain?`, "--no-drain")
 	req := reboot()
 	req.Drain.Skip = true
 	if err := d.handOff(t, req, nil); err != nil || len(f.Actions()) != 0 {
@@ -887,7 +887,7 @@ func TestDescribe(t *testing.T) {
 		}
 	}
 	bad := newDrainer(t, nil, "drian: 1\n")
-	if got := bad.Describe(reboot()); !strings.HasPrefix(got, "refuse: ") || !strings.Contains(got, `unknown key "drian"`) {
+	if got := bad.Describe(reboot()); !strings.HasPrefix(got, "refuse: ") || !strings.Contains(got, `drian: unknown key`) {
 		t.Errorf("bad config: %q", got)
 	}
 }

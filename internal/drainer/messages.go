@@ -96,10 +96,14 @@ func (r *run) tell(o outcome, v verdict, err error) string {
 			filepath.Join(r.d.KubeRoot, kube.GnshKubeconfig), filepath.Join(r.d.KubeRoot, kube.KubeletKubeconfig))
 		return ""
 	case badConfig:
-		if v.proceed {
+		var ke *kube.KubeconfigError
+		switch {
+		case v.proceed:
 			return fmt.Sprintf("%v; not cordoning", err)
+		case errors.As(err, &ke):
+			return fmt.Sprintf("gnsh: %v; nothing was shut down: %s, or run the command again with --no-drain", err, kubeconfigFix(ke))
 		}
-		return fmt.Sprintf("gnsh: %v\ngnsh: nothing was shut down; fix the file, or run the command again with --no-drain", err)
+		return configLines(err) + "\ngnsh: nothing was shut down; fix the file, or run the command again with --no-drain"
 	case notPermitted:
 		if v.proceed {
 			return fmt.Sprintf("%v; %s without a cordon", err, going)
@@ -124,8 +128,13 @@ func (r *run) tell(o outcome, v verdict, err error) string {
 		}
 		return fmt.Sprintf("gnsh: %s was cancelled (shutdown -c); nothing was scheduled", what)
 	case blocked:
-		if v.proceed {
+		var be *drain.BlockedError
+		switch {
+		case v.proceed:
 			return fmt.Sprintf("%v; --force-drain: %s anyway", err, going)
+		case errors.As(err, &be) && be.StrictOnly():
+			return fmt.Sprintf("gnsh: %v\ngnsh: %s refused (strictDrain: true in %s); nothing was evicted. To %s anyway, run the command again with --force-drain (evict the other pods, leave these, then go on) or --no-drain; or set strictDrain: false.",
+				err, verb, r.d.configPath(), verb)
 		}
 		return fmt.Sprintf("gnsh: %v\ngnsh: %s refused. To %s anyway, run the command again with --force-drain (evict what can be evicted, then go on) or --no-drain; or give the drain more time with --drain-timeout=DURATION.",
 			err, verb, verb)
@@ -160,6 +169,13 @@ func (r *run) tell(o outcome, v verdict, err error) string {
 }
 
 func (r *run) tellMaintenance(o outcome, err error, node string) string {
+	var ke *kube.KubeconfigError
+	switch {
+	case o == badConfig && errors.As(err, &ke):
+		return fmt.Sprintf("gnsh: %v; %s", err, kubeconfigFix(ke))
+	case o == badConfig:
+		return configLines(err)
+	}
 	switch o {
 	case notANode:
 		return fmt.Sprintf("gnsh: no kubeconfig found ($KUBECONFIG, %s, %s); pass --kubeconfig", kube.GnshKubeconfig, kube.KubeletKubeconfig)
@@ -169,10 +185,33 @@ func (r *run) tellMaintenance(o outcome, err error, node string) string {
 		return fmt.Sprintf("gnsh: cannot drain as %s (%v); run gnsh drain as root", r.d.who().User, err)
 	}
 	msg := "gnsh: " + errText(err, r.kubeconfig)
+	if be := (*drain.BlockedError)(nil); errors.As(err, &be) && be.StrictOnly() {
+		msg = fmt.Sprintf("gnsh: %v; nothing was evicted: move them yourself, or set strictDrain: false in %s", err, r.d.configPath())
+	}
 	if r.cordoned {
 		msg += fmt.Sprintf("\ngnsh: %s stays cordoned; 'gnsh uncordon' makes it schedulable again", node)
 	}
 	return msg
+}
+
+// kubeconfigFix says how to get round a kubeconfig named by --kubeconfig
+// or the config file that cannot be used.
+func kubeconfigFix(ke *kube.KubeconfigError) string {
+	search := fmt.Sprintf("gnsh then looks in $KUBECONFIG, %s, %s", kube.GnshKubeconfig, kube.KubeletKubeconfig)
+	if ke.FromFlag() {
+		return "pass a kubeconfig that exists, or leave --kubeconfig out (" + search + ")"
+	}
+	return "fix the kubeconfig key or remove it (" + search + ")"
+}
+
+// configLines is an invalid config file's problems, each on a line of its
+// own ("gnsh: FILE: line N: PATH: problem; fix"), or err's text.
+func configLines(err error) string {
+	var ce *config.Error
+	if !errors.As(err, &ce) {
+		return "gnsh: " + err.Error()
+	}
+	return "gnsh: " + strings.Join(ce.Lines(), "\ngnsh: ")
 }
 
 // heldByQuorum reports whether the etcd quorum guard was among what held a
@@ -225,9 +264,12 @@ func errText(err error, kubeconfig string) string {
 	var se apierrors.APIStatus
 	var ue *drain.UnreachableError
 	var om *kube.OtherMachineError
+	var ne *kube.NodeNameError
 	switch {
 	case errors.As(err, &om):
 		return om.Error()
+	case errors.As(err, &ne):
+		return ne.Error()
 	case apierrors.IsNotFound(err):
 		return "the cluster has no Node " + notFoundName(err)
 	case errors.As(err, &ue):
@@ -347,7 +389,7 @@ func summary(r *drain.Result) string {
 		parts = append(parts, fmt.Sprintf("%d already terminating", n))
 	}
 	var left []string
-	for _, v := range []drain.Verdict{drain.SkipDaemonSet, drain.SkipMirror, drain.SkipFinished} {
+	for _, v := range []drain.Verdict{drain.SkipDaemonSet, drain.SkipMirror, drain.SkipFinished, drain.Refused} {
 		if n := counts[v]; n > 0 {
 			if name, ok := strings.CutSuffix(v.String(), " pod"); ok {
 				left = append(left, plural(n, name+" pod"))

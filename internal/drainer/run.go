@@ -120,6 +120,11 @@ func (r *run) prepare(ctx context.Context, req *legacy.Request) (handoff.Prepare
 		r.debug("drain: false in %s: not draining", r.d.configPath())
 		return nil, nil
 	}
+	if err := r.namedKubeconfig(); err != nil {
+		// Before anything else, a schedule beyond the drain timeout
+		// included: the node agent could not drain ahead of it either.
+		return r.conclude(badConfig, err)
+	}
 	var when *time.Time
 	if req.Force == 0 && req.When > 0 {
 		if due := req.DueIn(r.d.now()); due > r.cfg.DrainTimeout.D() {
@@ -142,6 +147,21 @@ func (r *run) prepare(ctx context.Context, req *legacy.Request) (handoff.Prepare
 	}
 	o := r.attempt(ctx, when)
 	return r.conclude(o, r.err)
+}
+
+// namedKubeconfig checks the kubeconfig named by --kubeconfig or the
+// config file, if one is: a *kube.KubeconfigError when it cannot be used
+// (a mistake in the configuration, as an invalid file is), else nil.
+func (r *run) namedKubeconfig() error {
+	loc := r.d.locator(r.cfg)
+	if r.d.Connect != nil || loc.Kubeconfig == "" {
+		return nil
+	}
+	_, err := loc.FindKubeconfig()
+	if ke := (*kube.KubeconfigError)(nil); errors.As(err, &ke) {
+		return err
+	}
+	return nil
 }
 
 // isNode reports whether a kubeconfig can be found, without asking the API
@@ -504,9 +524,15 @@ func (r *run) drain(ctx context.Context) outcome {
 	res, err := drain.Drain(ctx, s.c, drain.Options{
 		Node: s.node, Timeout: timeout, GracePeriod: r.cfg.PodGracePeriod,
 		UnreachableAfter: r.cfg.UnreachableAfter.D(),
-		Clock:            r.d.clock(),
-		Progress:         r.out.update,
-		Warn:             func(l string) { r.out.printf("evicting %s", l) },
+		// strictDrain: a wrapper's shutdown and gnsh drain are refused
+		// without evicting anything, as kubectl drain; --force-drain and
+		// the node agent (whose shutdown goes ahead whatever this drain
+		// does) evict the rest and name the pods left.
+		Strict:    r.cfg.StrictDrain,
+		EvictRest: r.cfg.ForceDrain || r.d.Agent,
+		Clock:     r.d.clock(),
+		Progress:  r.out.update,
+		Warn:      func(l string) { r.out.printf("evicting %s", l) },
 	})
 	stopTicks()
 	r.res = res
@@ -576,6 +602,8 @@ func (r *run) classify(ctx context.Context, err error) outcome {
 		return notRegistered
 	case errors.As(err, new(*kube.OtherMachineError)):
 		return otherMachine
+	case errors.As(err, new(*kube.NodeNameError)):
+		return notRegistered
 	}
 	if o := classifyLocal(err); o != apiFailed {
 		return o
@@ -592,6 +620,8 @@ func classifyLocal(err error) outcome {
 	switch {
 	case errors.Is(err, kube.ErrNoKubeconfig):
 		return notANode
+	case errors.As(err, new(*kube.KubeconfigError)):
+		return badConfig
 	case errors.As(err, &held):
 		return lockHeld
 	case errors.As(err, &unreadable), errors.Is(err, fs.ErrPermission), errors.As(err, new(*lockError)):

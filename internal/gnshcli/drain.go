@@ -40,11 +40,11 @@ func drainCommand(code *int, env *dispatch.Env) *cli.Command {
 	return &cli.Command{
 		Name:  "drain",
 		Usage: "cordon this node and evict its pods, as before a shutdown",
-		Description: "Cordons the node and evicts its pods through the Eviction API, honouring " +
-			"PodDisruptionBudgets (DaemonSet and mirror pods stay), without shutting down. The node " +
-			"stays cordoned; exit 1 if it was not drained in time.",
+		Description: "Cordons, evicts through the Eviction API (PDBs honoured; DaemonSet and mirror pods stay; " +
+			"emptyDir and bare pods too, a warning each: strictDrain refuses them, as kubectl drain), " +
+			"waits. Does not shut down; the node stays cordoned; exit 1 if not drained in time.",
 		Flags: []cli.Flag{nodeFlag(), kubeFlag(),
-			&cli.StringFlag{Name: "timeout", Usage: "give up after `DURATION` (90s, 10m; default: drainTimeout in the config file, 5m)"},
+			&cli.StringFlag{Name: "timeout", Usage: "give up after `DURATION` (default: drainTimeout, 5m)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "list what would be evicted and why; change nothing"},
 		},
 		Action: func(c *cli.Context) error {

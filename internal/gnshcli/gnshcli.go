@@ -33,9 +33,8 @@ func newApp(env *dispatch.Env, code *int) *cli.App {
 	app := &cli.App{
 		Name:  "gnsh",
 		Usage: "Graceful Node Shutdown Helper: drain, then shut down through logind",
-		Description: "Installed over shutdown, poweroff, reboot and halt, gnsh parses what systemd parses, " +
-			"takes a reboot slot and drains this Kubernetes node (cordon, evict, wait), then hands " +
-			"the request to systemd-logind, which honours every inhibitor.",
+		Description: "Installed over shutdown, poweroff, reboot and halt: drains this node " +
+			"(cordon, evict, wait), then hands off to systemd-logind, which honours every inhibitor.",
 		Writer:          env.Stdout,
 		ErrWriter:       env.Stderr,
 		ExitErrHandler:  func(*cli.Context, error) {},
@@ -61,6 +60,7 @@ func newApp(env *dispatch.Env, code *int) *cli.App {
 			legacyCommand("reboot", "[OPTIONS...] [ARG]", code, env),
 			legacyCommand("halt", "[OPTIONS...]", code, env),
 			planCommand(code, env),
+			configCommand(code, env),
 			drainCommand(code, env),
 			uncordonCommand(code, env),
 			statusCommand(env),
@@ -221,9 +221,14 @@ func makePlan(ctx context.Context, name string, argv []string, env *dispatch.Env
 		return &handoff.Plan{Command: name, Args: argv[1:], Calls: []handoff.Call{}, ExitCode: dispatch.ExitStatus(err),
 			Stderr: err.Error() + "\n"}
 	}
-	p := handoff.MakePlan(ctx, req, env.Host, env.Location, dispatch.ExitStatus)
-	if env.NewDrainer != nil {
-		p.Drain = env.NewDrainer().Describe(req)
+	if env.NewDrainer == nil {
+		return handoff.MakePlan(ctx, req, env.Host, env.Location, dispatch.ExitStatus, nil)
 	}
+	// The drain's refusals that need no cluster (an invalid config file, a
+	// kubeconfig named that cannot be used) are the plan's: its exit status
+	// is the command's.
+	d := env.NewDrainer()
+	p := handoff.MakePlan(ctx, req, env.Host, env.Location, dispatch.ExitStatus, d.PlanPreparer())
+	p.Drain = d.Describe(req)
 	return p
 }

@@ -69,9 +69,8 @@ func TestPlanText(t *testing.T) {
 	want := `action    reboot at 2026-11-21T10:05:00Z, wall message "kernel update"
 calls     logind SetWallMessage("kernel update", true), logind
           ScheduleShutdown("reboot", 1795255500000000)
-fallback  if systemd-logind cannot be reached: systemd
-          StartUnit("reboot.target", "replace-irreversibly"), sync(),
-          reboot(CAD_ON), reboot(RESTART)
+fallback  none: if systemd-logind does not take the schedule, the command is
+          refused (exit 1) and nothing is shut down
 exit      0; nothing was done (-o json lists every call)
 `
 	if code != 0 || out.String() != want || errb.String() != "Reboot scheduled for Sat 2026-11-21 10:05:00 UTC, use 'shutdown -c' to cancel.\n" {

@@ -35,6 +35,19 @@ var examples = map[string][]example{
 		{"gnsh plan shutdown -r +30 kernel update", "a reboot in 30 minutes"},
 		{"gnsh plan -o json reboot -f", "the same as JSON, every call"},
 	},
+	"gnsh config": {
+		{"gnsh config check", "is /etc/gnsh/config.yaml valid?"},
+		{"gnsh config show", "every key in effect, defaults included"},
+	},
+	"gnsh config check": {
+		{"gnsh config check", "/etc/gnsh/config.yaml"},
+		{"gnsh config check /tmp/new.yaml", "a file before it is put in place"},
+		{"validate: gnsh config check %s", "in an Ansible template task"},
+	},
+	"gnsh config show": {
+		{"gnsh config show", ""},
+		{"gnsh config show /tmp/new.yaml", "what that file would change"},
+	},
 	"gnsh drain": {
 		{"gnsh drain --dry-run", "what would be evicted, and why the rest stays"},
 		{"gnsh drain --timeout 10m", "drain for maintenance"},

@@ -27,8 +27,12 @@ func writePlan(w io.Writer, p *handoff.Plan, width int) {
 	if calls := planCalls(p.Calls); calls != "" {
 		rows = append(rows, [2]string{"calls", calls})
 	}
-	if fb := planCalls(p.Fallback); fb != "" {
+	switch fb := planCalls(p.Fallback); {
+	case fb != "":
 		rows = append(rows, [2]string{"fallback", "if systemd-logind cannot be reached: " + fb})
+	case p.Scheduled != nil && !p.DryRun && p.ExitCode == 0 && len(p.Calls) > 0:
+		// A TIME is never made immediate: systemd 252 refuses it too.
+		rows = append(rows, [2]string{"fallback", "none: if systemd-logind does not take the schedule, the command is refused (exit 1) and nothing is shut down"})
 	}
 	if out := strings.TrimSpace(p.Stdout); out != "" {
 		first, _, more := strings.Cut(out, "\n")

@@ -76,6 +76,9 @@ func slotsGate(c *cli.Context, env *dispatch.Env) (*slots.Gate, config.Config, e
 	// --kubeconfig first; the config file's kubeconfig key (the node's own
 	// identity) only after an admin's.
 	loc.Kubeconfig = c.String("kubeconfig")
+	if loc.Kubeconfig != "" {
+		loc.KubeconfigFrom = kube.FromFlag
+	}
 	path, note, err := adminKubeconfig(&loc, cfg.Kubeconfig, func(k string) string { v, _ := env.LookupEnv(k); return v })
 	if err != nil {
 		return nil, cfg, err
@@ -106,7 +109,7 @@ func adminKubeconfig(loc *kube.Locator, fileKey string, getenv func(string) stri
 		p, why := homeKubeconfig(getenv)
 		switch {
 		case p != "" && why == "":
-			loc.Kubeconfig = p
+			loc.Kubeconfig, loc.KubeconfigFrom = p, "~/.kube/config"
 		case why != "":
 			note = " (" + why + ")"
 		}

@@ -177,7 +177,7 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 	e.out.Reset()
 	code := Run(context.Background(), []string{"gnsh", "doctor"}, e.env)
 	lines := unwrapChecks(e.out.String())
-	if code != 1 || len(lines) != 13 || e.errb.String() != "gnsh: doctor: 3 of 13 checks failed\n" {
+	if code != 1 || len(lines) != 14 || e.errb.String() != "gnsh: doctor: 3 of 14 checks failed\n" {
 		t.Fatalf("doctor exit %d, stderr %q:\n%s", code, e.errb, e.out)
 	}
 	for i, want := range []string{
@@ -189,6 +189,7 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 		"fail  commands (root)       halt → /usr/bin/systemctl (systemctl) (root's PATH /usr/local/sbin:/usr/sbin): these bypass gnsh's drain; fix: install gnsh over them: " + filepath.Join(e.env.Host.Root, "/usr/local/sbin/gnsh") + " install (links made by hand",
 		"ok    commands (sudo)       sudo has no secure_path",
 		"ok    ansible reboot        ansible.builtin.reboot runs /usr/sbin/shutdown: gnsh",
+		"ok    config                no " + filepath.Join(e.env.Host.Root, "/etc/gnsh/config.yaml") + ": the defaults apply",
 		"fail  kubeconfig            no kubeconfig found",
 		"warn  node                  not checked: no kubeconfig",
 		"warn  API access            not checked: no kubeconfig",
@@ -213,8 +214,8 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 		t.Fatalf("doctor json exit %d", code)
 	}
 	var checks []nodefacts.Check
-	if err := json.Unmarshal(e.out.Bytes(), &checks); err != nil || len(checks) != 13 || checks[5].Verdict != nodefacts.Fail ||
-		checks[10].Name != "API access" || checks[11].Verdict != nodefacts.Fail || !strings.HasSuffix(e.out.String(), "]\n") {
+	if err := json.Unmarshal(e.out.Bytes(), &checks); err != nil || len(checks) != 14 || checks[5].Verdict != nodefacts.Fail ||
+		checks[8].Name != "config" || checks[11].Name != "API access" || checks[12].Verdict != nodefacts.Fail || !strings.HasSuffix(e.out.String(), "]\n") {
 		t.Fatalf("doctor json %v: %s", err, e.out)
 	}
 }

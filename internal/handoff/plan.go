@@ -173,12 +173,15 @@ type Plan struct {
 	// Calls is the ordered list of operations when logind answers like an
 	// idle systemd 252.
 	Calls []Call `json:"calls"`
-	// Fallback is what happens instead when logind cannot be reached.
+	// Fallback is what happens instead when logind cannot be reached;
+	// none for a shutdown at a TIME, which is then refused (exit 1).
 	Fallback []Call `json:"fallback,omitempty"`
 	// Drain says what gnsh's drain does before the calls, decided from
 	// the options, the config file and the kubeconfig found, without
 	// asking the cluster. Calls, exit code and output assume it lets the
-	// hand-off go on.
+	// hand-off go on, but where it refuses before asking the cluster (an
+	// invalid config file, a kubeconfig named that cannot be used): they
+	// are then the refusal's (exit code 1, its message on stderr).
 	Drain    string `json:"drain,omitempty"`
 	ExitCode int    `json:"exit_code"`
 	Stdout   string `json:"stdout"`
@@ -226,8 +229,10 @@ type Param struct {
 // MakePlan runs req through a Runner whose bus and kernel are recorders.
 // host supplies read-only facts (euid, tty, chroot, kexec); loc is the zone
 // used for printed times; status maps the command's error to its exit
-// status (dispatch.ExitStatus: dispatch is the only place that does).
-func MakePlan(ctx context.Context, req *legacy.Request, host Host, loc *time.Location, status func(error) int) *Plan {
+// status (dispatch.ExitStatus: dispatch is the only place that does). pre,
+// if not nil, runs where the command's drain would, and may refuse as it
+// would; it must change nothing.
+func MakePlan(ctx context.Context, req *legacy.Request, host Host, loc *time.Location, status func(error) int, pre Preparer) *Plan {
 	p := &Plan{
 		Command: req.Command, Args: req.Args, Action: req.Action.String(), Force: req.Force,
 		DryRun: req.DryRun, Immediate: req.Immediate(), NoSync: req.NoSync, Help: req.Help != "",
@@ -256,6 +261,7 @@ func MakePlan(ctx context.Context, req *legacy.Request, host Host, loc *time.Loc
 				return rec, nil
 			},
 			DialSystemd: func(context.Context) (Systemd, error) { return rec, nil },
+			Preparer:    pre,
 		}
 		err := r.Run(ctx, req)
 		code := status(err)

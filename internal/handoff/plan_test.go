@@ -52,7 +52,7 @@ func TestPlanHugeTime(t *testing.T) {
 		{"+307445734561 (wrapped into the past)", plusMinutes(307445734561), "2026-11-21T09:59:10Z", false, "Shutdown scheduled for Sat 2026-11-21 09:59:10 UTC, use 'shutdown -c' to cancel.\n"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p := MakePlan(context.Background(), req(legacy.PowerOff, func(r *legacy.Request) { r.When = tt.usec }), &fakeHost{}, time.UTC, exitStatus)
+			p := MakePlan(context.Background(), req(legacy.PowerOff, func(r *legacy.Request) { r.When = tt.usec }), &fakeHost{}, time.UTC, exitStatus, nil)
 			if p.Scheduled == nil || p.Scheduled.Usec != tt.usec || p.Scheduled.RFC3339 != tt.rfc3339 || (p.Scheduled.Note != "") != tt.note {
 				t.Errorf("scheduled = %+v, want usec %d, rfc3339 %q, note %v", p.Scheduled, tt.usec, tt.rfc3339, tt.note)
 			}
@@ -74,4 +74,18 @@ func exitStatus(err error) int {
 		return ee.Code
 	}
 	return 1
+}
+
+// A schedule has no fallback: when logind cannot be reached it is refused
+// (exit 1), as systemd 252 refuses it; an immediate reboot starts the
+// target on PID 1 instead.
+func TestPlanScheduleHasNoFallback(t *testing.T) {
+	p := MakePlan(context.Background(), req(legacy.Reboot, at(5)), &fakeHost{}, time.UTC, exitStatus, nil)
+	if p.ExitCode != 0 || len(p.Fallback) != 0 {
+		t.Errorf("schedule: exit %d, fallback %+v", p.ExitCode, p.Fallback)
+	}
+	p = MakePlan(context.Background(), req(legacy.Reboot), &fakeHost{}, time.UTC, exitStatus, nil)
+	if len(p.Fallback) == 0 || p.Fallback[0].Method != "StartUnit" {
+		t.Errorf("immediate: fallback %+v", p.Fallback)
+	}
 }

@@ -3,7 +3,9 @@
 // that every delay and block inhibitor is honoured, on every systemd
 // version. Where logind cannot do it, it falls back to starting the target
 // on PID 1 and, for root, to sync(2) and reboot(2), and says in one line on
-// stderr that inhibitors were bypassed and why.
+// stderr that inhibitors were bypassed and why. A shutdown at a TIME that
+// logind does not take is refused instead (exit 1), as systemd 252 refuses
+// it: it never becomes an immediate one.
 //
 // The same Runner drives `gnsh plan`, with recorders in place of the bus and
 // the kernel, so the plan cannot disagree with what the command does.
@@ -122,7 +124,11 @@ func (r *Runner) halt(ctx context.Context, req *legacy.Request) (result error) {
 			if prepared, err = r.prepare(ctx, req); err != nil {
 				return err
 			}
-			err = r.schedule(ctx, req)
+			// A schedule logind does not take is refused, never made
+			// immediate: systemd 252 does the same (test/oracle).
+			if err = r.schedule(ctx, req); err != nil {
+				return err
+			}
 		} else {
 			if err := r.checkInhibitors(ctx, req); err != nil {
 				return err
@@ -282,18 +288,33 @@ func (r *Runner) logindShutdown(ctx context.Context, req *legacy.Request) error 
 	return &missingMethod{method + "WithFlags or " + method}
 }
 
-// schedule is logind_schedule_shutdown().
+// schedule is logind_schedule_shutdown(). When logind does not take the
+// schedule it returns a *legacy.ExitError (exit 1, everything said): as
+// systemd 252, whose halt_main() returns that failure for a TIME and never
+// falls back to an immediate shutdown, whatever the reason (logind
+// refusing, not on the bus, no bus at all: each case is in test/oracle).
 func (r *Runner) schedule(ctx context.Context, req *legacy.Request) error {
 	l, err := r.dial(ctx)
 	if err != nil {
-		return err
+		r.say("Failed to connect to bus: %s", busMessage(err))
+		return r.notScheduled(req, err)
 	}
 	caps, err := r.capabilities(ctx, l)
 	if err != nil {
-		return err
+		// No logind on the bus (or it does not answer): systemd's calls,
+		// SetWallMessage (but for a dry run) and ScheduleShutdown, each
+		// fail with the bus's answer.
+		if !req.DryRun {
+			r.say("Failed to set wall message, ignoring: %s", busMessage(err))
+		}
+		r.say("Failed to schedule shutdown: %s", busMessage(err))
+		return r.notScheduled(req, err)
 	}
 	if !caps.Has("ScheduleShutdown") {
-		return &missingMethod{"ScheduleShutdown"}
+		r.setWall(ctx, l, caps, req)
+		err := &missingMethod{"ScheduleShutdown"}
+		r.say("Failed to schedule shutdown: %s", err)
+		return r.notScheduled(req, err)
 	}
 	typ := req.Action.String()
 	prefix := ""
@@ -316,7 +337,7 @@ func (r *Runner) schedule(ctx context.Context, req *legacy.Request) error {
 	}
 	if err != nil {
 		r.say("Failed to schedule shutdown: %s", err)
-		return err
+		return r.notScheduled(req, err)
 	}
 	if n, ok := r.Preparer.(DryRunNoter); ok && req.DryRun {
 		n.NoteDryRun(req.When)
@@ -327,6 +348,43 @@ func (r *Runner) schedule(ctx context.Context, req *legacy.Request) error {
 		r.say("%s", err)
 	}
 	return nil
+}
+
+// notScheduled ends a shutdown whose TIME logind did not take (why): exit
+// 1, systemd's message already said. Unless logind said no for good
+// (access denied and the like, which an immediate shutdown would get too)
+// or it was a dry run, one line of gnsh's says that nothing happened and
+// how to shut down at once: before systemd 251, and in gnsh before it
+// followed 252 here, such a TIME silently became "now".
+func (r *Runner) notScheduled(req *legacy.Request, why error) error {
+	if !final(why) && !req.DryRun {
+		w, ok := nowWords[req.Action]
+		if !ok {
+			w = nowWords[legacy.PowerOff]
+		}
+		fmt.Fprintf(r.Stderr, "gnsh: the %s was not scheduled and nothing was shut down; to %s at once, run '%s' "+
+			"(if logind cannot be used, it starts %s directly)\n", w[0], w[1], w[2], req.Action.Target())
+	}
+	return &legacy.ExitError{Code: 1}
+}
+
+// nowWords names an action for notScheduled: the noun, the verb, the
+// command that does it at once.
+var nowWords = map[legacy.Action][3]string{
+	legacy.Reboot:   {"reboot", "reboot", "reboot"},
+	legacy.Kexec:    {"kexec reboot", "reboot", "reboot"},
+	legacy.PowerOff: {"power-off", "power off", "poweroff"},
+	legacy.Halt:     {"halt", "halt", "halt"},
+}
+
+// busMessage is a bus failure as systemd prints it: the D-Bus error's
+// message, or the errno's text for a connection that failed.
+func busMessage(err error) string {
+	var ue *UnreachableError
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return Strerror(err)
 }
 
 // cancel is logind_cancel_shutdown(); the Preparer hears how it went (a

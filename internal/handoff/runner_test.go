@@ -368,26 +368,32 @@ func TestScheduled(t *testing.T) {
 			logind: []string{"Introspect()", `SetWallMessage("",true)`, fmt.Sprintf("ScheduleShutdown(kexec,%d)", when),
 				fmt.Sprintf("ScheduleShutdown(reboot,%d)", when), "GetScheduledShutdown()"},
 			stderrHas: []string{"logind cannot schedule a kexec reboot (Unsupported shutdown type); scheduling a normal reboot"}},
-		{name: "no ScheduleShutdown (v219): immediate StartUnit, said so", req: req(legacy.Reboot, at(5)),
-			setup:     func(e *env) { e.logind.methods = []string{"PowerOff", "Reboot"} },
-			logind:    []string{"Introspect()"},
-			systemd:   []string{"StartUnit(reboot.target,replace-irreversibly)"},
-			stderrHas: []string{bypass + "logind offers no ScheduleShutdown method; inhibitors bypassed, starting reboot.target directly"}},
-		{name: "schedule refused: warning then fallback", req: req(legacy.PowerOff, at(5)),
+		// A TIME logind does not take is refused, never made immediate:
+		// systemd 252 does the same (test/oracle TestScheduleFails).
+		{name: "no ScheduleShutdown (v219): refused, said so", req: req(legacy.Reboot, at(5)), code: 1,
+			setup:  func(e *env) { e.logind.methods = []string{"PowerOff", "Reboot"} },
+			logind: []string{"Introspect()"},
+			stderrHas: []string{"Failed to schedule shutdown: logind offers no ScheduleShutdown method\n" +
+				"gnsh: the reboot was not scheduled and nothing was shut down; to reboot at once, run 'reboot' (if logind cannot be used, it starts reboot.target directly)\n"}},
+		{name: "schedule refused: exit 1, no fallback", req: req(legacy.PowerOff, at(5)), code: 1,
 			setup: func(e *env) {
 				e.logind.errs = map[string]error{"ScheduleShutdown": &BusError{Name: ErrInvalidArgs, Message: "Unsupported shutdown type"}}
 			},
-			logind:    []string{"Introspect()", `SetWallMessage("",true)`, fmt.Sprintf("ScheduleShutdown(poweroff,%d)", when)},
-			systemd:   []string{"StartUnit(poweroff.target,replace-irreversibly)"},
-			stderrHas: []string{"Failed to schedule shutdown: Unsupported shutdown type\n"}},
+			logind: []string{"Introspect()", `SetWallMessage("",true)`, fmt.Sprintf("ScheduleShutdown(poweroff,%d)", when)},
+			stderrHas: []string{"Failed to schedule shutdown: Unsupported shutdown type\n" +
+				"gnsh: the power-off was not scheduled and nothing was shut down; to power off at once, run 'poweroff'"}},
+		{name: "logind unreachable: refused, exit 1", req: req(legacy.Halt, at(5)), code: 1,
+			setup: func(e *env) { e.logind = nil },
+			stderrHas: []string{"Failed to connect to bus: No such file or directory\n" +
+				"gnsh: the halt was not scheduled and nothing was shut down; to halt at once, run 'halt' (if logind cannot be used, it starts halt.target directly)\n"}},
 		{name: "schedule access denied: exit 1", req: req(legacy.PowerOff, at(5)), code: 1,
 			setup: func(e *env) {
 				e.logind.errs = map[string]error{"ScheduleShutdown": &BusError{Name: ErrAccessDenied, Message: "Access denied"}}
 			},
 			logind:    []string{"Introspect()", `SetWallMessage("",true)`, fmt.Sprintf("ScheduleShutdown(poweroff,%d)", when)},
 			stderrHas: []string{"Failed to schedule shutdown: Access denied\n"}},
-		{name: "-k +5 without logind as root: exit 0", req: req(legacy.PowerOff, at(5), dry),
-			setup: func(e *env) { e.logind = nil }},
+		{name: "-k +5 without logind: exit 1", req: req(legacy.PowerOff, at(5), dry), code: 1,
+			setup: func(e *env) { e.logind = nil }, stderrHas: []string{"Failed to connect to bus: No such file or directory\n"}},
 	} {
 		t.Run(tt.name, tt.check)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -68,6 +69,51 @@ func (e *UnreadableError) Error() string {
 
 func (e *UnreadableError) Unwrap() error { return e.Err }
 
+// KubeconfigError is a kubeconfig named by --kubeconfig or the config
+// file's kubeconfig key that cannot be used: it is not there, is not a
+// regular file, or is not a kubeconfig (or one naming a file that is not
+// there). It is a mistake in the configuration, found before anything is
+// asked of the API server: unlike a kubeconfig that is merely not found,
+// it does not mean "not a Kubernetes node". (One that exists but this user
+// may not read is an *UnreadableError.)
+type KubeconfigError struct {
+	Path string // the kubeconfig named
+	// From says where the name came from: "--kubeconfig", or "kubeconfig
+	// in /etc/gnsh/config.yaml".
+	From string
+	Err  error // what is wrong with it
+}
+
+func (e *KubeconfigError) Error() string { return e.From + ": " + e.What() }
+
+// What says what is wrong with the file, without where its name came
+// from: "/etc/gnsh/kubeconfig does not exist".
+func (e *KubeconfigError) What() string {
+	reason := e.Err
+	var pe *fs.PathError
+	if errors.As(e.Err, &pe) && pe.Path == e.Path {
+		if errors.Is(pe.Err, fs.ErrNotExist) {
+			return e.Path + " does not exist"
+		}
+		reason = pe.Err // the path is already said
+	}
+	if errors.Is(e.Err, errNotRegular) {
+		return e.Path + " is not a regular file"
+	}
+	return fmt.Sprintf("%s is not a usable kubeconfig (%v)", e.Path, reason)
+}
+
+func (e *KubeconfigError) Unwrap() error { return e.Err }
+
+// FromFlag reports whether the kubeconfig was named by --kubeconfig (else
+// by the config file).
+func (e *KubeconfigError) FromFlag() bool { return e.From == FromFlag }
+
+// FromFlag is the Locator's KubeconfigFrom for --kubeconfig.
+const FromFlag = "--kubeconfig"
+
+var errNotRegular = errors.New("not a regular file")
+
 // unreadable returns an *UnreadableError when err is a permission error.
 func unreadable(path string, err error) error {
 	if errors.Is(err, fs.ErrPermission) {
@@ -78,11 +124,16 @@ func unreadable(path string, err error) error {
 
 // Locator finds the kubeconfig and the node name.
 type Locator struct {
-	Kubeconfig string // --kubeconfig; must exist if given
-	NodeName   string // --node or the config file
-	Getenv     func(string) string
-	Root       string // prefix for the well-known paths ("" = /); for tests
-	Hostname   func() (string, error)
+	// Kubeconfig is the kubeconfig named by --kubeconfig or the config
+	// file; it must be usable if given (see FindKubeconfig).
+	Kubeconfig string
+	// KubeconfigFrom says where Kubeconfig came from, for messages:
+	// FromFlag (if empty), or "kubeconfig in FILE" for the config file.
+	KubeconfigFrom string
+	NodeName       string // --node or the config file
+	Getenv         func(string) string
+	Root           string // prefix for the well-known paths ("" = /); for tests
+	Hostname       func() (string, error)
 	// Timeout bounds each API request, from sending it to the end of
 	// reading its answer (a watch ends after it too); DefaultConnectTimeout
 	// if zero.
@@ -99,22 +150,19 @@ func (l *Locator) path(p string) string {
 	return filepath.Join(l.Root, p)
 }
 
-// FindKubeconfig returns the first kubeconfig in order: --kubeconfig (an
-// error if missing), the first existing file of $KUBECONFIG (a colon
-// list), /etc/gnsh/kubeconfig, /etc/kubernetes/kubelet.conf. It returns
-// ErrNoKubeconfig when there is none, and an *UnreadableError when the
-// first one that exists (or whose directory may not be searched) cannot
-// be read: the next one may belong to another cluster, so it does not go
-// on.
+// FindKubeconfig returns the first kubeconfig in order: the one named
+// (Kubeconfig: --kubeconfig or the config file), the first existing file
+// of $KUBECONFIG (a colon list), /etc/gnsh/kubeconfig,
+// /etc/kubernetes/kubelet.conf. It returns ErrNoKubeconfig when there is
+// none, and an *UnreadableError when the first one that exists (or whose
+// directory may not be searched) cannot be read: the next one may belong
+// to another cluster, so it does not go on. A kubeconfig named must be
+// usable: one that is not there, not a regular file or not a kubeconfig
+// is a *KubeconfigError, never ErrNoKubeconfig (a typo in the config file
+// must not make a node look like no node at all, which is not drained).
 func (l *Locator) FindKubeconfig() (string, error) {
 	if l.Kubeconfig != "" {
-		if _, err := os.Stat(l.Kubeconfig); err != nil {
-			if u := unreadable(l.Kubeconfig, err); u != nil {
-				return "", u
-			}
-			return "", fmt.Errorf("--kubeconfig: %w", err)
-		}
-		if err := canRead(l.Kubeconfig); err != nil {
+		if err := l.checkNamed(); err != nil {
 			return "", err
 		}
 		return l.Kubeconfig, nil
@@ -144,6 +192,42 @@ func (l *Locator) FindKubeconfig() (string, error) {
 		}
 	}
 	return "", ErrNoKubeconfig
+}
+
+// checkNamed checks the kubeconfig named (Kubeconfig) as far as can be
+// done without the API server: there, a regular file, readable, and a
+// kubeconfig whose current context clientcmd can build a client from
+// (the files it names there, certificates and keys, included).
+func (l *Locator) checkNamed() error {
+	path := l.Kubeconfig
+	from := l.KubeconfigFrom
+	if from == "" {
+		from = FromFlag
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		if u := unreadable(path, err); u != nil {
+			return u
+		}
+		return &KubeconfigError{Path: path, From: from, Err: err}
+	}
+	if !fi.Mode().IsRegular() {
+		return &KubeconfigError{Path: path, From: from, Err: errNotRegular}
+	}
+	if err := canRead(path); err != nil {
+		return err
+	}
+	if err := checkReadable(path); err != nil {
+		return err
+	}
+	silenceKlog()
+	if _, err := clientcmd.BuildConfigFromFlags("", path); err != nil {
+		if u := unreadable(path, err); u != nil {
+			return u
+		}
+		return &KubeconfigError{Path: path, From: from, Err: err}
+	}
+	return nil
 }
 
 // canRead opens path for reading: stat succeeds on a file this user may
@@ -267,6 +351,12 @@ func NodeIdentity(cfg *rest.Config) string {
 // CN system:node:NAME of the client certificate, else the host name: a
 // Node of that name (or its first label), else one whose hostname or
 // internal DNS address matches, or whose first label matches.
+//
+// When the API server said there is no such Node, the error is a
+// *NodeNameError. When it could not say (unreachable, or answering 5xx,
+// 401 or 403 to the lookup by name and to the list), the error is that
+// failure, as the requests returned it: the name is not known to be
+// wrong, and the caller words it as it words any request that failed.
 func (l *Locator) ResolveNodeName(ctx context.Context, cfg *rest.Config, c kubernetes.Interface) (string, error) {
 	if l.NodeName != "" {
 		return l.NodeName, nil
@@ -286,21 +376,49 @@ func (l *Locator) ResolveNodeName(ctx context.Context, cfg *rest.Config, c kuber
 	// A GET by name works with the kubelet's credentials, which may read
 	// only their own Node; listing all Nodes needs a wider identity.
 	short, _, _ := strings.Cut(h, ".")
+	var getErr error // the first lookup by name that got no answer
 	for _, name := range []string{h, short} {
-		if _, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
+		_, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
 			return name, nil
+		}
+		if !apierrors.IsNotFound(err) && getErr == nil {
+			getErr = err
 		}
 	}
 	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return "", fmt.Errorf("node name: no Node is called %q, and listing Nodes to match it failed (%w); "+
-			"set node in /etc/gnsh/config.yaml or pass --node", h, err)
+	switch {
+	case err != nil && getErr != nil:
+		// Neither request was answered: nothing is known of the name.
+		return "", getErr
+	case err != nil:
+		return "", &NodeNameError{Host: h, Err: err}
 	}
 	if n := matchNode(nodes.Items, h); n != "" {
 		return n, nil
 	}
-	return "", fmt.Errorf("node name: no Node matches host name %q; set node in /etc/gnsh/config.yaml or pass --node", h)
+	return "", &NodeNameError{Host: h}
 }
+
+// NodeNameError is a Node name the cluster does not know: no Node has
+// this machine's host name, nor matches it.
+type NodeNameError struct {
+	Host string // this machine's host name, lower case
+	// Err: the list of Nodes that would have matched it failed (the
+	// lookups by name were answered: no such Node).
+	Err error
+}
+
+func (e *NodeNameError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("node name: no Node is called %q, and listing Nodes to match it failed (%v); "+
+			"set node in /etc/gnsh/config.yaml or pass --node", e.Host, e.Err)
+	}
+	return fmt.Sprintf("node name: no Node matches host name %q; set node in /etc/gnsh/config.yaml or pass --node", e.Host)
+}
+
+// (No Unwrap: a list refused with 403 says nothing of the credentials'
+// drain, only that the name could not be matched.)
 
 func matchNode(nodes []corev1.Node, h string) string {
 	short, _, _ := strings.Cut(h, ".")

@@ -10,9 +10,11 @@ import (
 	"encoding/pem"
 	"errors"
 	"math/big"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,6 +74,7 @@ func TestFindKubeconfigOrder(t *testing.T) {
 		t.Fatalf("$KUBECONFIG list: %q", p)
 	}
 	flag := filepath.Join(root, "flag.conf")
+	write(t, filepath.Join(root, "pki/client.pem"), string(certPEM(t, "system:node:worker-7")))
 	l.Kubeconfig = flag
 	if _, err := l.FindKubeconfig(); err == nil {
 		t.Fatal("a missing --kubeconfig must be an error")
@@ -172,5 +175,87 @@ func TestResolveNodeName(t *testing.T) {
 	cfg := &rest.Config{TLSClientConfig: rest.TLSClientConfig{CertData: certPEM(t, "system:node:worker-b")}}
 	if got, _ := l.ResolveNodeName(ctx, cfg, c); got != "worker-b" {
 		t.Errorf("certificate CN: %q", got)
+	}
+}
+
+// An API server that does not answer the lookups is not a wrong name
+// (issue 19): the error is the requests' own, which callers word as any
+// failed request ("API server unreachable (…)"), not a *NodeNameError
+// telling the admin to set node.
+func TestResolveNodeNameAPIFailure(t *testing.T) {
+	ctx := context.Background()
+	refused := &url.Error{Op: "Get", URL: "https://10.0.0.1:6443/api/v1/nodes/vm", Err: syscall.ECONNREFUSED}
+	for _, c := range []struct {
+		name     string
+		get      error // nil: NotFound
+		list     error
+		nameErr  bool // a *NodeNameError
+		contains string
+	}{
+		{"unreachable", refused, refused, false, "connection refused"},
+		{"failing", apierrors.NewInternalError(errors.New("etcd down")), apierrors.NewInternalError(errors.New("etcd down")), false, "etcd down"},
+		{"unauthorized", apierrors.NewUnauthorized("expired"), apierrors.NewUnauthorized("expired"), false, "expired"},
+		// The lookups by name were answered (no such Node): the name is
+		// the problem, whatever the list says.
+		{"not found, list refused", nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("no list")), true,
+			`no Node is called "vm", and listing Nodes to match it failed`},
+	} {
+		c := c
+		cs := fake.NewClientset()
+		if c.get != nil {
+			cs.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, c.get })
+		}
+		cs.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, c.list })
+		l := &Locator{Hostname: func() (string, error) { return "vm", nil }}
+		_, err := l.ResolveNodeName(ctx, &rest.Config{}, cs)
+		var ne *NodeNameError
+		if err == nil || errors.As(err, &ne) != c.nameErr || !strings.Contains(err.Error(), c.contains) {
+			t.Errorf("%s: %v (NodeNameError %v, want %v)", c.name, err, ne != nil, c.nameErr)
+		}
+		if !c.nameErr && strings.Contains(err.Error(), "set node in") {
+			t.Errorf("%s: %v tells to set node", c.name, err)
+		}
+	}
+}
+
+// A kubeconfig named by --kubeconfig or the config file must be usable: a
+// missing one is a *KubeconfigError naming where the name came from, never
+// ErrNoKubeconfig, which makes a node look like no node, not drained
+// (issue 19).
+func TestFindKubeconfigNamed(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.conf")
+	write(t, good, kubeconfig)
+	write(t, filepath.Join(dir, "pki/client.pem"), string(certPEM(t, "system:node:worker-7")))
+	noCert := filepath.Join(dir, "other/nocert.conf")
+	write(t, noCert, kubeconfig) // other/pki/client.pem is not there
+	garbage := filepath.Join(dir, "garbage.conf")
+	write(t, garbage, "this is: [not a kubeconfig\n")
+	empty := filepath.Join(dir, "empty.conf")
+	write(t, empty, "")
+	const from = "kubeconfig in /etc/gnsh/config.yaml"
+	for _, c := range []struct {
+		path, from, want string
+	}{
+		{"/nonexistent/kubeconfig", from, "kubeconfig in /etc/gnsh/config.yaml: /nonexistent/kubeconfig does not exist"},
+		{"/nonexistent/kubeconfig", "", "--kubeconfig: /nonexistent/kubeconfig does not exist"},
+		{dir, from, from + ": " + dir + " is not a regular file"},
+		{garbage, from, from + ": " + garbage + " is not a usable kubeconfig ("},
+		{empty, from, from + ": " + empty + " is not a usable kubeconfig ("},
+		{noCert, from, from + ": " + noCert + " is not a usable kubeconfig ("},
+	} {
+		l := &Locator{Kubeconfig: c.path, KubeconfigFrom: c.from, Root: t.TempDir()}
+		_, err := l.FindKubeconfig()
+		var ke *KubeconfigError
+		if !errors.As(err, &ke) || errors.Is(err, ErrNoKubeconfig) || !strings.HasPrefix(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v, want %s…", c.path, err, c.want)
+		}
+		if ke != nil && ke.FromFlag() != (c.from == "") {
+			t.Errorf("%s: FromFlag %v", c.path, ke.FromFlag())
+		}
+	}
+	l := &Locator{Kubeconfig: good, KubeconfigFrom: from}
+	if p, err := l.FindKubeconfig(); p != good || err != nil {
+		t.Errorf("usable: %q %v", p, err)
 	}
 }

@@ -43,6 +43,7 @@ func Doctor(r *Report) []Check {
 		CheckCommands("commands (root)", r.Commands.Root, rootPathName(r.Commands), r.Commands.Self),
 		CheckSudo(r),
 		CheckAnsible(r),
+		CheckConfig(r),
 		CheckKubeconfig(r),
 		CheckNode(r),
 		CheckAccess(r),
@@ -535,11 +536,47 @@ func CheckAgent(r *Report) Check {
 	return c
 }
 
+// CheckConfig: gnsh's config file is valid, as gnsh config check finds
+// it (the kubeconfig it names included), or absent (the defaults apply).
+func CheckConfig(r *Report) Check {
+	c := Check{Name: "config"}
+	k := r.Kubeconfig
+	switch {
+	case len(k.ConfigProblems) > 0 && k.ConfigError == "":
+		// The file is valid; what its kubeconfig key names is not.
+		c.Verdict, c.Message = Fail, strings.Join(k.ConfigProblems, " | ")
+		c.Fix = "fix or remove the kubeconfig key in " + k.Config
+	case len(k.ConfigProblems) > 0:
+		c.Verdict = Fail
+		c.Message = strings.Join(k.ConfigProblems, " | ") + "; every shutdown through gnsh is refused (but with --no-drain), and these checks use the defaults"
+		c.Fix = "fix " + k.Config + " ('gnsh config check' lists each problem with its line)"
+	case k.ConfigError != "":
+		// Not root, most likely: a 0600 file.
+		c.Verdict, c.Message = Warn, "cannot read it ("+k.ConfigError+"): these checks use the defaults"
+		c.Fix = "run gnsh doctor as root"
+	case !k.ConfigFound:
+		c.Verdict, c.Message = OK, "no "+orUnknown(k.Config)+": the defaults apply"
+	default:
+		c.Verdict, c.Message = OK, k.Config+" is valid"
+	}
+	return c
+}
+
 // CheckKubeconfig: found, readable, mode 0600.
 func CheckKubeconfig(r *Report) Check {
 	c := Check{Name: "kubeconfig"}
 	k := r.Kubeconfig
 	switch {
+	case k.Named != "" && !k.Found:
+		// Named, but unusable: a mistake in the configuration, not "not a
+		// node".
+		c.Verdict, c.Message = Fail, orUnknown(k.Error)
+		if k.Named == "--kubeconfig" {
+			c.Fix = "pass a kubeconfig that exists, or leave --kubeconfig out"
+		} else {
+			c.Message += ": every shutdown through gnsh is refused (but with --no-drain)"
+			c.Fix = "see the config check"
+		}
 	case !k.Found && r.Kubelet.Error != "":
 		c.Verdict, c.Message = Warn, orUnknown(k.Error)+": not a Kubernetes node?"
 		c.Fix = "on a Kubernetes node, put a kubeconfig at /etc/gnsh/kubeconfig (mode 0600); kubeadm's /etc/kubernetes/kubelet.conf is found by itself"
@@ -554,12 +591,6 @@ func CheckKubeconfig(r *Report) Check {
 		c.Fix = "chmod 0600 " + k.Path
 	default:
 		c.Verdict, c.Message = OK, fmt.Sprintf("%s (mode %s)", k.Path, orUnknown(k.Mode))
-	}
-	if k.ConfigError != "" {
-		// The wrapper refuses every shutdown with such a file (but with
-		// --no-drain); these checks read the defaults in its place.
-		c.Message += "; invalid config file (every shutdown is refused but with --no-drain; these checks use the defaults): " + k.ConfigError
-		c.Verdict, c.Fix = Fail, "fix "+k.Config+" (gnsh refuses to shut down with an invalid config, but with --no-drain)"
 	}
 	return c
 }

@@ -47,7 +47,7 @@ func healthy() *Report {
 
 func TestDoctorHealthy(t *testing.T) {
 	cs := Doctor(healthy())
-	if len(cs) != 13 || Failed(cs) != 0 {
+	if len(cs) != 14 || Failed(cs) != 0 {
 		t.Fatalf("%+v", cs)
 	}
 	for _, c := range cs {
@@ -295,8 +295,34 @@ func TestChecks(t *testing.T) {
 			r.Kubelet.Error = "none"
 		},
 			CheckKubeconfig, Warn, "no kubeconfig found", "/etc/gnsh/kubeconfig"},
-		{"bad config file", func(r *Report) { r.Kubeconfig.ConfigError = "/etc/gnsh/config.yaml: unknown key \"nod\"" }, CheckKubeconfig, Fail,
-			"invalid config file (every shutdown is refused but with --no-drain; these checks use the defaults): /etc/gnsh/config.yaml: unknown key", "fix /etc/gnsh/config.yaml"},
+		// config: a check of its own (issue 19), no longer inside the
+		// kubeconfig line.
+		{"config absent", func(*Report) {}, CheckConfig, OK, "no /etc/gnsh/config.yaml: the defaults apply", ""},
+		{"config valid", func(r *Report) { r.Kubeconfig.ConfigFound = true }, CheckConfig, OK, "/etc/gnsh/config.yaml is valid", ""},
+		{"bad config file", func(r *Report) {
+			r.Kubeconfig.ConfigFound = true
+			r.Kubeconfig.ConfigError = "/etc/gnsh/config.yaml: line 1: nod: unknown key; did you mean node?"
+			r.Kubeconfig.ConfigProblems = []string{r.Kubeconfig.ConfigError}
+		}, CheckConfig, Fail,
+			"/etc/gnsh/config.yaml: line 1: nod: unknown key; did you mean node?; every shutdown through gnsh is refused (but with --no-drain), and these checks use the defaults",
+			"fix /etc/gnsh/config.yaml ('gnsh config check' lists each problem"},
+		{"bad config file, kubeconfig line", func(r *Report) { r.Kubeconfig.ConfigError = "/etc/gnsh/config.yaml: line 1: nod: unknown key" }, CheckKubeconfig, OK,
+			"/etc/kubernetes/kubelet.conf (mode 0600)", ""},
+		{"config unreadable", func(r *Report) {
+			r.Kubeconfig.ConfigFound, r.Kubeconfig.ConfigError = true, "/etc/gnsh/config.yaml: open /etc/gnsh/config.yaml: permission denied"
+		}, CheckConfig, Warn, "cannot read it (", "as root"},
+		{"config names a kubeconfig that is not there", func(r *Report) {
+			r.Kubeconfig.ConfigFound = true
+			r.Kubeconfig.ConfigProblems = []string{"/etc/gnsh/config.yaml: line 3: kubeconfig: /etc/gnsh/kubeconfig does not exist; shutdowns through gnsh are refused"}
+		}, CheckConfig, Fail, "line 3: kubeconfig: /etc/gnsh/kubeconfig does not exist", "fix or remove the kubeconfig key in /etc/gnsh/config.yaml"},
+		{"kubeconfig named, not there", func(r *Report) {
+			r.Kubeconfig = KubeconfigFacts{Named: "kubeconfig in /etc/gnsh/config.yaml", Config: "/etc/gnsh/config.yaml",
+				Error: "kubeconfig in /etc/gnsh/config.yaml: /etc/gnsh/kubeconfig does not exist"}
+			r.Kubelet.Error = "none" // not a node as far as the kubelet tells
+		}, CheckKubeconfig, Fail, "/etc/gnsh/kubeconfig does not exist: every shutdown through gnsh is refused", "see the config check"},
+		{"--kubeconfig not there", func(r *Report) {
+			r.Kubeconfig = KubeconfigFacts{Named: "--kubeconfig", Error: "--kubeconfig: /tmp/k does not exist"}
+		}, CheckKubeconfig, Fail, "--kubeconfig: /tmp/k does not exist", "pass a kubeconfig that exists"},
 		// node
 		{"node ok", func(*Report) {}, CheckNode, OK, "Node node1 (name from certificate): Node node1 has this machine's machine ID abc", ""},
 		{"node cordoned by gnsh", func(r *Report) {

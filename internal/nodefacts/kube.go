@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	corev1 "k8s.io/api/core/v1"
+	"io"
 	"os"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/drain"
+	"github.com/gnsh/gnsh/internal/drainer"
 	"github.com/gnsh/gnsh/internal/kube"
 	"github.com/gnsh/gnsh/internal/slots"
 )
@@ -62,6 +64,14 @@ func (s *Sources) config() (config.Config, string, error) {
 func gatherKube(ctx context.Context, s *Sources, kf *KubeconfigFacts, nf *NodeFacts, df *DrainFacts, sf *SlotsFacts, af *AccessFacts) {
 	cfg, cfgPath, err := s.config()
 	kf.Config, kf.ConfigError = cfgPath, errString(err)
+	// The config file as every shutdown reads it: the drainer's own check
+	// (gnsh config check), the kubeconfig it names included.
+	cd := &drainer.Drainer{Stderr: io.Discard, ConfigPath: cfgPath, Getenv: s.getenv, KubeRoot: s.Root}
+	var cerr error
+	kf.ConfigFound, cerr = cd.CheckConfig(false)
+	if ce := (*config.Error)(nil); errors.As(cerr, &ce) {
+		kf.ConfigProblems = ce.Lines()
+	}
 	if df != nil {
 		*df = DrainFacts{Enabled: cfg.Drain, Timeout: cfg.DrainTimeout.D().String(), TimeoutSec: cfg.DrainTimeout.D().Seconds()}
 	}
@@ -82,15 +92,23 @@ func gatherKube(ctx context.Context, s *Sources, kf *KubeconfigFacts, nf *NodeFa
 	}
 	loc := kube.Locator{Kubeconfig: s.Kube.Kubeconfig, NodeName: s.Kube.Node, Getenv: s.getenv, Root: s.Root,
 		Hostname: s.Kube.Hostname, Timeout: cfg.APITimeout.D()}
-	if loc.Kubeconfig == "" {
-		loc.Kubeconfig = cfg.Kubeconfig
+	if loc.Kubeconfig == "" && cfg.Kubeconfig != "" {
+		loc.Kubeconfig, loc.KubeconfigFrom = cfg.Kubeconfig, "kubeconfig in "+cfgPath
 	}
 	if loc.NodeName == "" {
 		loc.NodeName = cfg.Node
 	}
 	path, err := loc.FindKubeconfig()
 	var ue *kube.UnreadableError
+	var ke *kube.KubeconfigError
 	switch {
+	case errors.As(err, &ke):
+		// A mistake in the configuration, not "not a node": every
+		// shutdown through the wrapper is refused.
+		kf.Named, kf.Path, kf.Error = ke.From, ke.Path, err.Error()
+		nf.Error = "kubeconfig unusable"
+		noAccess("kubeconfig unusable", CauseKubeconfig, "kubeconfig unusable: "+err.Error())
+		return
 	case errors.Is(err, kube.ErrNoKubeconfig):
 		kf.Error = "no kubeconfig found ($KUBECONFIG, " + kube.GnshKubeconfig + ", " + kube.KubeletKubeconfig + ")"
 		nf.Error = "no kubeconfig"
@@ -160,13 +178,23 @@ func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.C
 		cancel()
 		if err != nil {
 			nf.Error = err.Error()
+			// The API server said no Node has this name (a
+			// *kube.NodeNameError), or could not say: unreachable,
+			// failing, refusing the credentials.
+			unknown := errors.As(err, new(*kube.NodeNameError))
+			if !unknown {
+				nf.Error = "the lookup of this node's name at the API server failed: " + err.Error()
+			}
 			if af != nil {
 				af.Error = "node name unknown"
+				if !unknown {
+					af.Error = "the API server failed the lookup of this node's name"
+				}
 			}
 			if gate {
 				sf.Cause, sf.Error = CauseNode, "this node's name is unknown: "+err.Error()
-				if timedOut(err) {
-					sf.Cause, sf.Error = CauseAPIServer, "cannot reach the API server: "+err.Error()
+				if !unknown {
+					sf.Cause, sf.Error = CauseAPIServer, "the lookup of this node's name at the API server failed: "+err.Error()
 				}
 			}
 			return

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -42,6 +44,16 @@ contexts:
   context: {cluster: c, user: u}
 current-context: x
 `, url)
+}
+
+// closedURL is the URL of a port nothing listens on: connection refused.
+func closedURL(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return "https://" + l.Addr().String()
 }
 
 // The real kubeconfig path (kube.Locator, RESTConfig): the Node is found
@@ -127,13 +139,38 @@ func TestGatherKubeHungServer(t *testing.T) {
 	}
 }
 
+// A kubeconfig named in the config file that is not there is a config
+// mistake (the wrapper refuses every shutdown), not "not a node": the
+// config and kubeconfig checks fail, naming the key (issue 19).
+func TestGatherKubeNamedKubeconfigMissing(t *testing.T) {
+	root := tree(t, map[string]string{"/etc/gnsh/config.yaml": "drainTimeout: 2m\nkubeconfig: /nonexistent/kubeconfig\n",
+		"/var/lib/kubelet/config.yaml": "kind: KubeletConfiguration\n"})
+	r := healthy()
+	r.Access, r.Kubeconfig, r.Node = nil, KubeconfigFacts{}, NodeFacts{}
+	gatherKube(testCtx(t), &Sources{Root: root, Getenv: envOf(nil)}, &r.Kubeconfig, &r.Node, &r.Drain, &r.Slots, nil)
+	cfg := filepath.Join(root, "etc/gnsh/config.yaml")
+	kf := r.Kubeconfig
+	if kf.Found || kf.Named != "kubeconfig in "+cfg || kf.Error != "kubeconfig in "+cfg+": /nonexistent/kubeconfig does not exist" ||
+		kf.ConfigError != "" || !kf.ConfigFound || len(kf.ConfigProblems) != 1 ||
+		!strings.HasPrefix(kf.ConfigProblems[0], cfg+": line 2: kubeconfig: /nonexistent/kubeconfig does not exist; fix the kubeconfig key or remove it (gnsh then looks in $KUBECONFIG, /etc/gnsh/kubeconfig, /etc/kubernetes/kubelet.conf): until then every shutdown through gnsh is refused, but with --no-drain") {
+		t.Fatalf("%+v", kf)
+	}
+	if c := CheckConfig(r); c.Verdict != Fail || !strings.Contains(c.Fix, "fix or remove the kubeconfig key in "+cfg) {
+		t.Errorf("config check %+v", c)
+	}
+	if c := CheckKubeconfig(r); c.Verdict != Fail || !strings.Contains(c.Message, "every shutdown through gnsh is refused (but with --no-drain)") ||
+		strings.Contains(c.Message, "not a Kubernetes node") {
+		t.Errorf("kubeconfig check %+v", c)
+	}
+}
+
 // A config file gnsh would refuse is reported, and its defaults used.
 func TestGatherKubeBadConfig(t *testing.T) {
 	root := tree(t, map[string]string{"/etc/gnsh/config.yaml": "nod: node1\n"})
 	var kf KubeconfigFacts
 	var nf NodeFacts
 	gatherKube(testCtx(t), &Sources{Root: root, Getenv: envOf(nil)}, &kf, &nf, nil, &SlotsFacts{}, nil)
-	if !strings.Contains(kf.ConfigError, `unknown key "nod"`) || kf.Found || nf.Error != "no kubeconfig" {
+	if !strings.Contains(kf.ConfigError, `line 1: nod: unknown key; did you mean node?`) || kf.Found || nf.Error != "no kubeconfig" {
 		t.Errorf("kubeconfig %+v node %+v", kf, nf)
 	}
 }
@@ -278,7 +315,7 @@ func TestGatherKubeGateCauses(t *testing.T) {
 		{name: "no kubeconfig", files: map[string]string{}, required: true, cause: CauseNotANode, verdict: OK,
 			msg: "not a node (no kubeconfig found): the gate does not apply"},
 		{name: "--kubeconfig missing", files: map[string]string{}, opts: KubeOptions{Kubeconfig: "/nonexistent/kubeconfig"},
-			cause: CauseKubeconfig, verdict: Warn, msg: "unavailable: reboots go on without a slot: no usable kubeconfig: --kubeconfig: stat /nonexistent/kubeconfig",
+			cause: CauseKubeconfig, verdict: Warn, msg: "unavailable: reboots go on without a slot: kubeconfig unusable: --kubeconfig: /nonexistent/kubeconfig does not exist",
 			fix: "see the kubeconfig and node checks"},
 		{name: "kubeconfig invalid", files: map[string]string{"/etc/gnsh/kubeconfig": "clusters: [\n"}, required: true,
 			cause: CauseKubeconfig, verdict: Fail, msg: "every reboot is refused (but with --no-drain or -f): kubeconfig invalid: ",
@@ -290,6 +327,11 @@ func TestGatherKubeGateCauses(t *testing.T) {
 			cause: CauseKubeconfig, verdict: Warn, msg: "kubeconfig unreadable: cannot read /etc/gnsh/ca.crt: permission denied", fix: "see the kubeconfig and node checks"},
 		{name: "API server hung", files: map[string]string{"/etc/gnsh/kubeconfig": kubeconfigFor(hung.URL), "/etc/gnsh/config.yaml": "node: node1\napiTimeout: 300ms\nslots: {renew: 1s}\n"},
 			cause: CauseAPIServer, verdict: Warn, msg: "unavailable: reboots go on without a slot: cannot reach the API server: ", fix: "check that the API server answers"},
+		// Issue 19: without node set, an API server that refuses the
+		// connection is that, not an unknown name.
+		{name: "node name, API server down", files: map[string]string{"/etc/gnsh/kubeconfig": kubeconfigFor(closedURL(t))},
+			opts:  KubeOptions{Hostname: func() (string, error) { return "vm", nil }},
+			cause: CauseAPIServer, verdict: Warn, msg: "the lookup of this node's name at the API server failed: ", fix: "check that the API server answers"},
 		{name: "node unknown", files: map[string]string{"/etc/gnsh/kubeconfig": "apiVersion: v1\nkind: Config\n"},
 			opts:  KubeOptions{Connect: connectTo(empty), Hostname: func() (string, error) { return "ghost", nil }},
 			cause: CauseNode, verdict: Warn, msg: "this node's name is unknown: ", fix: "see the kubeconfig and node checks"},

@@ -219,7 +219,16 @@ type KubeconfigFacts struct {
 	// read (the defaults are then used).
 	Config      string `json:"config"`
 	ConfigError string `json:"configError,omitempty"`
-	Error       string `json:"error,omitempty"`
+	// ConfigFound: the config file exists (else the defaults apply).
+	ConfigFound bool `json:"configFound"`
+	// ConfigProblems is every problem of the config file, as gnsh config
+	// check says them ("FILE: line N: KEY: problem; fix"), the kubeconfig
+	// it names included; none when it cannot be read (ConfigError).
+	ConfigProblems []string `json:"configProblems,omitempty"`
+	// Named is where a kubeconfig was named, "--kubeconfig" or
+	// "kubeconfig in FILE"; "" when it was searched for.
+	Named string `json:"named,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // NodeFacts is this machine's Node, when the API server answers.

@@ -242,6 +242,16 @@ func testPodKinds(t *testing.T, r *rig) {
 	if ok, err := cordon(ctx, t, c, node, owner(t)); !ok || err != nil {
 		t.Fatalf("Cordon: %v %v", ok, err)
 	}
+	// strictDrain first: kubectl drain's refusal, at once, nothing evicted.
+	_, err = drain.Drain(ctx, c, drain.Options{Node: node, Timeout: time.Minute, Strict: true})
+	var be *drain.BlockedError
+	if !errors.As(err, &be) || !be.StrictOnly() || len(be.Refused) != 2 ||
+		!strings.Contains(err.Error(), "kinds/bare (declares no controller)") || !strings.Contains(err.Error(), "kinds/cache-0 (uses emptyDir)") {
+		t.Fatalf("strict Drain: %v", err)
+	}
+	if pods, _, err := drain.ListNodePods(ctx, c, node); err != nil || len(pods) != 5 {
+		t.Fatalf("after the strict refusal: %d pods, %v", len(pods), err)
+	}
 	var mu sync.Mutex
 	var warnings []string
 	res, err := drain.Drain(ctx, c, drain.Options{Node: node, Timeout: time.Minute,

@@ -38,8 +38,8 @@ func doctorLine(t *testing.T, env []string) (string, rig.Result) {
 	}
 	lines := unwrapChecks(r.Stdout)
 	r.Stdout = strings.Join(lines, "\n") + "\n"
-	if len(lines) != 13 {
-		t.Fatalf("%d lines, want one per check (13)", len(lines))
+	if len(lines) != 14 {
+		t.Fatalf("%d lines, want one per check (14)", len(lines))
 	}
 	for _, l := range lines {
 		f := strings.Fields(l)
@@ -186,13 +186,16 @@ func TestDoctorAgent(t *testing.T) {
 	agentLine := func() string {
 		t.Helper()
 		r := rig.Run(t, rig.Spec{Env: env, RunDir: runDir, Hide: []string{"/etc/kubernetes", "/etc/gnsh"},
-			Argv: []string{filepath.Join(binDir, "gnsh"), "doctor", "--kubeconfig", writeConfig(t, "apiVersion: v1\nkind: Config\n")}})
+			// A kubeconfig (a node), of an API server that is not there.
+			Argv: []string{filepath.Join(binDir, "gnsh"), "doctor", "--kubeconfig", writeConfig(t, "apiVersion: v1\nkind: Config\n"+
+				"clusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\nusers: [{name: u, user: {token: t}}]\n"+
+				"contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n")}})
 		lines := unwrapChecks(r.Stdout)
-		if len(lines) != 13 || !strings.Contains(lines[11], "  agent  ") {
+		if len(lines) != 14 || !strings.Contains(lines[12], "  agent  ") {
 			t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 		}
-		t.Logf("%s", lines[11])
-		return lines[11]
+		t.Logf("%s", lines[12])
+		return lines[12]
 	}
 	const unknown = "gnsh.service: state unknown (Unknown method GetUnit or interface org.freedesktop.systemd1.Manager.)"
 

@@ -1074,7 +1074,7 @@ func TestDrainWithoutKubeconfig(t *testing.T) {
 		t.Errorf("bad config: exit %d, want 1", r.Code)
 	}
 	noLogind(t, b.ld)
-	wantLines(t, r.Stderr, "gnsh: "+bad+": unknown key \"drainTimout\"",
+	wantLines(t, r.Stderr, "gnsh: "+bad+": line 1: drainTimout: unknown key; did you mean drainTimeout?",
 		"gnsh: nothing was shut down; fix the file, or run the command again with --no-drain")
 	r = hidden(t, b.bus, []string{"GNSH_CONFIG=" + bad}, "reboot", "--no-drain")
 	if r.Code != 0 || r.Stderr != "" {

@@ -26,6 +26,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/godbus/dbus/v5"
+
 	"github.com/gnsh/gnsh/internal/legacy"
 	"github.com/gnsh/gnsh/internal/logind/logindtest"
 	"github.com/gnsh/gnsh/test/internal/rig"
@@ -185,6 +187,77 @@ func TestShowUnprintable(t *testing.T) {
 	}
 }
 
+// TestScheduleFails compares a scheduled shutdown that logind does not
+// take: refused, logind not on the bus, no bus at all. systemd 252 says
+// why ("Failed to schedule shutdown: …", "Failed to connect to bus: …")
+// and exits 1: it never falls back to an immediate shutdown for a TIME.
+// gnsh must say systemd's lines as systemd does and start nothing; its own
+// line ("gnsh: …", left out of the comparison) says, but for a refusal
+// for good (access denied) and a dry run, that nothing was scheduled and
+// how to shut down at once.
+func TestScheduleFails(t *testing.T) {
+	rig.Need(t, "dbus-daemon", "chroot")
+	root := rootfs(t)
+	localBin := buildGnsh(t)
+	failed := &dbus.Error{Name: "org.freedesktop.DBus.Error.Failed", Body: []any{"logind is busy"}}
+	denied := &dbus.Error{Name: logindtest.ErrorAccessDenied, Body: []any{"Access denied"}}
+	timeout := &dbus.Error{Name: "org.freedesktop.DBus.Error.NoReply", Body: []any{"Connection timed out"}}
+	refuse := func(e *dbus.Error) *logindtest.Options {
+		return &logindtest.Options{Version: 252, Errors: map[string]*dbus.Error{"ScheduleShutdown": e}}
+	}
+	for _, c := range []struct {
+		name  string
+		argv  []string
+		lo    *logindtest.Options // nil: no logind on the bus
+		noBus bool                // no bus at all
+		told  bool                // gnsh's own line says nothing was scheduled
+	}{
+		{"refused", []string{"shutdown", "-r", "+5"}, refuse(failed), false, true},
+		{"refused, poweroff at a time", []string{"shutdown", "23:59", "bye"}, refuse(failed), false, true},
+		{"no answer", []string{"shutdown", "-H", "+1"}, refuse(timeout), false, true},
+		{"access denied", []string{"shutdown", "-r", "+5"}, refuse(denied), false, false},
+		{"dry run refused", []string{"shutdown", "-k", "+5"}, refuse(failed), false, false},
+		{"no logind", []string{"shutdown", "-r", "+5"}, nil, false, true},
+		{"no logind, halt", []string{"shutdown", "-H", "+1", "maintenance"}, nil, false, true},
+		{"no logind, dry run", []string{"shutdown", "-k", "+5"}, nil, false, false},
+		{"no bus", []string{"shutdown", "-r", "+5"}, nil, true, true},
+		{"no bus, dry run", []string{"shutdown", "-k"}, nil, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t0 := time.Now()
+			run := func(localBin string) outcome {
+				if c.noBus {
+					r := rig.Run(t, rig.Spec{Root: root, LocalBin: localBin, Param: "old", Argv: c.argv,
+						Env: []string{"DBUS_SYSTEM_BUS_ADDRESS=unix:path=/run/nonexistent", "SYSTEMD_IGNORE_CHROOT=1"}})
+					return outcome{Code: r.Code, Kernel: r.Kernel, Stdout: r.Stdout, Stderr: r.Stderr, Param: r.Param}
+				}
+				return runWith(t, root, localBin, c.argv, t0, nil, c.lo)
+			}
+			want := run("")
+			got := run(localBin)
+			var own, theirs []string
+			for _, l := range strings.SplitAfter(got.Stderr, "\n") {
+				if strings.HasPrefix(l, "gnsh: ") {
+					own = append(own, l)
+				} else {
+					theirs = append(theirs, l)
+				}
+			}
+			got.Stderr = strings.Join(theirs, "")
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("gnsh differs from systemd 252 (its own lines left out)\n gnsh:    %+v\n systemd: %+v", got, want)
+			}
+			if want.Code != 1 || len(want.Systemd) != 0 || want.Kernel != "" {
+				t.Errorf("systemd 252 itself: %+v, want exit 1 and nothing started", want)
+			}
+			says := strings.Join(own, "")
+			if told := strings.Contains(says, " was not scheduled and nothing was shut down; "); told != c.told || len(own) > 1 {
+				t.Errorf("gnsh's own lines %q; want one saying nothing was scheduled: %v", says, c.told)
+			}
+		})
+	}
+}
+
 // planOne runs gnsh plan -o json on the host and turns its JSON into the outcome
 // the command itself would have in the oracle's chroot.
 func planOne(t *testing.T, gnsh string, argv []string, t0 time.Time) outcome {
@@ -252,8 +325,17 @@ func planOne(t *testing.T, gnsh string, argv []string, t0 time.Time) outcome {
 // localBin = "" runs systemd's own commands. before, if set, runs once the
 // fake services are up.
 func runOne(t *testing.T, root, localBin string, argv []string, t0 time.Time, before func(*logindtest.Bus)) outcome {
+	return runWith(t, root, localBin, argv, t0, before, &logindtest.Options{Version: 252})
+}
+
+// runWith is runOne with the fake logind's options; nil runs no logind on
+// the bus at all (its name has no owner).
+func runWith(t *testing.T, root, localBin string, argv []string, t0 time.Time, before func(*logindtest.Bus), lo *logindtest.Options) outcome {
 	bus := logindtest.StartBus(t)
-	ld := bus.StartLogind(t, logindtest.Options{Version: 252})
+	var ld *logindtest.Logind
+	if lo != nil {
+		ld = bus.StartLogind(t, *lo)
+	}
 	sd := bus.StartSystemd(t, logindtest.SystemdOptions{})
 	if before != nil {
 		before(bus)
@@ -266,8 +348,10 @@ func runOne(t *testing.T, root, localBin string, argv []string, t0 time.Time, be
 		Argv: argv,
 	})
 	o := outcome{Code: r.Code, Kernel: r.Kernel, Stdout: r.Stdout, Stderr: timeRE.ReplaceAllString(r.Stderr, "<time>"), Param: r.Param}
-	for _, c := range ld.Calls() {
-		o.Logind = append(o.Logind, render(c, t0))
+	if ld != nil {
+		for _, c := range ld.Calls() {
+			o.Logind = append(o.Logind, render(c, t0))
+		}
 	}
 	for _, c := range sd.Calls() {
 		o.Systemd = append(o.Systemd, render(c, t0))

@@ -1,0 +1,153 @@
+package gnshcli
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gnsh/gnsh/internal/drainer"
+	"github.com/gnsh/gnsh/internal/handoff"
+)
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// gnsh config check validates a file at any path as the wrapper reads it:
+// every problem on its own line, with its line and the key's path (issue
+// 19: a nested typo was found only when someone typed reboot).
+func TestConfigCheck(t *testing.T) {
+	dir := t.TempDir()
+	kc := writeFile(t, dir, "kubeconfig", "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: \"https://127.0.0.1:1\"}\n"+
+		"users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n")
+	for _, tt := range []struct {
+		name, content string
+		args          []string
+		code          int
+		stdout        string
+		stderr        []string
+	}{
+		{"valid", "slots:\n  maxUnavailable: 2\n", nil, 0, "gnsh: FILE is valid\n", nil},
+		{"valid, kubeconfig there", "kubeconfig: " + kc + "\n", nil, 0, "gnsh: FILE is valid\n", nil},
+		{"nested typo", "drainTimeout: 2m\nslots: {maxUnavalable: 2}\n", nil, 1, "",
+			[]string{"gnsh: FILE: line 2: slots.maxUnavalable: unknown key; did you mean maxUnavailable?"}},
+		{"every problem", "drian: false\nslots:\n  pools:\n  - name: gpu\n    selektor: pool=gpu\n", nil, 1, "", []string{
+			"gnsh: FILE: line 1: drian: unknown key; did you mean drain?",
+			"gnsh: FILE: line 5: slots.pools[0].selektor: unknown key; did you mean selector?"}},
+		{"bad value", "slots:\n  gate: maybe\n", nil, 1, "",
+			[]string{`gnsh: FILE: line 2: slots.gate: "maybe" is not a gate mode; use off, optional or required`}},
+		{"kubeconfig not there", "drainTimeout: 2m\nkubeconfig: /nonexistent/kubeconfig\n", nil, 1, "", []string{
+			"gnsh: FILE: line 2: kubeconfig: /nonexistent/kubeconfig does not exist; fix the kubeconfig key or remove it " +
+				"(gnsh then looks in $KUBECONFIG, /etc/gnsh/kubeconfig, /etc/kubernetes/kubelet.conf): until then every shutdown through gnsh is refused, but with --no-drain"}},
+		{"kubeconfig not there, skipped", "kubeconfig: /nonexistent/kubeconfig\n", []string{"--skip-kubeconfig"}, 0, "gnsh: FILE is valid\n", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env, out, errb := testEnv(t)
+			f := writeFile(t, t.TempDir(), "candidate.yaml", tt.content)
+			args := append(append([]string{"gnsh", "config", "check"}, tt.args...), f)
+			code := Run(context.Background(), args, env)
+			want := strings.ReplaceAll(strings.Join(tt.stderr, "\n"), "FILE", f)
+			if want != "" {
+				want += "\n"
+			}
+			if code != tt.code || out.String() != strings.ReplaceAll(tt.stdout, "FILE", f) || errb.String() != want {
+				t.Errorf("exit %d, stdout %q, stderr\n%s\nwant exit %d, stderr\n%s", code, out, errb, tt.code, want)
+			}
+		})
+	}
+}
+
+// Without FILE: $GNSH_CONFIG, else /etc/gnsh/config.yaml; an absent file
+// is the defaults, a FILE named that is absent a typo.
+func TestConfigCheckDefaults(t *testing.T) {
+	env, out, errb := testEnv(t)
+	absent := filepath.Join(t.TempDir(), "config.yaml")
+	env.LookupEnv = func(k string) (string, bool) { return absent, k == "GNSH_CONFIG" }
+	if code := Run(context.Background(), []string{"gnsh", "config", "check"}, env); code != 0 || out.String() != "gnsh: no "+absent+": the defaults apply\n" {
+		t.Errorf("exit %d, %q %q", code, out, errb)
+	}
+	out.Reset()
+	if code := Run(context.Background(), []string{"gnsh", "config", "check", absent}, env); code != 1 || errb.String() != "gnsh: "+absent+" does not exist\n" {
+		t.Errorf("exit %d, %q %q", code, out, errb)
+	}
+	errb.Reset()
+	if code := Run(context.Background(), []string{"gnsh", "config", "check", "a", "b"}, env); code != 1 || strings.Count(errb.String(), "\n") != 1 ||
+		!strings.Contains(errb.String(), "config check takes one FILE at most") {
+		t.Errorf("exit %d, %q", code, errb)
+	}
+}
+
+// gnsh config show: every key with the value in effect.
+func TestConfigShow(t *testing.T) {
+	env, out, errb := testEnv(t)
+	f := writeFile(t, t.TempDir(), "c.yaml", "drainTimeout: 90s\nslots: {gate: required}\n")
+	if code := Run(context.Background(), []string{"gnsh", "config", "show", f}, env); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	for _, w := range []string{"drainTimeout: 1m30s\n", "  gate: required\n", "apiTimeout: 5s\n", "  maxUnavailable: 1\n"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("%q lacks %q", out, w)
+		}
+	}
+	bad := writeFile(t, t.TempDir(), "c.yaml", "slots: {maxUnavalable: 2}\n")
+	errb.Reset()
+	if code := Run(context.Background(), []string{"gnsh", "config", "show", bad}, env); code != 1 ||
+		errb.String() != "gnsh: "+bad+": line 1: slots.maxUnavalable: unknown key; did you mean maxUnavailable?\n" {
+		t.Errorf("exit %d: %q", code, errb)
+	}
+}
+
+// gnsh plan exits with the status the command would have, and carries it
+// and the message in its JSON: 1 for an invalid config file or a
+// kubeconfig named that is not there (issue 19: it said "exit_code": 0).
+func TestPlanRefusedByConfig(t *testing.T) {
+	for _, tt := range []struct {
+		name, config string
+		args         []string
+		code         int
+		stderr       string
+	}{
+		{"nested typo", "slots: {maxUnavalable: 2}\n", []string{"reboot"}, 1,
+			": line 1: slots.maxUnavalable: unknown key; did you mean maxUnavailable?\ngnsh: nothing was shut down; fix the file, or run the command again with --no-drain\n"},
+		{"kubeconfig not there", "kubeconfig: /nonexistent/kubeconfig\n", []string{"shutdown", "-r", "+5"}, 1,
+			": /nonexistent/kubeconfig does not exist; nothing was shut down: fix the kubeconfig key or remove it"},
+		{"--no-drain", "slots: {maxUnavalable: 2}\n", []string{"reboot", "--no-drain"}, 0, ""},
+		{"-f", "slots: {maxUnavalable: 2}\n", []string{"reboot", "-f"}, 0, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env, out, errb := testEnv(t)
+			cfg := writeFile(t, t.TempDir(), "config.yaml", tt.config)
+			env.NewDrainer = func() *drainer.Drainer {
+				return &drainer.Drainer{Stderr: errb, Getenv: func(string) string { return "" }, ConfigPath: cfg, KubeRoot: t.TempDir()}
+			}
+			code := Run(context.Background(), append([]string{"gnsh", "plan", "-o", "json"}, tt.args...), env)
+			var p handoff.Plan
+			if err := json.Unmarshal(out.Bytes(), &p); err != nil {
+				t.Fatal(err)
+			}
+			if code != tt.code || p.ExitCode != tt.code || !strings.Contains(p.Stderr, tt.stderr) || errb.String() != p.Stderr {
+				t.Errorf("exit %d, exit_code %d, stderr %q (printed %q); want %d, …%s…", code, p.ExitCode, p.Stderr, errb, tt.code, tt.stderr)
+			}
+			if tt.code == 0 {
+				return
+			}
+			// Refused before the hand-off: no call that shuts down.
+			for _, c := range p.Calls {
+				if strings.Contains(c.Method, "Reboot") || strings.Contains(c.Method, "Schedule") || c.Service == "kernel" {
+					t.Errorf("refused, yet %+v", c)
+				}
+			}
+			if !strings.HasPrefix(p.Drain, "refuse: ") {
+				t.Errorf("drain %q", p.Drain)
+			}
+		})
+	}
+}
