@@ -235,3 +235,14 @@ func TestRelease(t *testing.T) {
 		t.Errorf("a second build of the archive differs from the first")
 	}
 }
+
+// TestRoleVersion: the Ansible role installs the release of VERSION by
+// default.
+func TestRoleVersion(t *testing.T) {
+	r := root(t)
+	v := strings.TrimSpace(string(read(t, filepath.Join(r, "VERSION"))))
+	d := string(read(t, filepath.Join(r, "install/ansible/roles/gnsh/defaults/main.yml")))
+	if !regexp.MustCompile(`(?m)^gnsh_version: "` + regexp.QuoteMeta(v) + `"$`).MatchString(d) {
+		t.Errorf("install/ansible/roles/gnsh/defaults/main.yml: want gnsh_version: %q, the VERSION file's", v)
+	}
+}
