@@ -834,8 +834,8 @@ func (n *ansibleNode) expectInstalled(configKeys string) {
 	}
 	name := strings.TrimSuffix(filepath.Base(n.rel.archive), ".tar.gz")
 	st := c.must("sh", "-ec", `stat -c '%a %U' /var/cache/gnsh-ansible; ls /var/cache/gnsh-ansible
-		ls /usr/local/share/man/man8/gnsh.8 /usr/local/share/man/man8/gnsh-shutdown.8 /usr/local/share/man/man5/gnsh-config.5`).stdout
-	if want := "700 root\n" + name + "\n" + name + ".tar.gz\n/usr/local/share/man/man8/gnsh.8\n/usr/local/share/man/man8/gnsh-shutdown.8\n/usr/local/share/man/man5/gnsh-config.5\n"; st != want {
+		ls /usr/local/share/man/man5/gnsh-config.5 /usr/local/share/man/man8/gnsh-shutdown.8 /usr/local/share/man/man8/gnsh.8`).stdout
+	if want := "700 root\n" + name + "\n" + name + ".tar.gz\n/usr/local/share/man/man5/gnsh-config.5\n/usr/local/share/man/man8/gnsh-shutdown.8\n/usr/local/share/man/man8/gnsh.8\n"; st != want {
 		t.Errorf("staged release and man pages: %q, want %q", st, want)
 	}
 }
