@@ -3,7 +3,10 @@
 # repository (the latest release's semantic version, MAJOR.MINOR.PATCH) and
 # git. Run it at the top of the tree.
 #   the commit that set VERSION, clean    -> 0.1.0
-#   7 commits after it                     -> 0.1.0+git7.gabc1234
+#   a commit tagged v0.1.0, clean          -> 0.1.0 (the release, when
+#                                             commits followed the one
+#                                             that set VERSION)
+#   7 commits after the one that set it    -> 0.1.0+git7.gabc1234
 #   uncommitted or untracked changes      -> ….dirty appended (0.1.0+git0.gabc1234.dirty)
 #   not a git checkout (a source archive)  -> 0.1.0
 # dpkg and rpm both order these as the commits: 0.1.0 < 0.1.0+git7… <
@@ -43,7 +46,7 @@ version() {
 	else
 		n=$(git rev-list --count HEAD)
 	fi
-	if [ "$n" = 0 ] && [ -z "$dirty" ]; then
+	if [ -z "$dirty" ] && { [ "$n" = 0 ] || git tag --points-at HEAD | grep -qxF "v$base"; }; then
 		echo "$base"
 	else
 		echo "$base+git$n.g$(git rev-parse --short=7 HEAD)$dirty"

@@ -459,6 +459,23 @@ func TestVersion(t *testing.T) {
 		git("commit", "-q", "-am", strconv.Itoa(i))
 	}
 	check("0.1.0+git11.g" + hash(7))
+	// The release tagged on a later commit is VERSION too (not in the
+	// ordered sequence: the commits before the tag are numbered from the
+	// one that set VERSION), and so is nothing after it.
+	git("tag", "v0.1.0")
+	if got := ver(); got != "0.1.0" {
+		t.Errorf("version.sh on the commit tagged v0.1.0 = %q, want 0.1.0", got)
+	}
+	write("f", "x")
+	if got := ver(); got != "0.1.0+git11.g"+hash(7)+".dirty" {
+		t.Errorf("version.sh on the tagged commit, dirty = %q, want 0.1.0+git11.g%s.dirty", got, hash(7))
+	}
+	git("commit", "-q", "-am", "after the tag")
+	check("0.1.0+git12.g" + hash(7))
+	git("tag", "v9.9.9") // another version's tag: not this one's release
+	if got := ver(); got != "0.1.0+git12.g"+hash(7) {
+		t.Errorf("version.sh on a commit tagged v9.9.9 = %q, want 0.1.0+git12.g%s", got, hash(7))
+	}
 	write("VERSION", "0.1.1\n")
 	git("commit", "-q", "-am", "0.1.1")
 	check("0.1.1")
