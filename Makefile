@@ -1,11 +1,16 @@
 # gnsh — see README.md. Targets keep one-line bodies; scripts live in test/.
 GO      ?= go
 PREFIX  ?= /usr/local
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/gnsh/gnsh/internal/version.Version=$(VERSION)
+# The version: VERSION (the latest release) as is on the commit that set it,
+# VERSION+gitN.gHASH[.dirty] after it (install/package/version.sh).
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell sh install/package/version.sh)
+endif
+# -s -w, the version, the commit and its date (not the build's): reproducible.
+LDFLAGS := $(shell sh install/package/version.sh -ldflags $(VERSION))
 FUZZTIME ?= 10s
 
-.PHONY: build man package deps k8s test test-unit test-integration test-e2e chaos lint fuzz bench demo install clean
+.PHONY: build man package release deps k8s test test-unit test-integration test-e2e chaos lint fuzz bench demo install clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/gnsh ./cmd/gnsh
@@ -16,7 +21,12 @@ man:
 
 # bin/pkg/gnsh_VERSION-1_ARCH.deb and gnsh-VERSION-1.ARCH.rpm (nfpm, a Go tool dependency).
 package: build
-	sh install/package/build.sh bin/pkg
+	GNSH_PKG_VERSION=$(VERSION) sh install/package/build.sh bin/pkg
+
+# bin/release: gnsh_VERSION_linux_{amd64,arm64}.tar.gz, the .deb and .rpm of
+# both and SHA256SUMS, reproducible (install/package/release.sh).
+release:
+	rm -rf bin/release && GNSH_RELEASE_VERSION=$(VERSION) sh install/package/release.sh bin/release
 
 # Host packages the tests and the demo need (Debian/Ubuntu, as root).
 deps:

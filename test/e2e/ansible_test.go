@@ -84,16 +84,55 @@ func needAnsible(t *testing.T) {
 	}
 }
 
+// ansibleRelease is the release the role installs: the amd64 archive of
+// install/package/release.sh (make release) with its SHA256SUMS beside it,
+// and its gnsh unpacked for the test's own comparisons.
+type ansibleRelease struct {
+	dir     string // release.sh's OUTDIR: the archive and SHA256SUMS
+	archive string // gnsh_VERSION_linux_amd64.tar.gz
+	bin     string // the archive's gnsh, unpacked on the host
+}
+
+func buildAnsibleRelease(t *testing.T) ansibleRelease {
+	t.Helper()
+	top, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(resultsRoot, "ansible-release")
+	_ = os.RemoveAll(dir)
+	cmd := exec.Command("sh", "install/package/release.sh", dir)
+	cmd.Dir = top
+	cmd.Env = append(os.Environ(), "GNSH_RELEASE_ARCHS=amd64", "GNSH_RELEASE_FORMATS=tar")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("install/package/release.sh: %v\n%s", err, out)
+	}
+	archives, _ := filepath.Glob(filepath.Join(dir, "gnsh_*_linux_amd64.tar.gz"))
+	if len(archives) != 1 {
+		t.Fatalf("release.sh made %v, want one gnsh_*_linux_amd64.tar.gz", archives)
+	}
+	r := ansibleRelease{dir: dir, archive: archives[0], bin: filepath.Join(dir, "unpacked", "gnsh")}
+	if err := os.MkdirAll(filepath.Dir(r.bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimSuffix(filepath.Base(r.archive), ".tar.gz")
+	if out, err := exec.Command("tar", "-xzf", r.archive, "-C", filepath.Dir(r.bin), "--strip-components=1", name+"/gnsh").CombinedOutput(); err != nil {
+		t.Fatalf("tar -x %s/gnsh: %v\n%s", name, err, out)
+	}
+	return r
+}
+
 // TestAnsibleE2E applies the role to a Debian 11 and a Debian 12 node at
 // the same time (one container each, a persistent root that survives the
-// reboot in the middle).
+// reboot in the middle), installing from a release archive built by
+// install/package/release.sh.
 func TestAnsibleE2E(t *testing.T) {
 	if os.Getenv("GNSH_E2E_ANSIBLE") == "0" {
 		t.Skip("SKIP: GNSH_E2E_ANSIBLE=0")
 	}
 	suites := e2eSuites()
-	gnsh := needGnsh(t)
 	needAnsible(t)
+	rel := buildAnsibleRelease(t)
 	var wg sync.WaitGroup
 	for _, s := range suites {
 		wg.Add(1)
@@ -110,7 +149,7 @@ func TestAnsibleE2E(t *testing.T) {
 	for _, s := range suites {
 		t.Run(s, func(t *testing.T) {
 			t.Parallel()
-			runAnsibleSuite(t, s, gnsh)
+			runAnsibleSuite(t, s, rel)
 		})
 	}
 }
@@ -155,16 +194,17 @@ type ansibleNode struct {
 	t     *testing.T // the current step's
 	top   *testing.T // the suite's: owns the containers
 	suite string
-	dir   string // case dir on the host
-	adir  string // dir/ansible: inventory, ansible.cfg, logs
-	gnsh  string
+	dir   string          // case dir on the host
+	adir  string          // dir/ansible: inventory, ansible.cfg, logs
+	gnsh  string          // the binary the role installs (the release's)
+	rel   *ansibleRelease // nil: binary mode (TestAnsibleRollingE2E)
 	c     *container
 	d     *drainCase
 	port  int
 	runs  int
 }
 
-func runAnsibleSuite(t *testing.T, suite, gnsh string) {
+func runAnsibleSuite(t *testing.T, suite string, rel ansibleRelease) {
 	start := time.Now()
 	rootfs, _, err := rootfsFlavor(suite, "ansible")
 	if err != nil {
@@ -182,7 +222,7 @@ func runAnsibleSuite(t *testing.T, suite, gnsh string) {
 	d.connect(t)
 	d.populate(t)
 
-	n := &ansibleNode{t: t, top: t, suite: suite, dir: dir, adir: filepath.Join(dir, "ansible"), gnsh: gnsh, d: d}
+	n := &ansibleNode{t: t, top: t, suite: suite, dir: dir, adir: filepath.Join(dir, "ansible"), gnsh: rel.bin, rel: &rel, d: d}
 	root := persistentRoot(t, rootfs, dir)
 	n.c = boot(t, suite, rootfs, dir, bootOpts{persist: root})
 	d.installKubeconfig(n.c)
@@ -202,6 +242,36 @@ func runAnsibleSuite(t *testing.T, suite, gnsh string) {
 			t.Errorf("check mode changed the node:\n%s", diff)
 		}
 	})
+	// A release archive that is not the one SHA256SUMS names (one byte
+	// changed): refused before anything is unpacked, and removed.
+	n.step("release_checksum_mismatch", func(t *testing.T) {
+		bad := filepath.Join(n.adir, "tampered")
+		if err := os.MkdirAll(bad, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(n.rel.archive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)/2] ^= 0xff
+		mustWrite(t, filepath.Join(bad, filepath.Base(n.rel.archive)), string(b))
+		sums, err := os.ReadFile(filepath.Join(n.rel.dir, "SHA256SUMS"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustWrite(t, filepath.Join(bad, "SHA256SUMS"), string(sums))
+		r := n.playFails("tampered", "site.yml", withVars(kubeletVars, map[string]any{
+			"gnsh_release_src": filepath.Join(bad, filepath.Base(n.rel.archive))}))
+		if !strings.Contains(r.out, "removed, nothing installed") {
+			t.Errorf("the play does not say that the archive does not match SHA256SUMS")
+		}
+		if diff := lineDiff(before, n.listing()); diff != "" {
+			t.Errorf("a release that does not match SHA256SUMS changed the node:\n%s", diff)
+		}
+		if left := n.c.must("find", "/var/cache/gnsh-ansible", "-mindepth", "1").stdout; left != "" {
+			t.Errorf("left in /var/cache/gnsh-ansible:\n%s", left)
+		}
+	})
 	n.step("apply_kubelet_credentials", func(t *testing.T) {
 		r := n.play("apply", "site.yml", kubeletVars, false)
 		if r.changed == 0 {
@@ -211,9 +281,27 @@ func runAnsibleSuite(t *testing.T, suite, gnsh string) {
 		if _, err := os.Stat(filepath.Join(root, "etc/gnsh/kubeconfig")); err == nil {
 			t.Errorf("/etc/gnsh/kubeconfig exists with gnsh_credentials=kubelet")
 		}
+		// The kubelet's credentials: the play says, once, that the gate is off.
+		if n := strings.Count(r.out, `"gnsh: the reboot-slot gate is off on 1 of 1 nodes (`+suite+`): with the kubelet's credentials`); n != 1 {
+			t.Errorf("the play says %d times that the reboot-slot gate is off with the kubelet's credentials, want once", n)
+		}
 	})
 	n.step("second_run_changes_nothing", func(t *testing.T) {
 		n.expectUnchanged(n.play("apply-again", "site.yml", kubeletVars, false))
+	})
+	// A typo below the top level of gnsh_config: gnsh config check refuses
+	// the file at install time, naming the key's path, and the node keeps
+	// its config.
+	n.step("config_typo_refused", func(t *testing.T) {
+		conf := n.c.must("cat", "/etc/gnsh/config.yaml").stdout
+		r := n.playFails("typo", "site.yml", map[string]any{"gnsh_config": map[string]any{"slots": map[string]any{"maxUnavalable": 2}}})
+		if !strings.Contains(r.out, "slots.maxUnavalable") {
+			t.Errorf("the failed play does not name slots.maxUnavalable")
+		}
+		if got := n.c.must("cat", "/etc/gnsh/config.yaml").stdout; got != conf {
+			t.Errorf("/etc/gnsh/config.yaml changed by a refused config:\n%s\nwas:\n%s", got, conf)
+		}
+		n.expectUnchanged(n.play("after-typo", "site.yml", kubeletVars, false))
 	})
 	n.step("switch_resolves_to_gnsh", func(t *testing.T) {
 		n.expectSwitched()
@@ -245,6 +333,9 @@ func runAnsibleSuite(t *testing.T, suite, gnsh string) {
 		r := n.playWith("dedicated", "site.yml", dedicated, false, "-vvv")
 		w.expectPrivate(t, "kubeconfig")
 		n.expectNoSecrets(r.out)
+		if strings.Contains(r.out, "reboot-slot gate is off") {
+			t.Errorf("the play says that the reboot-slot gate is off with gnsh_credentials=dedicated")
+		}
 		if r.changed == 0 {
 			t.Errorf("switching to the dedicated identity changed nothing")
 		}
@@ -584,7 +675,11 @@ func withVars(vars, extra map[string]any) map[string]any {
 }
 
 func withDefaultVars(vars map[string]any, n *ansibleNode) map[string]any {
-	out := map[string]any{"gnsh_binary_src": n.gnsh, "gnsh_hosts": "kubernetes_nodes"}
+	out := map[string]any{"gnsh_install_from": "binary", "gnsh_binary_src": n.gnsh, "gnsh_hosts": "kubernetes_nodes"}
+	if n.rel != nil {
+		// The release archive on the controller, its SHA256SUMS beside it.
+		out = map[string]any{"gnsh_install_from": "release", "gnsh_release_src": n.rel.archive, "gnsh_hosts": "kubernetes_nodes"}
+	}
 	for k, v := range vars {
 		out[k] = v
 	}
@@ -606,6 +701,37 @@ func (n *ansibleNode) playWith(name, playbook string, vars map[string]any, check
 	err := cmd.Run()
 	logf.Close()
 	return n.recap(name, logf.Name(), err, start)
+}
+
+// playFails runs a playbook that must fail on the node (failed=1, rc 2)
+// and returns its recap.
+func (n *ansibleNode) playFails(name, playbook string, vars map[string]any) recap {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	cmd, logf := n.playCmd(ctx, name, playbook, vars, false, "-v")
+	err := cmd.Run()
+	logf.Close()
+	b, _ := os.ReadFile(logf.Name())
+	r := recap{out: string(b), rc: 0}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.rc = ee.ExitCode()
+	} else if err != nil {
+		r.rc = -1
+	}
+	for _, h := range recapRE.FindAllStringSubmatch(r.out, -1) {
+		r.failed, _ = strconv.Atoi(h[5])
+		r.unreachable, _ = strconv.Atoi(h[4])
+	}
+	n.c.logf("ansible-playbook %s (meant to fail): rc %d, failed=%d in %.1f s (%s)", name, r.rc, r.failed, time.Since(start).Seconds(), logf.Name())
+	if r.rc != 2 || r.failed != 1 || r.unreachable != 0 {
+		tail := r.out
+		if len(tail) > 6000 {
+			tail = tail[len(tail)-6000:]
+		}
+		n.t.Fatalf("ansible-playbook %s: rc %d, failed=%d unreachable=%d; want a failed task (rc 2, failed=1):\n%s", name, r.rc, r.failed, r.unreachable, tail)
+	}
+	return r
 }
 
 func (n *ansibleNode) recap(name, log string, err error, start time.Time) recap {
@@ -693,6 +819,24 @@ func (n *ansibleNode) expectInstalled(configKeys string) {
 	}
 	if got := c.must("cat", "/etc/systemd/system/gnsh.service").stdout; got != string(unit) {
 		t.Errorf("/etc/systemd/system/gnsh.service differs from install/systemd/gnsh.service")
+	}
+	if n.rel == nil {
+		return
+	}
+	// From a release: its example config beside the role's, the man pages
+	// (written by gnsh install), the archive and its tree staged root's only.
+	example, err := os.ReadFile(filepath.Join("..", "..", "install", "gnsh", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.must("cat", "/etc/gnsh/config.yaml.example").stdout; got != string(example) {
+		t.Errorf("/etc/gnsh/config.yaml.example differs from install/gnsh/config.yaml")
+	}
+	name := strings.TrimSuffix(filepath.Base(n.rel.archive), ".tar.gz")
+	st := c.must("sh", "-ec", `stat -c '%a %U' /var/cache/gnsh-ansible; ls /var/cache/gnsh-ansible
+		ls /usr/local/share/man/man5/gnsh-config.5 /usr/local/share/man/man8/gnsh-shutdown.8 /usr/local/share/man/man8/gnsh.8`).stdout
+	if want := "700 root\n" + name + "\n" + name + ".tar.gz\n/usr/local/share/man/man5/gnsh-config.5\n/usr/local/share/man/man8/gnsh-shutdown.8\n/usr/local/share/man/man8/gnsh.8\n"; st != want {
+		t.Errorf("staged release and man pages: %q, want %q", st, want)
 	}
 }
 

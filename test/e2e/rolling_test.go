@@ -112,7 +112,7 @@ func TestAnsibleRollingE2E(t *testing.T) {
 	}
 
 	// The role on all three, gnsh's own identity.
-	vars := map[string]any{"gnsh_binary_src": gnsh, "gnsh_hosts": "kubernetes_nodes", "gnsh_credentials": "dedicated",
+	vars := map[string]any{"gnsh_install_from": "binary", "gnsh_binary_src": gnsh, "gnsh_hosts": "kubernetes_nodes", "gnsh_credentials": "dedicated",
 		"gnsh_kubectl": filepath.Join(nodes[0].d.cp.BinDir, "kubectl"), "gnsh_kubectl_kubeconfig": nodes[0].d.cp.AdminKubeconfig}
 	vb, _ := json.Marshal(vars)
 	mustWrite(t, filepath.Join(group, "vars.json"), string(vb))

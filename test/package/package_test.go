@@ -9,15 +9,18 @@ package pkgtest
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 const version = "1.2.3+test"
@@ -376,40 +379,51 @@ func TestRPM(t *testing.T) {
 	checkTree(t, sr, "usr/lib/systemd/system/gnsh.service")
 }
 
-// TestVersion: version.sh's conversion of git describe, and that dpkg
-// orders the results as the commits.
+// TestVersion: version.sh's version from the VERSION file and git, its
+// -ldflags, and that dpkg and rpm order the versions as the commits.
 func TestVersion(t *testing.T) {
 	need(t, "git")
 	script := filepath.Join(root(t), "install/package/version.sh")
 	dir := t.TempDir()
 	git := func(args ...string) {
 		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false"}, args...)...)
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"}, args...)...)
 		cmd.Dir = dir
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("git %v: %v %s", args, err, out)
 		}
 	}
-	ver := func() string {
-		t.Helper()
-		cmd := exec.Command("sh", script)
-		cmd.Dir = dir
+	script1 := func(in string, args ...string) (string, error) {
+		cmd := exec.Command("sh", append([]string{script}, args...)...)
+		cmd.Dir = in
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
 		out, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("version.sh: %v", err)
+			return errb.String(), err
 		}
-		return strings.TrimSpace(string(out))
+		return strings.TrimSpace(string(out)), nil
 	}
-	hash := func() string {
-		cmd := exec.Command("git", "rev-parse", "--short=7", "HEAD")
+	ver := func() string {
+		t.Helper()
+		out, err := script1(dir)
+		if err != nil {
+			t.Fatalf("version.sh: %v: %s", err, out)
+		}
+		return out
+	}
+	hash := func(n int) string {
+		cmd := exec.Command("git", "rev-parse", "--short="+strconv.Itoa(n), "HEAD")
 		cmd.Dir = dir
 		out, _ := cmd.Output()
 		return strings.TrimSpace(string(out))
 	}
-	git("init", "-q")
-	os.WriteFile(filepath.Join(dir, "f"), []byte("1"), 0o644)
-	git("add", "f")
-	git("commit", "-q", "-m", "1")
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var seq []string
 	check := func(want string) {
 		t.Helper()
@@ -418,24 +432,108 @@ func TestVersion(t *testing.T) {
 		}
 		seq = append(seq, want)
 	}
-	check("0.0.0+git1.g" + hash())
-	os.WriteFile(filepath.Join(dir, "f"), []byte("2"), 0o644)
-	check("0.0.0+git1.g" + hash() + ".dirty")
+
+	// Not a git checkout (a source archive): VERSION as it is.
+	write("VERSION", "0.1.0\n")
+	if got := ver(); got != "0.1.0" {
+		t.Errorf("version.sh outside git = %q, want 0.1.0", got)
+	}
+	git("init", "-q")
+	write("f", "1")
+	git("add", "f")
+	git("commit", "-q", "-m", "before VERSION")
+	// VERSION not committed yet: every commit counts, and the tree is dirty.
+	check("0.1.0+git1.g" + hash(7) + ".dirty")
+	git("add", "VERSION")
+	git("commit", "-q", "-m", "0.1.0")
+	check("0.1.0")
+	write("f", "2")
+	check("0.1.0+git0.g" + hash(7) + ".dirty")
 	git("commit", "-q", "-am", "2")
-	check("0.0.0+git2.g" + hash())
-	git("tag", "v1.2.3")
-	check("1.2.3")
-	os.WriteFile(filepath.Join(dir, "f"), []byte("3"), 0o644)
-	git("commit", "-q", "-am", "3")
-	check("1.2.3+git1.g" + hash())
-	git("tag", "-a", "-m", "rc", "v1.3.0-rc.1")
-	check("1.3.0.rc.1")
+	check("0.1.0+git1.g" + hash(7))
+	write("untracked", "x")
+	check("0.1.0+git1.g" + hash(7) + ".dirty")
+	os.Remove(filepath.Join(dir, "untracked"))
+	for i := 3; i <= 12; i++ {
+		write("f", strconv.Itoa(i))
+		git("commit", "-q", "-am", strconv.Itoa(i))
+	}
+	check("0.1.0+git11.g" + hash(7))
+	// The release tagged on a later commit is VERSION too (not in the
+	// ordered sequence: the commits before the tag are numbered from the
+	// one that set VERSION), and so is nothing after it.
+	git("tag", "v0.1.0")
+	if got := ver(); got != "0.1.0" {
+		t.Errorf("version.sh on the commit tagged v0.1.0 = %q, want 0.1.0", got)
+	}
+	write("f", "x")
+	if got := ver(); got != "0.1.0+git11.g"+hash(7)+".dirty" {
+		t.Errorf("version.sh on the tagged commit, dirty = %q, want 0.1.0+git11.g%s.dirty", got, hash(7))
+	}
+	git("commit", "-q", "-am", "after the tag")
+	check("0.1.0+git12.g" + hash(7))
+	git("tag", "v9.9.9") // another version's tag: not this one's release
+	if got := ver(); got != "0.1.0+git12.g"+hash(7) {
+		t.Errorf("version.sh on a commit tagged v9.9.9 = %q, want 0.1.0+git12.g%s", got, hash(7))
+	}
+	write("VERSION", "0.1.1\n")
+	git("commit", "-q", "-am", "0.1.1")
+	check("0.1.1")
+	write("f", "13")
+	git("commit", "-q", "-am", "13")
+	check("0.1.1+git1.g" + hash(7))
+	write("VERSION", "0.10.0\n")
+	git("commit", "-q", "-am", "0.10.0")
+	check("0.10.0")
+
+	// -ldflags: the version given (or this one), the commit, its date in UTC.
+	want := "-s -w -X github.com/gnsh/gnsh/internal/version.Version=%s -X github.com/gnsh/gnsh/internal/version.Commit=" + hash(12) +
+		" -X github.com/gnsh/gnsh/internal/version.Date=%s"
+	date := func() string {
+		cmd := exec.Command("git", "log", "-1", "--format=%ct")
+		cmd.Dir = dir
+		out, _ := cmd.Output()
+		sec, _ := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+		return time.Unix(sec, 0).UTC().Format("2006-01-02")
+	}()
+	for _, c := range []struct {
+		args []string
+		v    string
+	}{{[]string{"-ldflags"}, "0.10.0"}, {[]string{"-ldflags", "9.9.9"}, "9.9.9"}} {
+		if got, err := script1(dir, c.args...); err != nil || got != fmt.Sprintf(want, c.v, date) {
+			t.Errorf("version.sh %v = %q (%v), want %q", c.args, got, err, fmt.Sprintf(want, c.v, date))
+		}
+	}
+
+	// Not a release version: refused, in one line naming the file.
+	for _, bad := range []string{"v0.2.0", "0.2", "0.2.0-rc.1", "0.2.0.1", "", "0..1"} {
+		write("VERSION", bad+"\n")
+		if out, err := script1(dir); err == nil || !strings.Contains(out, "VERSION holds") || strings.Count(out, "\n") != 1 {
+			t.Errorf("VERSION %q: version.sh = %q, %v; want a one-line refusal", bad, out, err)
+		}
+	}
+
+	// Each later than the one before (the dirty ones aside), for dpkg and rpm.
+	var order []string
+	for _, v := range seq {
+		if !strings.HasSuffix(v, ".dirty") {
+			order = append(order, v)
+		}
+	}
+	// Numbers compare as numbers: git2 before git11, whatever the hashes.
+	order = append(order[:2:2], append([]string{"0.1.0+git2.gfffffff"}, order[2:]...)...)
 	if _, err := exec.LookPath("dpkg"); err == nil {
-		// Each later than the one before (the dirty one aside).
-		order := []string{seq[0], seq[2], seq[3], seq[4], seq[5]}
 		for i := 1; i < len(order); i++ {
 			if err := exec.Command("dpkg", "--compare-versions", order[i-1], "lt", order[i]).Run(); err != nil {
 				t.Errorf("dpkg: %s is not older than %s", order[i-1], order[i])
+			}
+		}
+	}
+	if _, err := exec.LookPath("rpm"); err == nil {
+		for i := 1; i < len(order); i++ {
+			out, err := exec.Command("rpm", "--eval", fmt.Sprintf("%%{lua: print(rpm.vercmp(%q, %q))}", order[i-1], order[i])).Output()
+			if err != nil || strings.TrimSpace(string(out)) != "-1" {
+				t.Errorf("rpm: %s is not older than %s (%q, %v)", order[i-1], order[i], out, err)
 			}
 		}
 	}
