@@ -87,8 +87,12 @@ func (d *Drainer) dryRun(ctx context.Context, cfg config.Config, s *session, std
 	}
 	_ = tw.Flush()
 	if refused > 0 {
-		fmt.Fprintf(stdout, "%d of %d pods are refused (strictDrain: true in %s): a drain would stop before any eviction, and a shutdown be refused (dry run: nothing changed)\n",
-			refused, len(pods), d.configPath())
+		shutdown := "a shutdown be refused"
+		if cfg.ForceDrain {
+			shutdown = "a shutdown evict the other pods and go on without these (forceDrain: true)"
+		}
+		fmt.Fprintf(stdout, "%d of %d pods are refused (strictDrain: true in %s): a drain would stop before any eviction, and %s (dry run: nothing changed)\n",
+			refused, len(pods), d.configPath(), shutdown)
 		return nil
 	}
 	fmt.Fprintf(stdout, "%d of %d pods would be evicted (dry run: nothing changed)\n", evict, len(pods))
