@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -325,4 +326,21 @@ func FuzzParseStrict(f *testing.F) {
 			t.Fatalf("Parse accepts %q, the strict decoder refuses it: %v", b, err)
 		}
 	})
+}
+
+// A relative kubeconfig names a file relative to the directory gnsh runs
+// in: gnsh config check (run by Ansible in its own directory) could pass
+// where every reboot from another directory, and the node agent (in /),
+// refuses. It is a problem of the file, wherever gnsh runs.
+func TestKubeconfigRelative(t *testing.T) {
+	for _, kc := range []string{"kubelet.conf", "./kubeconfig", "~/.kube/config"} {
+		_, err := Parse([]byte("kubeconfig: " + kc + "\n"))
+		want := "line 1: kubeconfig: " + strconv.Quote(kc) + " is not an absolute path"
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s: %v, want %s…", kc, err, want)
+		}
+	}
+	if c, err := Parse([]byte("kubeconfig: /etc/gnsh/kubeconfig\n")); err != nil || c.Kubeconfig != "/etc/gnsh/kubeconfig" {
+		t.Errorf("absolute: %+v %v", c, err)
+	}
 }
