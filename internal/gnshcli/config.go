@@ -117,7 +117,9 @@ func reportConfig(env *dispatch.Env, err error) int {
 		return dispatch.Report(env.Stderr, fmt.Errorf("gnsh: %w", err))
 	}
 	for _, l := range ce.Lines() {
-		fmt.Fprintln(env.Stderr, "gnsh: "+l)
+		// A value quoted back (a kubeconfig's path) may hold what must not
+		// reach a terminal raw.
+		fmt.Fprintln(env.Stderr, "gnsh: "+termSafe(l))
 	}
 	return 1
 }
