@@ -228,4 +228,10 @@ func TestHelpNeverShutsDown(t *testing.T) {
 	if code != 0 || !strings.HasSuffix(out, legacy.HelpLine) {
 		t.Errorf("gnsh help reboot: exit %d:\n%s", code, out)
 	}
+	_, app, _ := run(t, "--help")
+	for _, args := range [][]string{{"help"}, {"help", "help"}, {"help", "--help"}} {
+		if code, out, errb := run(t, args...); code != 0 || out != app {
+			t.Errorf("gnsh %v: exit %d, stderr %q:\n%s", args, code, errb, out)
+		}
+	}
 }

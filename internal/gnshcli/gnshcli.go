@@ -121,6 +121,9 @@ func helpCommand(code *int, env *dispatch.Env) *cli.Command {
 		SkipFlagParsing: true,
 		Action: func(c *cli.Context) error {
 			args := c.Args().Slice()
+			if len(args) == 1 && (args[0] == "--help" || args[0] == "-h") {
+				args = nil // gnsh help --help, gnsh help help: gnsh's own
+			}
 			for _, a := range args {
 				if strings.HasPrefix(a, "-") {
 					return usageErr("gnsh", "help takes command names only (got %q)", a)
