@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -244,6 +245,13 @@ func Parse(b []byte) (Config, error) {
 		// alone stays valid: a file valid before slots existed must not
 		// refuse every reboot after an upgrade.
 		c.Slots.Renew = min(Duration(MaxRenew), max(Default().Slots.Renew, Duration(c.APITimeout.D()+time.Second-1).truncSeconds()))
+	}
+	if c.Kubeconfig != "" && !filepath.IsAbs(c.Kubeconfig) {
+		// Relative to the directory gnsh runs in: the file a reboot
+		// uses, and whether it exists, would depend on the shell's
+		// directory (the node agent's is /).
+		ps = append(ps, Problem{Path: "kubeconfig", Msg: fmt.Sprintf("%q is not an absolute path (what it names depends on the directory gnsh runs in); "+
+			"write the full path, such as /etc/gnsh/kubeconfig", c.Kubeconfig)})
 	}
 	if c.PodGracePeriod != nil && *c.PodGracePeriod < 0 {
 		ps = append(ps, Problem{Path: "podGracePeriod", Msg: "must be 0 or more seconds; leave it out for each pod's own"})

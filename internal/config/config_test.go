@@ -6,9 +6,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 func write(t *testing.T, s string) string {
@@ -281,4 +284,63 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("slots out of range in %+v", c.Slots)
 		}
 	})
+}
+
+// The tree finds unknown keys for the decoder, which then reads without
+// its own check: a key the tree does not see in a merge list ("<<: [...]")
+// would be ignored, a typo silently dropped. Each such file is refused,
+// with the key's path.
+func TestMergeListUnknownKey(t *testing.T) {
+	for _, tt := range []struct{ file, want string }{
+		{"<<: [{drian: false}]\n", "line 1: drian: unknown key; did you mean drain?"},
+		{"slots:\n  <<: [{maxUnavalable: 2}]\n", "line 2: slots.maxUnavalable: unknown key; did you mean maxUnavailable?"},
+		{"slots:\n  pools:\n  - <<: [{name: a, selektor: x=1, maxUnavailable: 1}]\n", "line 3: slots.pools[0].selektor: unknown key; did you mean selector?"},
+		{"<<: [&a {node: w1}, {drian: false}]\n", "line 1: drian: unknown key; did you mean drain?"},
+		{"!!merge foo: {drain: false}\n", "line 1: foo: unknown key; the keys at the top of the file are " + strings.Join(keyNames(reflect.TypeFor[Config]()), ", ")},
+	} {
+		_, err := Parse([]byte(tt.file))
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("%q: %v, want %s", tt.file, err, tt.want)
+		}
+	}
+	c, err := Parse([]byte("<<: [{drain: false}, {node: w1}]\n"))
+	if err != nil || c.Drain || c.Node != "w1" {
+		t.Errorf("merge list of known keys: %+v %v", c, err)
+	}
+}
+
+// FuzzParseStrict: Parse never accepts a file that the decoder alone, told
+// to refuse unknown keys, refuses: no key is dropped silently.
+func FuzzParseStrict(f *testing.F) {
+	for _, s := range []string{"drain: false\n", "<<: [{drian: false}]\n", "slots:\n  <<: [{maxUnavalable: 2}]\n",
+		"x: &a {drian: false}\n<<: [*a]\n", "slots:\n  pools:\n  - &p {name: a, selector: p=1, maxUnavailable: 1}\n  - <<: *p\n    name: b\n",
+		"DRAIN: false\n", "---\ndrain: true\n---\ndrian: false\n", "!!merge foo: {drain: false}\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, err := Parse(b); err != nil {
+			return
+		}
+		c := Default()
+		if err := yaml.UnmarshalStrict(b, &c); err != nil {
+			t.Fatalf("Parse accepts %q, the strict decoder refuses it: %v", b, err)
+		}
+	})
+}
+
+// A relative kubeconfig names a file relative to the directory gnsh runs
+// in: gnsh config check (run by Ansible in its own directory) could pass
+// where every reboot from another directory, and the node agent (in /),
+// refuses. It is a problem of the file, wherever gnsh runs.
+func TestKubeconfigRelative(t *testing.T) {
+	for _, kc := range []string{"kubelet.conf", "./kubeconfig", "~/.kube/config"} {
+		_, err := Parse([]byte("kubeconfig: " + kc + "\n"))
+		want := "line 1: kubeconfig: " + strconv.Quote(kc) + " is not an absolute path"
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s: %v, want %s…", kc, err, want)
+		}
+	}
+	if c, err := Parse([]byte("kubeconfig: /etc/gnsh/kubeconfig\n")); err != nil || c.Kubeconfig != "/etc/gnsh/kubeconfig" {
+		t.Errorf("absolute: %+v %v", c, err)
+	}
 }

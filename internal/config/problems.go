@@ -144,9 +144,11 @@ func (t *tree) walk(n *yaml3.Node, ty reflect.Type, path, bare string) {
 	case ty.Kind() == reflect.Struct && n.Kind == yaml3.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
-			if k.Kind == yaml3.ScalarNode && k.Tag == "!!merge" {
-				// "<<: *defaults": the keys of the map (or maps) named.
-				t.walk(v, ty, path, bare)
+			if k.Kind == yaml3.ScalarNode && k.Tag == "!!merge" && k.Value == "<<" {
+				// "<<: *defaults" or "<<: [*a, {b: 1}]": the keys of the
+				// map, or of each map of the list, as if written here.
+				// (The decoder merges "<<" alone: "!!merge foo" is a key.)
+				t.merge(v, ty, path, bare)
 				continue
 			}
 			f, known := field(ty, k.Value)
@@ -169,6 +171,22 @@ func (t *tree) walk(n *yaml3.Node, ty reflect.Type, path, bare string) {
 	default:
 		// A value: decoding judges it.
 		t.leaves[bare] = append(t.leaves[bare], leaf{path: path, node: n})
+	}
+}
+
+// merge walks the value of a merge key ("<<") in a map that decodes into
+// ty: a map (or an alias of one), or a list of them, whose keys the
+// decoder takes as the map's own. Anything else the decoder refuses.
+func (t *tree) merge(v *yaml3.Node, ty reflect.Type, path, bare string) {
+	if v.Kind != yaml3.SequenceNode {
+		t.walk(v, ty, path, bare)
+		return
+	}
+	for _, c := range v.Content {
+		if t.budget--; t.budget <= 0 {
+			return
+		}
+		t.walk(c, ty, path, bare)
 	}
 }
 

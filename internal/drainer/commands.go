@@ -87,8 +87,12 @@ func (d *Drainer) dryRun(ctx context.Context, cfg config.Config, s *session, std
 	}
 	_ = tw.Flush()
 	if refused > 0 {
-		fmt.Fprintf(stdout, "%d of %d pods are refused (strictDrain: true in %s): a drain would stop before any eviction, and a shutdown be refused (dry run: nothing changed)\n",
-			refused, len(pods), d.configPath())
+		shutdown := "a shutdown be refused"
+		if cfg.ForceDrain {
+			shutdown = "a shutdown evict the other pods and go on without these (forceDrain: true)"
+		}
+		fmt.Fprintf(stdout, "%d of %d pods are refused (strictDrain: true in %s): a drain would stop before any eviction, and %s (dry run: nothing changed)\n",
+			refused, len(pods), d.configPath(), shutdown)
 		return nil
 	}
 	fmt.Fprintf(stdout, "%d of %d pods would be evicted (dry run: nothing changed)\n", evict, len(pods))
@@ -152,7 +156,15 @@ func (d *Drainer) Describe(req *legacy.Request) string {
 		return "none: --no-drain (no drain and no reboot slot)"
 	}
 	r := newRun(d, forShutdown, req.Action.String())
+	// shutdown -c is never refused: what cannot be read costs only
+	// gnsh's part after the cancel (FinishCancel).
+	nothingAfter := func(err error) string {
+		return fmt.Sprintf("after the cancel: nothing (%v); gnsh's cordon for a schedule, if any, stays", err)
+	}
 	if err := r.loadConfig(nil); err != nil {
+		if req.Action == legacy.Cancel {
+			return nothingAfter(err)
+		}
 		if req.Force != 0 {
 			return fmt.Sprintf("none: %v (-f goes on without a cordon)", err)
 		}
@@ -166,6 +178,8 @@ func (d *Drainer) Describe(req *legacy.Request) string {
 	switch {
 	case errors.Is(err, kube.ErrNoKubeconfig):
 		return "none: no kubeconfig, not a Kubernetes node"
+	case err != nil && req.Action == legacy.Cancel:
+		return nothingAfter(err)
 	case classifyLocal(err) == badConfig && req.Force != 0:
 		return fmt.Sprintf("none: %v (-f goes on without a cordon)", err)
 	case classifyLocal(err) == badConfig:

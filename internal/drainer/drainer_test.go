@@ -890,6 +890,15 @@ func TestDescribe(t *testing.T) {
 	if got := bad.Describe(reboot()); !strings.HasPrefix(got, "refuse: ") || !strings.Contains(got, `drian: unknown key`) {
 		t.Errorf("bad config: %q", got)
 	}
+	// shutdown -c is never refused for them (its plan exits 0): only
+	// gnsh's part after the cancel is left out.
+	cancel := req(func(r *legacy.Request) { r.Action = legacy.Cancel })
+	badKC := newDrainer(t, nil, "kubeconfig: /nonexistent/kubeconfig\n")
+	for name, got := range map[string]string{"bad config": bad.Describe(cancel), "bad kubeconfig": badKC.Describe(cancel)} {
+		if !strings.HasPrefix(got, "after the cancel: nothing (") || strings.Contains(got, "refuse") {
+			t.Errorf("shutdown -c, %s: %q", name, got)
+		}
+	}
 }
 
 // gnsh uncordon takes the drain lock: it never races a drain's cordon.

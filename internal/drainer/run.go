@@ -525,11 +525,13 @@ func (r *run) drain(ctx context.Context) outcome {
 		Node: s.node, Timeout: timeout, GracePeriod: r.cfg.PodGracePeriod,
 		UnreachableAfter: r.cfg.UnreachableAfter.D(),
 		// strictDrain: a wrapper's shutdown and gnsh drain are refused
-		// without evicting anything, as kubectl drain; --force-drain and
-		// the node agent (whose shutdown goes ahead whatever this drain
-		// does) evict the rest and name the pods left.
+		// without evicting anything, as kubectl drain; --force-drain (or
+		// forceDrain) of a shutdown and the node agent (whose shutdown
+		// goes ahead whatever this drain does) evict the rest and name
+		// the pods left. gnsh drain shuts nothing down: forceDrain is
+		// not for it.
 		Strict:    r.cfg.StrictDrain,
-		EvictRest: r.cfg.ForceDrain || r.d.Agent,
+		EvictRest: (r.cfg.ForceDrain && r.purpose != forMaintenance) || r.d.Agent,
 		Clock:     r.d.clock(),
 		Progress:  r.out.update,
 		Warn:      func(l string) { r.out.printf("evicting %s", l) },

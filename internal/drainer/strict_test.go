@@ -103,3 +103,24 @@ func TestStrictDrainCommand(t *testing.T) {
 		t.Fatalf("%d evictions", f.Evictions())
 	}
 }
+
+// forceDrain in the config file is a shutdown's, which goes on without the
+// refused pods: gnsh drain shuts nothing down, and with strictDrain still
+// refuses before any eviction, as it says it does. Its dry run says what a
+// shutdown would do with forceDrain.
+func TestStrictDrainCommandForceDrainConfig(t *testing.T) {
+	f := strictNode(t)
+	d := newDrainer(t, f, "strictDrain: true\nforceDrain: true\n")
+	var out bytes.Buffer
+	if err := d.DrainCommand(context.Background(), 0, true, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := "a drain would stop before any eviction, and a shutdown evict the other pods and go on without these (forceDrain: true)"; !strings.Contains(out.String(), want) {
+		t.Errorf("dry run lacks %q:\n%s", want, out.String())
+	}
+	err := d.DrainCommand(context.Background(), 0, false, &out)
+	refusal(t, err, "app/cache (uses emptyDir); nothing was evicted: move them yourself")
+	if f.Evictions() != 0 {
+		t.Fatalf("%d evictions, after saying nothing was evicted", f.Evictions())
+	}
+}

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/gnsh/gnsh/internal/dispatch"
+	"github.com/gnsh/gnsh/internal/handoff"
+	"github.com/gnsh/gnsh/internal/legacy"
 	"github.com/gnsh/gnsh/internal/version"
 )
 
@@ -183,3 +186,52 @@ func TestReportPrefixesEveryLine(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+// recKernel records the kernel calls a test run makes (none is made).
+type recKernel struct{ calls []string }
+
+func (k *recKernel) Sync() { k.calls = append(k.calls, "sync") }
+func (k *recKernel) Reboot(handoff.RebootCmd, string) error {
+	k.calls = append(k.calls, "reboot")
+	return errors.New("test: reboot(2) recorded")
+}
+
+// gnsh help never runs a command: it took `gnsh help shutdown -- now` to
+// `gnsh shutdown -- now --help` (a wall message "--help": power off now),
+// and with $POSIXLY_CORRECT getopt stops at the first word too. It takes
+// command names only, a legacy command's alone; `gnsh help reboot` still
+// prints reboot's help.
+func TestHelpNeverShutsDown(t *testing.T) {
+	for _, tt := range []struct {
+		args  []string
+		posix bool
+		want  string
+	}{
+		{[]string{"help", "shutdown", "--", "now"}, false, `gnsh: help takes command names only (got "--"); see 'gnsh --help'` + "\n"},
+		{[]string{"help", "reboot", "--"}, false, `gnsh: help takes command names only (got "--"); see 'gnsh --help'` + "\n"},
+		{[]string{"help", "shutdown", "now"}, true, `gnsh: help shutdown takes nothing after shutdown (got "now"); see 'shutdown --help'` + "\n"},
+		{[]string{"help", "poweroff", "-f"}, false, `gnsh: help takes command names only (got "-f"); see 'gnsh --help'` + "\n"},
+	} {
+		env, out, errb := testEnv(t)
+		k := &recKernel{}
+		env.Kernel = k
+		dialled := 0
+		env.DialLogind = func(context.Context) (handoff.Logind, error) { dialled++; return nil, errors.New("test: no bus") }
+		env.DialSystemd = func(context.Context) (handoff.Systemd, error) { dialled++; return nil, errors.New("test: no bus") }
+		env.LookupEnv = func(k string) (string, bool) { return "", tt.posix && k == "POSIXLY_CORRECT" }
+		code := Run(context.Background(), append([]string{"gnsh"}, tt.args...), env)
+		if code != 1 || dialled != 0 || len(k.calls) != 0 || out.Len() != 0 || errb.String() != tt.want {
+			t.Errorf("%v: exit %d, %d dials, kernel %v, stdout %q, stderr %q; want %q", tt.args, code, dialled, k.calls, out, errb, tt.want)
+		}
+	}
+	code, out, _ := run(t, "help", "reboot")
+	if code != 0 || !strings.HasSuffix(out, legacy.HelpLine) {
+		t.Errorf("gnsh help reboot: exit %d:\n%s", code, out)
+	}
+	_, app, _ := run(t, "--help")
+	for _, args := range [][]string{{"help"}, {"help", "help"}, {"help", "--help"}} {
+		if code, out, errb := run(t, args...); code != 0 || out != app {
+			t.Errorf("gnsh %v: exit %d, stderr %q:\n%s", args, code, errb, out)
+		}
+	}
+}

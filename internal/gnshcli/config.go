@@ -44,7 +44,7 @@ func configCommand(code *int, env *dispatch.Env) *cli.Command {
 				Usage:     "print the configuration in effect, defaults included, as YAML",
 				ArgsUsage: "[FILE]",
 				Description: "Prints every key with the value a shutdown uses: FILE's (default: $GNSH_CONFIG, else " +
-					config.Path + "), else the default. An invalid file is refused as by 'gnsh config check'.",
+					config.Path + "), else the default. An invalid file is refused with gnsh config check's lines; the kubeconfig it names is not checked here.",
 				Action: func(c *cli.Context) error {
 					path, given, err := configArg(c, env)
 					if err != nil {
@@ -117,7 +117,9 @@ func reportConfig(env *dispatch.Env, err error) int {
 		return dispatch.Report(env.Stderr, fmt.Errorf("gnsh: %w", err))
 	}
 	for _, l := range ce.Lines() {
-		fmt.Fprintln(env.Stderr, "gnsh: "+l)
+		// A value quoted back (a kubeconfig's path) may hold what must not
+		// reach a terminal raw.
+		fmt.Fprintln(env.Stderr, "gnsh: "+termSafe(l))
 	}
 	return 1
 }

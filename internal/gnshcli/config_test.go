@@ -151,3 +151,28 @@ func TestPlanRefusedByConfig(t *testing.T) {
 		})
 	}
 }
+
+// A kubeconfig's path is quoted back by gnsh config check and gnsh plan's
+// drain row: what must not reach a terminal raw (an escape sequence, a
+// bidirectional override) is escaped there, as everywhere else.
+func TestConfigMessagesTerminalSafe(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "config.yaml", "kubeconfig: \"/tmp/\\e[2J\\u202ex\"\n")
+	env, out, errb := testEnv(t)
+	env.NewDrainer = func() *drainer.Drainer {
+		return &drainer.Drainer{KubeRoot: dir, Getenv: func(string) string { return "" }}
+	}
+	code := Run(context.Background(), []string{"gnsh", "config", "check", cfg}, env)
+	if code != 1 || strings.ContainsAny(errb.String(), "\x1b\u202e") || !strings.Contains(errb.String(), `/tmp/\x1b[2J\u202ex does not exist`) {
+		t.Errorf("config check: exit %d, stderr %q", code, errb)
+	}
+	env, out, errb = testEnv(t)
+	env.LookupEnv = func(k string) (string, bool) { return map[string]string{"GNSH_CONFIG": cfg}[k], k == "GNSH_CONFIG" }
+	env.NewDrainer = func() *drainer.Drainer {
+		return &drainer.Drainer{KubeRoot: dir, ConfigPath: cfg, Getenv: func(string) string { return "" }}
+	}
+	code = Run(context.Background(), []string{"gnsh", "plan", "reboot"}, env)
+	if code != 1 || strings.ContainsAny(out.String()+errb.String(), "\x1b\u202e") || !strings.Contains(out.String(), `/tmp/\x1b[2J\u202ex`) {
+		t.Errorf("plan: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+}

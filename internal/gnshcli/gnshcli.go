@@ -107,6 +107,11 @@ func writeVersion(w io.Writer, output string) error {
 
 // helpCommand is `gnsh help [COMMAND...]`: the same as `gnsh COMMAND...
 // --help`. Hidden: --help is the way every command's usage names.
+//
+// It takes command names only, and a legacy command's alone: `gnsh help
+// shutdown -- now` run as `gnsh shutdown -- now --help` would power the
+// machine off ("--help" a wall message after "--"), and so would `gnsh
+// help shutdown now` with $POSIXLY_CORRECT set (getopt stops at "now").
 func helpCommand(code *int, env *dispatch.Env) *cli.Command {
 	return &cli.Command{
 		Name:            "help",
@@ -115,7 +120,19 @@ func helpCommand(code *int, env *dispatch.Env) *cli.Command {
 		Hidden:          true,
 		SkipFlagParsing: true,
 		Action: func(c *cli.Context) error {
-			*code = Run(c.Context, append(append([]string{"gnsh"}, c.Args().Slice()...), "--help"), env)
+			args := c.Args().Slice()
+			if len(args) == 1 && (args[0] == "--help" || args[0] == "-h") {
+				args = nil // gnsh help --help, gnsh help help: gnsh's own
+			}
+			for _, a := range args {
+				if strings.HasPrefix(a, "-") {
+					return usageErr("gnsh", "help takes command names only (got %q)", a)
+				}
+			}
+			if len(args) > 1 && dispatch.IsLegacy(args[0]) {
+				return usageErr(args[0], "help %s takes nothing after %s (got %q)", args[0], args[0], args[1])
+			}
+			*code = Run(c.Context, append(append([]string{"gnsh"}, args...), "--help"), env)
 			return nil
 		},
 	}

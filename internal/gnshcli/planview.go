@@ -130,7 +130,8 @@ func writeRows(w io.Writer, rows [][2]string, width int) {
 	width = max(width, col+40)
 	pad := strings.Repeat(" ", col)
 	for _, r := range rows {
-		for _, l := range wrap(r[1], width, r[0]+pad[len(r[0]):], pad) {
+		// Escaped here too: the drain row quotes the config file.
+		for _, l := range wrap(termSafe(r[1]), width, r[0]+pad[len(r[0]):], pad) {
 			fmt.Fprintln(w, strings.TrimRight(l, " "))
 		}
 	}

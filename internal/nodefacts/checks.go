@@ -75,7 +75,7 @@ func CheckSlots(r *Report) Check {
 			c.Verdict = Warn
 			c.Message += "; these credentials may not " + sf.Degraded + ": a holder whose shutdown was given up is freed only by its node agent"
 			c.Fix = "apply the rbac.yaml of this gnsh, which grants them: " + r.Install.applyRBAC()
-			if r.Install.By == ByRole {
+			if r.Install.byRole() {
 				c.Fix = "run the Ansible role gnsh again (gnsh_credentials: dedicated applies the rbac.yaml of this gnsh)"
 			}
 		}

@@ -48,7 +48,16 @@ type InstallFacts struct {
 	// RBACDoc is the page on this node saying how to make
 	// /etc/gnsh/kubeconfig from rbac.yaml's ServiceAccount, "" if none.
 	RBACDoc string
+	// Role: the Ansible role gnsh writes the config file, whatever put
+	// the binary there (the role installs the package too, with
+	// gnsh_install_from: package). What the role sets (the agent's
+	// enablement, /etc/gnsh/kubeconfig) is then fixed through the role:
+	// its next run undoes a fix made by hand.
+	Role bool
 }
+
+// byRole reports whether the Ansible role manages this node's gnsh.
+func (f InstallFacts) byRole() bool { return f.By == ByRole || f.Role }
 
 // readInstall reads how gnsh was installed; configPath is gnsh's config
 // file.
@@ -74,10 +83,11 @@ func readInstall(s *Sources, configPath string) InstallFacts {
 	if b, err := os.ReadFile(s.path(InstallRecord)); err == nil {
 		recorded = json.Unmarshal(b, &rec) == nil
 	}
+	f.Role = fileStarts(configPath, roleMark)
 	switch {
 	case exists(dpkgList) || f.RBAC != "" || rec.Packaged:
 		f.By = ByPackage
-	case fileStarts(configPath, roleMark):
+	case f.Role:
 		f.By = ByRole
 	case recorded:
 		f.By = ByInstall
@@ -114,7 +124,7 @@ func (f InstallFacts) unitFix() string {
 // enableFix says how to turn the agent on for good: with the Ansible role,
 // through the role (its next run would undo a systemctl enable).
 func (f InstallFacts) enableFix(enable string) string {
-	if f.By == ByRole {
+	if f.byRole() {
 		return "set gnsh_agent: true for the Ansible role gnsh and run it again (a hand-made " + enable + " lasts until its next run)"
 	}
 	return enable
@@ -132,7 +142,7 @@ func (f InstallFacts) applyRBAC() string {
 // identityFix says how to give gnsh its own identity: rbac.yaml's
 // ServiceAccount, as /etc/gnsh/kubeconfig.
 func (f InstallFacts) identityFix() string {
-	if f.By == ByRole {
+	if f.byRole() {
 		return "set gnsh_credentials: dedicated for the Ansible role gnsh and run it again: it applies rbac.yaml and writes /etc/gnsh/kubeconfig"
 	}
 	how := ""

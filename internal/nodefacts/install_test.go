@@ -11,7 +11,13 @@ import (
 // it: never a make target or a path of gnsh's source tree.
 func TestFixesForTheInstalledNode(t *testing.T) {
 	pkg := InstallFacts{By: ByPackage, Unit: "/lib/systemd/system/gnsh.service", RBAC: PackageDocs + "/rbac.yaml", RBACDoc: PackageDocs + "/rbac.md"}
-	role := InstallFacts{By: ByRole, Unit: "/etc/systemd/system/gnsh.service"}
+	role := InstallFacts{By: ByRole, Unit: "/etc/systemd/system/gnsh.service", Role: true}
+	// The role with gnsh_install_from: package: its next run deletes a
+	// hand-written /etc/gnsh/kubeconfig (gnsh_credentials: kubelet) and
+	// sets the agent's enablement (gnsh_agent), so the fixes of those go
+	// through the role; the unit is the package's.
+	rolePkg := pkg
+	rolePkg.Role = true
 	for _, tt := range []struct {
 		name    string
 		install InstallFacts
@@ -39,6 +45,14 @@ func TestFixesForTheInstalledNode(t *testing.T) {
 		{"agent disabled by the role", role, func(r *Report) {
 			r.Agent.ActiveState, r.Agent.UnitFileState, r.Agent.Lock, r.Agent.Running = "inactive", "disabled", LockAbsent, false
 		}, CheckAgent, "if it should run: set gnsh_agent: true for the Ansible role gnsh and run it again"},
+		{"agent disabled, the role's package", rolePkg, func(r *Report) {
+			r.Agent.ActiveState, r.Agent.UnitFileState, r.Agent.Lock, r.Agent.Running = "inactive", "disabled", LockAbsent, false
+		}, CheckAgent, "if it should run: set gnsh_agent: true for the Ansible role gnsh and run it again"},
+		{"gate refused, the role's package", rolePkg, func(r *Report) { r.Slots = SlotsFacts{Gate: "optional", Cause: CauseLease, Error: "x"} },
+			CheckSlots, "set gnsh_credentials: dedicated for the Ansible role gnsh and run it again"},
+		{"unit gone, the role's package", rolePkg, func(r *Report) {
+			r.Agent.ActiveState, r.Agent.LoadState, r.Agent.Lock, r.Agent.Running = "inactive", "not-found", LockAbsent, false
+		}, CheckAgent, "reinstall the gnsh package"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := healthy()
@@ -77,7 +91,12 @@ func TestReadInstall(t *testing.T) {
 			InstallFacts{By: ByPackage, Unit: "/usr/lib/systemd/system/gnsh.service", RBAC: PackageDocs + "/rbac.yaml"}},
 		{"the role", map[string]string{InstallRecord: `{"mode":"divert"}`, "/etc/systemd/system/gnsh.service": "",
 			"/etc/gnsh/config.yaml": "# /etc/gnsh/config.yaml — managed by Ansible (role gnsh); every key is\ndrain: true\n"},
-			InstallFacts{By: ByRole, Unit: "/etc/systemd/system/gnsh.service"}},
+			InstallFacts{By: ByRole, Unit: "/etc/systemd/system/gnsh.service", Role: true}},
+		// The role with gnsh_install_from: package: the package's files,
+		// the role's config.
+		{"the role, installing the .deb", map[string]string{"/var/lib/dpkg/info/gnsh.list": "", PackageDocs + "/rbac.yaml": "",
+			"/lib/systemd/system/gnsh.service": "", "/etc/gnsh/config.yaml": "# /etc/gnsh/config.yaml — managed by Ansible (role gnsh); every key is\n"},
+			InstallFacts{By: ByPackage, Unit: "/lib/systemd/system/gnsh.service", RBAC: PackageDocs + "/rbac.yaml", Role: true}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
