@@ -209,7 +209,7 @@ func (g *ShutdownGuard) session(ctx context.Context) (bool, error) {
 func (g *ShutdownGuard) prepare(ctx context.Context, l *logind.Logind) func(string) {
 	if g.Drained != nil {
 		if what, ok := g.Drained(); ok {
-			g.say("shutdown under way, already drained for by %s", what)
+			g.say("shutdown under way, %s", what)
 			return nil
 		}
 	}

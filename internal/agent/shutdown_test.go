@@ -87,7 +87,7 @@ func (f *guardFixture) start(t *testing.T) {
 		},
 		Drained: func() (string, bool) {
 			m, ok := f.d.DrainedFor(10 * time.Minute)
-			return "gnsh " + m.Action, ok
+			return "already drained for by gnsh " + m.Action, ok
 		},
 		Forget: f.d.RemoveMarker,
 		Out:    f.out, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,

@@ -173,7 +173,7 @@ func (d *Drainer) Prepare(ctx context.Context, req *legacy.Request) (handoff.Pre
 		return c, nil
 	case req.Drain.Skip:
 		newRun(d, forShutdown, req.Action.String()).debug("--no-drain: not draining")
-		return nil, nil
+		return d.noteNoDrain(req), nil
 	}
 	p := forShutdown
 	if req.Force != 0 {

@@ -552,3 +552,71 @@ func TestRefusedRequestKeepsTheNoDrainNote(t *testing.T) {
 		t.Fatal("a reboot taken by logind left the note")
 	}
 }
+
+// reboot --no-drain at once is marked for the node agent, whose guard
+// otherwise drains every shutdown that did not come through gnsh; logind
+// refusing it takes the mark away. A dry run, -f, a schedule, a machine
+// that is not a node and a config with drain: false mark nothing. A
+// --no-drain schedule whose time came is due for the guard too.
+func TestNoDrainMarked(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, "")
+	skip := func(mod func(*legacy.Request)) *legacy.Request {
+		r := reboot()
+		r.Drain.Skip = true
+		if mod != nil {
+			mod(r)
+		}
+		return r
+	}
+	if err := d.handOff(t, skip(nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	m, ok := d.DrainedFor(time.Minute)
+	if !ok || !m.NoDrain || m.Action != "reboot" {
+		t.Fatalf("reboot --no-drain: marker %+v %v", m, ok)
+	}
+	if err := d.handOff(t, skip(nil), errors.New("logind said no")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.ReadMarker(); !os.IsNotExist(err) {
+		t.Fatalf("refused by logind: the mark stays (%v)", err)
+	}
+	for name, mod := range map[string]func(*legacy.Request){
+		"dry run":  func(r *legacy.Request) { r.DryRun = true },
+		"-f":       func(r *legacy.Request) { r.Force = 1 },
+		"schedule": func(r *legacy.Request) { r.Command, r.When = "shutdown", legacy.Usec(time.Now().Add(time.Hour)) },
+	} {
+		if err := d.handOff(t, skip(mod), nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.ReadMarker(); !os.IsNotExist(err) {
+			t.Errorf("%s --no-drain: marked (%v)", name, err)
+		}
+	}
+	for name, d := range map[string]testDrainer{"not a node": newDrainer(t, nil, ""), "drain: false": newDrainer(t, f, "drain: false\n")} {
+		if err := d.handOff(t, skip(nil), nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.ReadMarker(); !os.IsNotExist(err) {
+			t.Errorf("%s: marked (%v)", name, err)
+		}
+	}
+
+	// A --no-drain schedule: due for the guard from a minute before its
+	// time until maxAge after it, never otherwise.
+	at := time.Now().Add(30 * time.Second).Truncate(time.Microsecond)
+	d.NoteNoDrain(legacy.Usec(at))
+	if got, ok := d.NoDrainDue(10 * time.Minute); !ok || !got.Equal(at) {
+		t.Errorf("a --no-drain schedule due in 30s: %v %v", got, ok)
+	}
+	d.NoteNoDrain(legacy.Usec(time.Now().Add(time.Hour)))
+	d.Accepted(skip(func(r *legacy.Request) { r.Command, r.When = "shutdown", legacy.Usec(time.Now().Add(time.Hour)) }))
+	if _, ok := d.NoDrainDue(10 * time.Minute); ok {
+		t.Error("a --no-drain schedule an hour away is due")
+	}
+	d.NoteDryRun(legacy.Usec(at))
+	if _, ok := d.NoDrainDue(10 * time.Minute); ok {
+		t.Error("a dry run is due as --no-drain")
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/drain"
+	"github.com/gnsh/gnsh/internal/handoff"
 	"github.com/gnsh/gnsh/internal/legacy"
 )
 
@@ -31,6 +32,10 @@ type Marker struct {
 	// for a near schedule, the agent's for a far one), is the time logind
 	// acts: PrepareForShutdown comes then, maybe long after Time.
 	Deadline *time.Time `json:"deadline,omitempty"`
+	// NoDrain: the shutdown was asked with --no-drain, which promises no
+	// drain at all: the node agent leaves it alone as it does a drained
+	// one.
+	NoDrain bool `json:"noDrain,omitempty"`
 }
 
 // writeMarker writes the marker for a drained shutdown (deadline: the
@@ -42,6 +47,42 @@ func (d *Drainer) writeMarker(action string, deadline *time.Time) error {
 		return err
 	}
 	return d.writeRunFile(MarkerName, data)
+}
+
+// noDrainRun is the Prepared of a shutdown asked at once with
+// --no-drain: its marker, written before the hand-off, goes if logind
+// refuses it.
+type noDrainRun struct{ d *Drainer }
+
+func (n noDrainRun) Finish(_ context.Context, err error) {
+	if err != nil {
+		n.d.RemoveMarker()
+	}
+}
+
+// noteNoDrain marks a shutdown asked at once with --no-drain (not a dry
+// run, not -f, which never asks logind) on a Kubernetes node whose config
+// drains: without the mark, the node agent would drain it when logind
+// sends PrepareForShutdown, as it does every shutdown that did not come
+// through gnsh. It returns the Prepared that takes the mark away if the
+// hand-off fails; nil when nothing was marked.
+func (d *Drainer) noteNoDrain(req *legacy.Request) handoff.Prepared {
+	if req.When != 0 || req.DryRun || req.Force != 0 {
+		return nil
+	}
+	r := newRun(d, forShutdown, req.Action.String())
+	if r.loadConfig(nil) != nil || !r.cfg.Drain || !r.isNode() {
+		return nil
+	}
+	data, err := json.Marshal(Marker{BootID: d.bootID(), Action: req.Action.String(), Time: d.now().UTC(), NoDrain: true})
+	if err == nil {
+		err = d.writeRunFile(MarkerName, data)
+	}
+	if err != nil {
+		r.debug("--no-drain: cannot note it for the node agent (%v): it may drain this shutdown", err)
+		return nil
+	}
+	return noDrainRun{d}
 }
 
 // writeRunFile writes name in the lock directory (root's alone, 0700): a
@@ -153,6 +194,28 @@ func (d *Drainer) noteSchedule(change func(*dryRun)) {
 func (d *Drainer) DryRunAt(at time.Time) bool {
 	var dr dryRun
 	return d.readRunFile(DryRunName, &dr) == nil && dr.BootID == d.bootID() && dr.USec == uint64(at.UnixMicro()) && !dr.NoDrain
+}
+
+// NoDrainDue reports whether the wrapper noted, in this boot, a schedule
+// made with --no-drain whose time came within maxAge (or is at most a
+// minute ahead): logind acting on it is that shutdown, which the node
+// agent must not drain. It returns the schedule's time.
+func (d *Drainer) NoDrainDue(maxAge time.Duration) (time.Time, bool) {
+	var dr dryRun
+	if d.readRunFile(DryRunName, &dr) != nil {
+		return time.Time{}, false
+	}
+	now := d.now()
+	for _, n := range []*dryRun{&dr, dr.Asked} {
+		if n == nil || !n.NoDrain || n.BootID == "" || n.BootID != d.bootID() || n.USec == 0 {
+			continue
+		}
+		at := time.UnixMicro(int64(n.USec))
+		if late := now.Sub(at); late >= -time.Minute && late <= maxAge {
+			return at, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // NoDrainAt reports whether the wrapper noted, in this boot, that the

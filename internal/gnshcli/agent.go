@@ -306,8 +306,14 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 				}, err
 			},
 			Drained: func() (string, bool) {
+				if at, ok := d.NoDrainDue(MarkerMaxAge); ok {
+					return "asked with --no-drain (a schedule for " + at.Format(time.RFC3339) + "): not draining", true
+				}
 				m, ok := d.DrainedFor(MarkerMaxAge)
-				what := "gnsh " + m.Action + " at " + m.Time.Format(time.RFC3339)
+				if m.NoDrain {
+					return "asked with --no-drain (gnsh " + m.Action + " at " + m.Time.Format(time.RFC3339) + "): not draining", ok
+				}
+				what := "already drained for by gnsh " + m.Action + " at " + m.Time.Format(time.RFC3339)
 				if m.Deadline != nil {
 					what += " ahead of the schedule for " + m.Deadline.Format(time.RFC3339)
 				}

@@ -39,7 +39,7 @@ import (
 )
 
 // agentNodes are the Nodes of TestAgent, one per scenario.
-var agentNodes = []string{"ag-reboot", "ag-admin", "ag-recordon", "ag-drain", "ag-sameboot", "ag-late", "ag-locked", "ag-pending", "ag-503", "ag-sched", "ag-guard"}
+var agentNodes = []string{"ag-reboot", "ag-admin", "ag-recordon", "ag-drain", "ag-sameboot", "ag-late", "ag-locked", "ag-pending", "ag-503", "ag-sched", "ag-guard", "ag-nodrain"}
 
 // earlierBoot is a boot ID that is not this one.
 const earlierBoot = "00000000-0000-4000-8000-0000000000e1"
@@ -62,6 +62,7 @@ func TestAgent(t *testing.T) {
 		{"503 on the Node for a while: uncordoned once it answers", testAgent503},
 		{"a far schedule is drained ahead of it; its cancel uncordons", testAgentSchedule},
 		{"a shutdown while the uncordon waits for Ready is drained", testAgentGuardWhileWaiting},
+		{"reboot --no-drain is not drained by the agent either", testAgentNoDrain},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
@@ -671,5 +672,46 @@ func testAgentGuardWhileWaiting(t *testing.T, k *cluster) {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
 		}
+	}
+}
+
+// testAgentNoDrain: reboot --no-drain promises no drain, and the agent's
+// guard, which drains every shutdown that did not come through gnsh, must
+// keep it: the command marks the shutdown in /run/gnsh before it hands it
+// to logind (found by a new admin's reading: the guard drained it). A
+// plain reboot refused by logind leaves no mark for a later one.
+func testAgentNoDrain(t *testing.T, k *cluster) {
+	n := k.newNode(t, "ag-nodrain")
+	n.replicaSet("web", 2, podOpts{})
+	n.waitRunning(2)
+	runDir := t.TempDir()
+	bus := logindtest.StartBus(t)
+	// logind waits for the delay locks as long as they are held.
+	ld := bus.StartLogind(t, logindtest.Options{Version: 252, WaitForDelayLocks: true, InhibitDelayMax: 10 * time.Second,
+		After: func(time.Duration) <-chan time.Time { return make(chan time.Time) }})
+	env := n.env(fastConfig)
+	a := startAgentIn(t, runDir, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address()}, env...))
+	a.waitStatus("holding a delay lock on shutdown; idle", 30*time.Second)
+
+	r := waitCmd(t, startCmd(t, bus, env, runDir, "reboot", "--no-drain"), "reboot", "--no-drain")
+	if r.Code != 0 {
+		t.Fatalf("reboot --no-drain: exit %d", r.Code)
+	}
+	ctx := ctxFor(t, 45*time.Second)
+	st, err := ld.Wait(ctx, func(s logindtest.State) bool { return s.ShutdownStarted })
+	if err != nil {
+		t.Fatalf("the agent did not release its delay lock: %v; inhibitors %+v", err, st.Inhibitors)
+	}
+	log := a.stop()
+	if unsched, o := n.cordon(); unsched || o != nil {
+		t.Errorf("reboot --no-drain: the node was cordoned (record %+v)", o)
+	}
+	for _, p := range n.pods() {
+		if p.DeletionTimestamp != nil {
+			t.Errorf("reboot --no-drain: pod %s was evicted", p.Name)
+		}
+	}
+	if !strings.Contains(log, "shutdown under way, asked with --no-drain (gnsh reboot at ") {
+		t.Errorf("the agent's log does not say it left the --no-drain reboot alone:\n%s", log)
 	}
 }
