@@ -89,11 +89,21 @@ func (r *run) loadConfig(req *legacy.Request) error {
 	c, err := config.Load(r.d.configPath())
 	r.cfg = c
 	r.agentTimeout = c.DrainTimeout.D()
-	if err != nil {
-		if errors.Is(err, fs.ErrPermission) {
-			// Not root, most likely: a file the admin made 0600.
-			return &configUnreadable{err}
+	var ce *config.Error
+	switch {
+	case errors.As(err, &ce):
+		if ce.Kubeconfig != "" && r.d.Kubeconfig == "" && r.d.Connect == nil {
+			// The kubeconfig an invalid file names: one refusal says
+			// all that is to fix.
+			if p, _ := r.d.kubeconfigProblem(r.d.configPath(), ce.Kubeconfig, ce.KubeconfigLine); p != nil {
+				ce.Add(*p)
+			}
 		}
+		return err
+	case errors.Is(err, fs.ErrPermission):
+		// Not root, most likely: a file the admin made 0600.
+		return &configUnreadable{err}
+	case err != nil:
 		return err
 	}
 	if req != nil && req.Drain.Timeout > 0 {

@@ -97,9 +97,17 @@ func checkConfig(env *dispatch.Env, path string, given, skipKubeconfig bool) int
 		nd := env.NewDrainer()
 		d.Getenv, d.KubeRoot = nd.Getenv, nd.KubeRoot
 	}
-	found, err := d.CheckConfig(skipKubeconfig)
+	found, unchecked, err := d.CheckConfigFile(skipKubeconfig)
 	switch {
-	case err != nil:
+	case err != nil || unchecked != nil:
+		var ce *config.Error
+		if unchecked != nil && !errors.As(err, &ce) {
+			ce = &config.Error{File: path}
+			err = ce
+		}
+		if unchecked != nil {
+			ce.Add(*unchecked)
+		}
 		return reportConfig(env, err)
 	case !found:
 		fmt.Fprintf(env.Stdout, "gnsh: no %s: the defaults apply\n", path)
@@ -113,7 +121,12 @@ func checkConfig(env *dispatch.Env, path string, given, skipKubeconfig bool) int
 // reading it) on its own line, and returns exit status 1.
 func reportConfig(env *dispatch.Env, err error) int {
 	var ce *config.Error
-	if !errors.As(err, &ce) {
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &pe) && errors.Is(err, fs.ErrPermission):
+		// Not root, most likely: a 0600 file.
+		return dispatch.Report(env.Stderr, fmt.Errorf("gnsh: this user may not read %s (%v); run the command as root", pe.Path, pe.Err))
+	case !errors.As(err, &ce):
 		return dispatch.Report(env.Stderr, fmt.Errorf("gnsh: %w", err))
 	}
 	for _, l := range ce.Lines() {

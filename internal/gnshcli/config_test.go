@@ -3,9 +3,12 @@ package gnshcli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/gnsh/gnsh/internal/drainer"
@@ -41,7 +44,17 @@ func TestConfigCheck(t *testing.T) {
 			[]string{"gnsh: FILE: line 2: slots.maxUnavalable: unknown key; did you mean maxUnavailable?"}},
 		{"every problem", "drian: false\nslots:\n  pools:\n  - name: gpu\n    selektor: pool=gpu\n", nil, 1, "", []string{
 			"gnsh: FILE: line 1: drian: unknown key; did you mean drain?",
+			"gnsh: FILE: line 4: slots.pools[0].maxUnavailable: must be 1 or more",
 			"gnsh: FILE: line 5: slots.pools[0].selektor: unknown key; did you mean selector?"}},
+		// One run: every type error, every range check and the kubeconfig
+		// named, each with its line (issue 19: only drainTimeout was said).
+		{"every problem at once", "drainTimeout: -5s\nkubeconfig: /nonexistent/kubeconfig\nslots: {gate: maybe, maxUnavailable: 0}\nevents: 'no'\n", nil, 1, "", []string{
+			`gnsh: FILE: line 1: drainTimeout: must be a positive duration such as 90s, 10m or 1h (or seconds), not "-5s"`,
+			"gnsh: FILE: line 2: kubeconfig: /nonexistent/kubeconfig does not exist; fix the kubeconfig key or remove it " +
+				"(gnsh then looks in $KUBECONFIG, /etc/gnsh/kubeconfig, /etc/kubernetes/kubelet.conf): until then every shutdown through gnsh is refused, but with --no-drain",
+			`gnsh: FILE: line 3: slots.gate: "maybe" is not a gate mode; use off, optional or required`,
+			"gnsh: FILE: line 3: slots.maxUnavailable: must be 1 or more; slots.gate: off turns the gate off",
+			"gnsh: FILE: line 4: events: must be true or false, not a quoted string; leave out the quotes"}},
 		{"bad value", "slots:\n  gate: maybe\n", nil, 1, "",
 			[]string{`gnsh: FILE: line 2: slots.gate: "maybe" is not a gate mode; use off, optional or required`}},
 		{"kubeconfig not there", "drainTimeout: 2m\nkubeconfig: /nonexistent/kubeconfig\n", nil, 1, "", []string{
@@ -119,6 +132,12 @@ func TestPlanRefusedByConfig(t *testing.T) {
 			": line 1: slots.maxUnavalable: unknown key; did you mean maxUnavailable?\ngnsh: nothing was shut down; fix the file, or run the command again with --no-drain\n"},
 		{"kubeconfig not there", "kubeconfig: /nonexistent/kubeconfig\n", []string{"shutdown", "-r", "+5"}, 1,
 			": /nonexistent/kubeconfig does not exist; nothing was shut down: fix the kubeconfig key or remove it"},
+		// The refusal lists every problem, the kubeconfig an invalid file
+		// names among them.
+		{"every problem", "drainTimeout: soon\nkubeconfig: /nonexistent/kubeconfig\nslots: {gate: maybe}\n", []string{"reboot"}, 1,
+			`: line 1: drainTimeout: must be a positive duration such as 90s, 10m or 1h (or seconds), not "soon"` + "\ngnsh: " + "CFG" +
+				": line 2: kubeconfig: /nonexistent/kubeconfig does not exist; fix the kubeconfig key or remove it (gnsh then looks in $KUBECONFIG, /etc/gnsh/kubeconfig, /etc/kubernetes/kubelet.conf)\ngnsh: " +
+				"CFG" + `: line 3: slots.gate: "maybe" is not a gate mode; use off, optional or required` + "\ngnsh: nothing was shut down; fix the file, or run the command again with --no-drain\n"},
 		{"--no-drain", "slots: {maxUnavalable: 2}\n", []string{"reboot", "--no-drain"}, 0, ""},
 		{"-f", "slots: {maxUnavalable: 2}\n", []string{"reboot", "-f"}, 0, ""},
 	} {
@@ -133,7 +152,7 @@ func TestPlanRefusedByConfig(t *testing.T) {
 			if err := json.Unmarshal(out.Bytes(), &p); err != nil {
 				t.Fatal(err)
 			}
-			if code != tt.code || p.ExitCode != tt.code || !strings.Contains(p.Stderr, tt.stderr) || errb.String() != p.Stderr {
+			if code != tt.code || p.ExitCode != tt.code || !strings.Contains(p.Stderr, strings.ReplaceAll(tt.stderr, "CFG", cfg)) || errb.String() != p.Stderr {
 				t.Errorf("exit %d, exit_code %d, stderr %q (printed %q); want %d, …%s…", code, p.ExitCode, p.Stderr, errb, tt.code, tt.stderr)
 			}
 			if tt.code == 0 {
@@ -175,4 +194,74 @@ func TestConfigMessagesTerminalSafe(t *testing.T) {
 	if code != 1 || strings.ContainsAny(out.String()+errb.String(), "\x1b\u202e") || !strings.Contains(out.String(), `/tmp/\x1b[2J\u202ex`) {
 		t.Errorf("plan: exit %d, stdout %q, stderr %q", code, out, errb)
 	}
+}
+
+// gnsh config check as a user who may not read the kubeconfig the file
+// names (or the file) does not say "valid": it says what it could not
+// check and to run it as root, and exits 1, as the wrapper refuses a drain
+// it cannot make (issue 19).
+func TestConfigCheckNotRoot(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root (to run a check as user nobody)")
+	}
+	dir := t.TempDir()
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kc := writeFile(t, dir, "kubeconfig", "apiVersion: v1\nkind: Config\n")
+	if err := os.Chmod(kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeFile(t, dir, "config.yaml", "drainTimeout: 2m\nkubeconfig: "+kc+"\n")
+	secret := writeFile(t, dir, "secret.yaml", "drain: true\n")
+	if err := os.Chmod(secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "gnshcli.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ file, stdout, stderr string }{
+		{cfg, "", "gnsh: " + cfg + ": line 2: kubeconfig: not checked: this user may not read " + kc +
+			" (permission denied); run gnsh config check as root, as every shutdown through gnsh runs\n"},
+		{secret, "", "gnsh: this user may not read " + secret + " (permission denied); run the command as root\n"},
+	} {
+		cmd := exec.Command(bin, "-test.run=^TestHelperConfigCheck$")
+		cmd.Dir = dir
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+		cmd.Env = []string{"GNSH_CLI_HELPER=" + tt.file, "HOME=/nonexistent"}
+		out, err := cmd.Output()
+		var got struct {
+			Code           int
+			Stdout, Stderr string
+		}
+		if jerr := json.Unmarshal([]byte(strings.SplitN(string(out), "\n", 2)[0]), &got); jerr != nil {
+			t.Fatalf("helper: %v %v: %s", err, jerr, out)
+		}
+		if got.Code != 1 || got.Stdout != tt.stdout || got.Stderr != tt.stderr {
+			t.Errorf("as nobody: exit %d, stdout %q, stderr %q; want exit 1, stderr %q", got.Code, got.Stdout, got.Stderr, tt.stderr)
+		}
+	}
+}
+
+// TestHelperConfigCheck runs gnsh config check on $GNSH_CLI_HELPER for
+// TestConfigCheckNotRoot, and prints what it said as one JSON line.
+func TestHelperConfigCheck(t *testing.T) {
+	file := os.Getenv("GNSH_CLI_HELPER")
+	if file == "" {
+		t.Skip("helper for TestConfigCheckNotRoot")
+	}
+	env, out, errb := testEnv(t)
+	env.NewDrainer = func() *drainer.Drainer {
+		return &drainer.Drainer{Getenv: func(string) string { return "" }, KubeRoot: t.TempDir()}
+	}
+	code := Run(context.Background(), []string{"gnsh", "config", "check", file}, env)
+	b, _ := json.Marshal(map[string]any{"Code": code, "Stdout": out.String(), "Stderr": errb.String()})
+	fmt.Println(string(b))
 }

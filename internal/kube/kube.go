@@ -59,12 +59,16 @@ type UnreadableError struct {
 }
 
 func (e *UnreadableError) Error() string {
-	reason := e.Err
+	return fmt.Sprintf("cannot read %s: %v", e.Path, e.Reason())
+}
+
+// Reason is the error reading Path, without the path: "permission denied".
+func (e *UnreadableError) Reason() error {
 	var pe *fs.PathError
 	if errors.As(e.Err, &pe) {
-		reason = pe.Err // the path is already said
+		return pe.Err // the path is already said
 	}
-	return fmt.Sprintf("cannot read %s: %v", e.Path, reason)
+	return e.Err
 }
 
 func (e *UnreadableError) Unwrap() error { return e.Err }
