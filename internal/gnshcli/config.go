@@ -73,11 +73,11 @@ func configCommand(code *int, env *dispatch.Env) *cli.Command {
 // configArg is the FILE argument, else $GNSH_CONFIG, else config.Path;
 // given says whether it was an argument.
 func configArg(c *cli.Context, env *dispatch.Env) (path string, given bool, err error) {
-	switch {
-	case c.NArg() > 1:
-		return "", false, usagef(c, "config %s takes one FILE at most (got %d arguments)", c.Command.Name, c.NArg())
-	case c.NArg() == 1:
-		return c.Args().First(), true, nil
+	switch ops := operands(c); {
+	case len(ops) > 1:
+		return "", false, usagef(c, "config %s takes one FILE at most (got %d arguments)", c.Command.Name, len(ops))
+	case len(ops) == 1:
+		return ops[0], true, nil
 	}
 	if p, ok := env.LookupEnv("GNSH_CONFIG"); ok && p != "" {
 		return p, false, nil

@@ -265,3 +265,31 @@ func TestHelperConfigCheck(t *testing.T) {
 	b, _ := json.Marshal(map[string]any{"Code": code, "Stdout": out.String(), "Stderr": errb.String()})
 	fmt.Println(string(b))
 }
+
+// Options after FILE are options, as an admin types them (issue 19:
+// "takes one FILE at most (got 2 arguments)"); an unknown one is one line.
+func TestConfigCheckOptionsAfterFile(t *testing.T) {
+	f := writeFile(t, t.TempDir(), "c.yaml", "kubeconfig: /nonexistent/kubeconfig\n")
+	for _, tt := range []struct {
+		args           []string
+		code           int
+		stdout, stderr string
+	}{
+		{[]string{"check", f, "--skip-kubeconfig"}, 0, "gnsh: " + f + " is valid\n", ""},
+		{[]string{"check", "--skip-kubeconfig", f}, 0, "gnsh: " + f + " is valid\n", ""},
+		{[]string{"check", f, "--bogus"}, 1, "", "gnsh: unknown option --bogus; see 'gnsh config check --help'\n"},
+		{[]string{"check", f, "other.yaml"}, 1, "", "gnsh: config check takes one FILE at most (got 2 arguments); see 'gnsh config check --help'\n"},
+		{[]string{"check", "--", "--skip-kubeconfig"}, 1, "", "gnsh: --skip-kubeconfig does not exist\n"},
+		{[]string{"show", f, "--skip-kubeconfig"}, 1, "", "gnsh: unknown option --skip-kubeconfig; see 'gnsh config show --help'\n"},
+	} {
+		env, out, errb := testEnv(t)
+		code := Run(context.Background(), append([]string{"gnsh", "config"}, tt.args...), env)
+		if code != tt.code || out.String() != tt.stdout || errb.String() != tt.stderr {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %d, %q, %q", tt.args, code, out, errb, tt.code, tt.stdout, tt.stderr)
+		}
+	}
+	env, out, _ := testEnv(t)
+	if code := Run(context.Background(), []string{"gnsh", "config", "check", f, "--help"}, env); code != 0 || !strings.Contains(out.String(), "USAGE:") {
+		t.Errorf("check FILE --help: exit %d, %q", code, out)
+	}
+}
