@@ -168,7 +168,7 @@ func (d *Drainer) Describe(req *legacy.Request) string {
 		if req.Force != 0 {
 			return fmt.Sprintf("none: %v (-f goes on without a cordon)", err)
 		}
-		return fmt.Sprintf("refuse: %v (exit 1 before any call; --no-drain skips the drain)", err)
+		return fmt.Sprintf("refuse: %v (exit 1 before any call to logind; --no-drain skips the drain)", err)
 	}
 	if !r.cfg.Drain {
 		return "none: drain: false in " + d.configPath()
@@ -183,9 +183,9 @@ func (d *Drainer) Describe(req *legacy.Request) string {
 	case classifyLocal(err) == badConfig && req.Force != 0:
 		return fmt.Sprintf("none: %v (-f goes on without a cordon)", err)
 	case classifyLocal(err) == badConfig:
-		return fmt.Sprintf("refuse: %v (exit 1 before any call; --no-drain skips the drain)", err)
+		return fmt.Sprintf("refuse: %v (exit 1 before any call to logind; --no-drain skips the drain)", err)
 	case classifyLocal(err) == notPermitted:
-		return fmt.Sprintf("refuse: %v (exit 1 before any call: run it as root, or with --no-drain)", err)
+		return fmt.Sprintf("refuse: %v (exit 1 before any call to logind: run it as root, or with --no-drain)", err)
 	case err != nil:
 		return fmt.Sprintf("none: %v (a warning, then the hand-off)", err)
 	}
