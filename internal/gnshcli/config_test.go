@@ -7,10 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/drainer"
 	"github.com/gnsh/gnsh/internal/handoff"
 )
@@ -109,6 +111,31 @@ func TestConfigShow(t *testing.T) {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("%q lacks %q", out, w)
 		}
+	}
+	// No "null": the value a shutdown uses, or what an unset key means
+	// (issue 19: wait: null, podGracePeriod: null).
+	for _, w := range []string{"\npodGracePeriod: null # unset: each pod's own grace period\n", "\n  wait: 1m30s # unset: drainTimeout\n",
+		"\n  pools: []\n", "\nkubeconfig: \"\" # unset: $KUBECONFIG, /etc/gnsh/kubeconfig, then /etc/kubernetes/kubelet.conf\n"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("%s\nlacks %q", out, w)
+		}
+	}
+	if n := strings.Count(out.String(), "null"); n != 1 {
+		t.Errorf("%d nulls:\n%s", n, out)
+	}
+	// What it prints is a config file that says the same, strings that
+	// YAML 1.1 reads as booleans included.
+	f = writeFile(t, t.TempDir(), "c.yaml", "node: \"on\"\nkubeconfig: /etc/gnsh/1e5\nslots:\n  wait: 2m\n  pools: [{name: \"no\", selector: \"0x1\", maxUnavailable: 2}, {name: \"123\", selector: \"zone in (a,b)\", maxUnavailable: 1}]\npodGracePeriod: 0\n")
+	want, err := config.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if code := Run(context.Background(), []string{"gnsh", "config", "show", f}, env); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	if got, err := config.Parse(out.Bytes()); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("%+v %v, want %+v:\n%s", got, err, want, out)
 	}
 	bad := writeFile(t, t.TempDir(), "c.yaml", "slots: {maxUnavalable: 2}\n")
 	errb.Reset()
