@@ -187,14 +187,20 @@ var durationType = reflect.TypeFor[Duration]()
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
 // Load reads the file at path on top of the defaults. A missing file is
-// not an error. One that cannot be read is, naming the file (wrapping the
-// error: fs.ErrPermission for a file this user may not read); an invalid
-// one is an *Error with every problem, naming the file. Either way it
-// returns the defaults.
+// not an error; a symbolic link to a missing file is (an *Error): someone
+// meant a file there. One that cannot be read is, naming the file
+// (wrapping the error: fs.ErrPermission for a file this user may not
+// read); an invalid one is an *Error with every problem, naming the file.
+// Either way it returns the defaults.
 func Load(path string) (Config, error) {
 	c := Default()
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
+		if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			target, _ := os.Readlink(path)
+			return c, &Error{File: path, Problems: []Problem{{Msg: fmt.Sprintf("a symbolic link to %s, which does not exist; "+
+				"point it at the config file, or remove it for the defaults", target)}}}
+		}
 		return c, nil
 	}
 	if err != nil {

@@ -412,3 +412,20 @@ func TestKubeconfigRelative(t *testing.T) {
 		t.Errorf("absolute: %+v %v", c, err)
 	}
 }
+
+// A config path that is a symbolic link to nothing is not "no file, the
+// defaults apply" (a gate: required would quietly become optional): it is
+// an invalid configuration naming the link and its target (issue 19).
+func TestLoadDanglingLink(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "config.yaml")
+	if err := os.Symlink(filepath.Join(dir, "gone.yaml"), p); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(p)
+	var ce *Error
+	want := p + ": a symbolic link to " + filepath.Join(dir, "gone.yaml") + ", which does not exist; point it at the config file, or remove it for the defaults"
+	if !errors.As(err, &ce) || err.Error() != want || !reflect.DeepEqual(c, Default()) {
+		t.Fatalf("%v, want %s", err, want)
+	}
+}

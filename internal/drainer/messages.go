@@ -198,8 +198,11 @@ func (r *run) tellMaintenance(o outcome, err error, node string) string {
 // or the config file that cannot be used.
 func kubeconfigFix(ke *kube.KubeconfigError) string {
 	search := fmt.Sprintf("gnsh then looks in $KUBECONFIG, %s, %s", kube.GnshKubeconfig, kube.KubeletKubeconfig)
-	if ke.FromFlag() {
+	switch {
+	case ke.FromFlag():
 		return "pass a kubeconfig that exists, or leave --kubeconfig out (" + search + ")"
+	case ke.FromGnshOwn():
+		return "fix " + ke.Path + " (the Ansible role's gnsh_credentials: dedicated writes it) or remove it (gnsh then looks in " + kube.KubeletKubeconfig + ")"
 	}
 	return "fix the kubeconfig key or remove it (" + search + ")"
 }

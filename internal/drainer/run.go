@@ -160,13 +160,14 @@ func (r *run) prepare(ctx context.Context, req *legacy.Request) (handoff.Prepare
 }
 
 // namedKubeconfig checks the kubeconfig named by --kubeconfig or the
-// config file, if one is: a *kube.KubeconfigError when it cannot be used
-// (a mistake in the configuration, as an invalid file is), else nil.
+// config file, if one is, else gnsh's own /etc/gnsh/kubeconfig if it is
+// the one found: a *kube.KubeconfigError when it cannot be used (a mistake
+// in the configuration, as an invalid file is), else nil.
 func (r *run) namedKubeconfig() error {
-	loc := r.d.locator(r.cfg)
-	if r.d.Connect != nil || loc.Kubeconfig == "" {
+	if r.d.Connect != nil {
 		return nil
 	}
+	loc := r.d.locator(r.cfg)
 	_, err := loc.FindKubeconfig()
 	if ke := (*kube.KubeconfigError)(nil); errors.As(err, &ke) {
 		return err

@@ -141,8 +141,10 @@ func reportConfig(env *dispatch.Env, err error) int {
 	return 1
 }
 
+// exists reports whether path is there, if only as a symbolic link (to
+// nothing: config.Load says so).
 func exists(path string) bool {
-	_, err := os.Stat(path)
+	_, err := os.Lstat(path)
 	return !errors.Is(err, fs.ErrNotExist)
 }
 

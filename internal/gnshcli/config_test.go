@@ -93,6 +93,20 @@ func TestConfigCheckDefaults(t *testing.T) {
 	if code := Run(context.Background(), []string{"gnsh", "config", "check", absent}, env); code != 1 || errb.String() != "gnsh: "+absent+" does not exist\n" {
 		t.Errorf("exit %d, %q %q", code, out, errb)
 	}
+	// A link to nothing is not an absent file (issue 19), named or not.
+	link := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.Symlink("/nonexistent/gnsh.yaml", link); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"gnsh", "config", "check", link}, {"gnsh", "config", "check"}} {
+		env.LookupEnv = func(k string) (string, bool) { return link, k == "GNSH_CONFIG" }
+		out.Reset()
+		errb.Reset()
+		if code := Run(context.Background(), args, env); code != 1 || out.Len() != 0 ||
+			errb.String() != "gnsh: "+link+": a symbolic link to /nonexistent/gnsh.yaml, which does not exist; point it at the config file, or remove it for the defaults\n" {
+			t.Errorf("%q: exit %d, %q %q", args, code, out, errb)
+		}
+	}
 	errb.Reset()
 	if code := Run(context.Background(), []string{"gnsh", "config", "check", "a", "b"}, env); code != 1 || strings.Count(errb.String(), "\n") != 1 ||
 		!strings.Contains(errb.String(), "config check takes one FILE at most") {
