@@ -230,3 +230,18 @@ func TestPlanTextRefused(t *testing.T) {
 		t.Errorf("exit %d, stderr %q:\n%s\nwant:\n%s", code, errb, out, want)
 	}
 }
+
+// With several problems, plan's drain row says how many; each is a line of
+// the says row, said once.
+func TestPlanTextRefusedManyProblems(t *testing.T) {
+	env, out, errb := testEnv(t)
+	cfg := writeFile(t, t.TempDir(), "config.yaml", "drainTimeout: soon\nslots: {gate: maybe}\n")
+	env.NewDrainer = func() *drainer.Drainer {
+		return &drainer.Drainer{Stderr: errb, Getenv: func(string) string { return "" }, ConfigPath: cfg, KubeRoot: t.TempDir()}
+	}
+	code := Run(context.Background(), []string{"gnsh", "plan", "reboot"}, env)
+	if code != 1 || strings.Count(out.String(), `"maybe" is not a gate mode`) != 1 ||
+		!strings.Contains(strings.Join(strings.Fields(out.String()), " "), "drain refuse: "+cfg+" is invalid (2 problems, each a line of the command's message)") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+}
