@@ -262,15 +262,16 @@ func (u *Uncordoner) Run(ctx context.Context) (Result, error) {
 				continue
 			}
 			if ke := (*kube.KubeconfigError)(nil); errors.As(err, &ke) {
-				// The kubeconfig named in the config file is not there (yet:
-				// kubeadm join writes kubelet.conf) or not a kubeconfig: a
+				// The kubeconfig named in the config file (or gnsh's own
+				// /etc/gnsh/kubeconfig) is not there (yet: kubeadm join
+				// writes kubelet.conf) or not a kubeconfig: a
 				// mistake in the configuration, and every shutdown through
 				// the wrapper is refused. Looked at again as often as for
 				// a kubeconfig that is not there, and said as a waiting
 				// line (the journal and systemctl status).
 				c, badNamed = nil, true
 				poll := orDefault(u.KubeconfigPoll, DefaultKubeconfigPoll)
-				u.waiting("kubeconfig", "%v: shutdowns through gnsh are refused (but with --no-drain) and the node is not guarded until it is fixed, or the key removed; looking again every %s", err, poll)
+				u.waiting("kubeconfig", "%v: shutdowns through gnsh are refused (but with --no-drain) and the node is not guarded until it is fixed or removed; looking again every %s", err, poll)
 				u.sleep(ctx, poll)
 				continue
 			}

@@ -697,7 +697,7 @@ func TestNamedKubeconfigMissing(t *testing.T) {
 		t.Errorf("took %v of the clock for 3 looks 5 s apart", took)
 	}
 	want := "gnsh: kubeconfig in /etc/gnsh/config.yaml: /etc/kubernetes/kubelet.conf does not exist: shutdowns through gnsh are refused " +
-		"(but with --no-drain) and the node is not guarded until it is fixed, or the key removed; looking again every 5s\n" +
+		"(but with --no-drain) and the node is not guarded until it is fixed or removed; looking again every 5s\n" +
 		"gnsh: found a kubeconfig: this machine is a Kubernetes node now\n"
 	if log := f.out.String(); !strings.HasPrefix(log, want) || strings.Contains(log, "cannot reach the cluster") {
 		t.Errorf("log %q, want it to start %q", log, want)

@@ -187,14 +187,20 @@ var durationType = reflect.TypeFor[Duration]()
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
 // Load reads the file at path on top of the defaults. A missing file is
-// not an error. One that cannot be read is, naming the file (wrapping the
-// error: fs.ErrPermission for a file this user may not read); an invalid
-// one is an *Error with every problem, naming the file. Either way it
-// returns the defaults.
+// not an error; a symbolic link to a missing file is (an *Error): someone
+// meant a file there. One that cannot be read is, naming the file
+// (wrapping the error: fs.ErrPermission for a file this user may not
+// read); an invalid one is an *Error with every problem, naming the file.
+// Either way it returns the defaults.
 func Load(path string) (Config, error) {
 	c := Default()
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
+		if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			target, _ := os.Readlink(path)
+			return c, &Error{File: path, Problems: []Problem{{Msg: fmt.Sprintf("a symbolic link to %s, which does not exist; "+
+				"point it at the config file, or remove it for the defaults", target)}}}
+		}
 		return c, nil
 	}
 	if err != nil {
@@ -208,35 +214,50 @@ func Load(path string) (Config, error) {
 }
 
 // Parse reads a configuration on top of the defaults. On error (an
-// *Error) it returns the defaults.
+// *Error, listing every problem of the file) it returns the defaults.
 func Parse(b []byte) (Config, error) {
 	// The decoder (YAML 1.1 turned into JSON, then encoding/json) is what
 	// reads the values; a YAML tree of the file beside it finds every
 	// unknown key, and where each key is. A file the decoder refuses as
 	// YAML is one problem: its own words.
-	if _, err := yaml.YAMLToJSONStrict(b); err != nil {
+	j, err := yaml.YAMLToJSONStrict(b)
+	if err != nil {
 		return Default(), &Error{Problems: yamlProblems(err)}
 	}
 	t, ok := readTree(b)
+	if !ok {
+		t = nil
+	}
 	c := Default()
 	c.Slots.Renew = 0 // unset: see below
-	var err error
-	if ok {
-		// Unknown keys are the tree's to find, all of them.
-		err = yaml.Unmarshal(b, &c)
+	// encoding/json stops at the first value that does not fit: each
+	// value is judged on its own first, so that one run finds them all.
+	// Those refused are left out of what is decoded, and so are the range
+	// checks of what they hold.
+	v, ps, refused := t.values(j)
+	if len(ps) == 0 {
+		if t != nil {
+			// Unknown keys are the tree's to find, all of them.
+			err = yaml.Unmarshal(b, &c)
+		} else {
+			err = yaml.UnmarshalStrict(b, &c)
+		}
 	} else {
-		t = nil
-		err = yaml.UnmarshalStrict(b, &c)
+		// What is left of the file, without what was refused.
+		rest, merr := json.Marshal(v)
+		if merr != nil {
+			return Default(), &Error{Problems: append(ps, Problem{Msg: merr.Error()})}
+		}
+		err = yaml.Unmarshal(rest, &c)
 	}
-	var ps []Problem
 	if t != nil {
-		ps = t.unknown
+		ps = append(t.unknown, ps...)
 	}
 	if err != nil {
+		// Not found value by value (it should have been): the decoder's
+		// own words, and nothing judged after it.
 		ps = append(ps, decodeProblem(err, t))
-	}
-	if len(ps) > 0 {
-		return Default(), &Error{Problems: ps}
+		return Default(), t.problems(ps, nil)
 	}
 	renewSet := c.Slots.Renew != 0
 	if !renewSet {
@@ -246,26 +267,68 @@ func Parse(b []byte) (Config, error) {
 		// refuse every reboot after an upgrade.
 		c.Slots.Renew = min(Duration(MaxRenew), max(Default().Slots.Renew, Duration(c.APITimeout.D()+time.Second-1).truncSeconds()))
 	}
+	var checks []Problem
 	if c.Kubeconfig != "" && !filepath.IsAbs(c.Kubeconfig) {
 		// Relative to the directory gnsh runs in: the file a reboot
 		// uses, and whether it exists, would depend on the shell's
 		// directory (the node agent's is /).
-		ps = append(ps, Problem{Path: "kubeconfig", Msg: fmt.Sprintf("%q is not an absolute path (what it names depends on the directory gnsh runs in); "+
+		checks = append(checks, Problem{Path: "kubeconfig", Msg: fmt.Sprintf("%q is not an absolute path (what it names depends on the directory gnsh runs in); "+
 			"write the full path, such as /etc/gnsh/kubeconfig", c.Kubeconfig)})
 	}
 	if c.PodGracePeriod != nil && *c.PodGracePeriod < 0 {
-		ps = append(ps, Problem{Path: "podGracePeriod", Msg: "must be 0 or more seconds; leave it out for each pod's own"})
+		checks = append(checks, Problem{Path: "podGracePeriod", Msg: "must be 0 or more seconds; leave it out for each pod's own"})
 	}
-	ps = append(ps, c.Slots.check(c.APITimeout.D(), renewSet)...)
-	if len(ps) > 0 {
-		for i := range ps {
-			ps[i].Line = t.line(ps[i].Path)
+	// A slots.renew is held to apiTimeout only when apiTimeout could be
+	// read: not to the default that stands in for a refused one.
+	checks = append(checks, c.Slots.check(c.APITimeout.D(), renewSet && !refused["apiTimeout"])...)
+	if t != nil {
+		for p := range t.typos {
+			refused[p] = true
 		}
-		// In the order of the file; those without a line last.
-		slices.SortStableFunc(ps, func(a, b Problem) int { return cmp.Compare(lineOrder(a), lineOrder(b)) })
-		return Default(), &Error{Problems: ps}
+	}
+	for _, p := range checks {
+		if !under(p.Path, refused) {
+			ps = append(ps, p)
+		}
+	}
+	if len(ps) > 0 {
+		return Default(), t.problems(ps, &c)
 	}
 	return c, nil
+}
+
+// problems is the *Error of ps: each with its line, in the order of the
+// file (those without a line last), and the kubeconfig c names, if it
+// could be read (nil: nothing could).
+func (t *tree) problems(ps []Problem, c *Config) *Error {
+	e := &Error{Problems: ps}
+	for i := range ps {
+		if ps[i].Line == 0 {
+			ps[i].Line = t.line(ps[i].Path)
+		}
+	}
+	slices.SortStableFunc(ps, func(a, b Problem) int {
+		return cmp.Or(cmp.Compare(lineOrder(a), lineOrder(b)), cmp.Compare(t.order(a.Path), t.order(b.Path)))
+	})
+	if c != nil && c.Kubeconfig != "" && filepath.IsAbs(c.Kubeconfig) {
+		e.Kubeconfig, e.KubeconfigLine = c.Kubeconfig, t.line("kubeconfig")
+	}
+	return e
+}
+
+// under reports whether path is one of refused, or below one.
+func under(path string, refused map[string]bool) bool {
+	for path != "" {
+		if refused[path] {
+			return true
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			break
+		}
+		path = path[:i]
+	}
+	return false
 }
 
 func lineOrder(p Problem) int {
@@ -388,7 +451,13 @@ func yamlProblems(err error) []Problem {
 func decodeProblem(err error, t *tree) Problem {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return typeProblem(te, t)
+		// encoding/json's path has no list indices: a value in a list is
+		// placed at the list.
+		p := typeProblem(te, te.Field, t.node(te.Field))
+		if p.Line == 0 {
+			p.Line = t.line(te.Field)
+		}
+		return p
 	}
 	s := err.Error()
 	s = strings.TrimPrefix(s, "error unmarshaling JSON: while decoding JSON: ")
@@ -401,18 +470,16 @@ func decodeProblem(err error, t *tree) Problem {
 	return Problem{Msg: strings.ReplaceAll(s, "\n", " ")}
 }
 
-// typeProblem names the key and the type it wants.
-func typeProblem(te *json.UnmarshalTypeError, t *tree) Problem {
+// typeProblem names the key at path ("" for the file as a whole), whose
+// value n (nil if not known) does not fit, and the type it wants.
+func typeProblem(te *json.UnmarshalTypeError, path string, n *yaml3.Node) Problem {
 	got, v, _ := strings.Cut(te.Value, " ") // "number 2.5"
-	if te.Type == durationType {
-		got = "" // Duration words its own Value; no durations are in lists
+	p := Problem{Path: path}
+	if n != nil {
+		p.Line = n.Line
 	}
-	path, line, n := t.locate(te.Field, got)
-	if te.Field == "" {
-		path, line = "", 1
-	}
-	p := Problem{Path: path, Line: line}
 	if te.Type == durationType {
+		// Duration words its own Value.
 		p.Msg = fmt.Sprintf("must be a positive duration such as 90s, 10m or 1h (or seconds), not %s", te.Value)
 		return p
 	}
@@ -442,6 +509,9 @@ func typeProblem(te *json.UnmarshalTypeError, t *tree) Problem {
 		}
 	case "number":
 		got = "a number"
+		if v == "" && n != nil {
+			v = n.Value // encoding/json does not say it for a map or a list
+		}
 		if v != "" {
 			got = v
 			if want == "a whole number" && !strings.ContainsAny(v, ".eE") {
@@ -456,7 +526,8 @@ func typeProblem(te *json.UnmarshalTypeError, t *tree) Problem {
 	case "bool":
 		got = "true or false"
 	}
-	if te.Field == "" {
+	if path == "" {
+		p.Line = 1
 		p.Msg = "the file must be " + want + " (key: value lines), not " + got
 		return p
 	}

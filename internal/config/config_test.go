@@ -183,18 +183,86 @@ func TestLoadEveryProblem(t *testing.T) {
 	want := []string{
 		p + ": line 1: drian: unknown key; did you mean drain?",
 		p + ": line 3: slots.maxUnavalable: unknown key; did you mean maxUnavailable?",
+		// The values with the keys, in one run; the selector the typo
+		// meant is not said to be missing.
+		p + `: line 4: slots.gate: "maybe" is not a gate mode; use off, optional or required`,
+		p + ": line 6: slots.pools[0].maxUnavailable: must be 1 or more",
 		p + ": line 7: slots.pools[0].selektor: unknown key; did you mean selector?",
 	}
 	if !reflect.DeepEqual(ce.Lines(), want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(ce.Lines(), "\n"), strings.Join(want, "\n"))
 	}
-	// The values are judged once the keys are right: each problem found.
+	// The values are judged with the keys: each problem found.
 	_, err = Load(write(t, "slots:\n  gate: maybe\n  maxUnavailable: 0\n  pools:\n  - {name: a, selector: '', maxUnavailable: 0}\n"))
-	if !errors.As(err, &ce) || len(ce.Problems) != 4 || ce.Problems[0].Line != 2 || ce.Problems[3].Path != "slots.pools[0].selector" {
+	if !errors.As(err, &ce) || len(ce.Problems) != 4 || ce.Problems[0].Line != 2 || ce.Problems[3].Path != "slots.pools[0].maxUnavailable" {
 		t.Errorf("%v", err)
 	}
 	if !strings.Contains(err.Error(), ": 4 problems: line 2: slots.gate: ") {
 		t.Errorf("%v", err)
+	}
+}
+
+// One run finds every problem of the file: unknown keys, every value of
+// the wrong type (not only the first), and the checks of the values that
+// could be read; never the range check of a value already refused for
+// its type (issue 19: drainTimeout: -5s hid slots.gate and
+// slots.maxUnavailable).
+func TestLoadEveryProblemAtOnce(t *testing.T) {
+	for _, tt := range []struct {
+		file string
+		want []string
+	}{
+		{"drainTimeout: -5s\nslots: {gate: maybe, maxUnavailable: 0}\n", []string{
+			`line 1: drainTimeout: must be a positive duration such as 90s, 10m or 1h (or seconds), not "-5s"`,
+			`line 2: slots.gate: "maybe" is not a gate mode; use off, optional or required`,
+			"line 2: slots.maxUnavailable: must be 1 or more; slots.gate: off turns the gate off",
+		}},
+		{"drian: false\napiTimeout: soon\nslots:\n  maxUnavailable: \"2\"\n  gate: maybe\n  renew: 2s\n  pools:\n" +
+			"  - {name: a, selector: '', maxUnavailable: x}\n  - {name: a, selector: p=1, maxUnavailable: 1}\n  - 7\npodGracePeriod: -1\nevents: 'no'\n",
+			[]string{
+				"line 1: drian: unknown key; did you mean drain?",
+				`line 2: apiTimeout: must be a positive duration such as 90s, 10m or 1h (or seconds), not "soon"`,
+				"line 4: slots.maxUnavailable: must be a whole number, not a quoted string; leave out the quotes",
+				`line 5: slots.gate: "maybe" is not a gate mode; use off, optional or required`,
+				// Not held to apiTimeout, whose value was refused.
+				// In the order of the file on one line too.
+				`line 8: slots.pools[0].selector: "" is not a label selector; write one such as "pool=gpu" or "zone in (a,b)"`,
+				`line 8: slots.pools[0].maxUnavailable: must be a whole number, not "x"`,
+				`line 9: slots.pools[1].name: "a" is the name of an earlier pool; give each pool a name of its own`,
+				"line 10: slots.pools[2]: must be a map of keys, not 7",
+				"line 11: podGracePeriod: must be 0 or more seconds; leave it out for each pod's own",
+				"line 12: events: must be true or false, not a quoted string; leave out the quotes",
+			}},
+		{"slots: on\ndrainTimeout: 0\n", []string{
+			"line 1: slots: must be a map of keys, not true or false",
+			`line 2: drainTimeout: must be a positive duration such as 90s, 10m or 1h (or seconds), not "0"`,
+		}},
+	} {
+		_, err := Parse([]byte(tt.file))
+		var ce *Error
+		if !errors.As(err, &ce) {
+			t.Errorf("%q: %v", tt.file, err)
+			continue
+		}
+		if got := ce.Lines(); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%q:\ngot\n%s\nwant\n%s", tt.file, strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+		}
+	}
+}
+
+// An invalid file still says which kubeconfig it names: gnsh config check
+// checks it with the rest (issue 19).
+func TestErrorNamesKubeconfig(t *testing.T) {
+	_, err := Parse([]byte("drainTimeout: soon\nkubeconfig: /etc/gnsh/kc\n"))
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Kubeconfig != "/etc/gnsh/kc" || ce.KubeconfigLine != 2 {
+		t.Fatalf("%#v", err)
+	}
+	// Not when the key itself is the problem.
+	for _, f := range []string{"kubeconfig: [a]\ndrain: 1\n", "kubeconfig: rel\ndrain: 1\n"} {
+		if _, err := Parse([]byte(f)); !errors.As(err, &ce) || ce.Kubeconfig != "" {
+			t.Errorf("%q: %#v", f, err)
+		}
 	}
 }
 
@@ -342,5 +410,22 @@ func TestKubeconfigRelative(t *testing.T) {
 	}
 	if c, err := Parse([]byte("kubeconfig: /etc/gnsh/kubeconfig\n")); err != nil || c.Kubeconfig != "/etc/gnsh/kubeconfig" {
 		t.Errorf("absolute: %+v %v", c, err)
+	}
+}
+
+// A config path that is a symbolic link to nothing is not "no file, the
+// defaults apply" (a gate: required would quietly become optional): it is
+// an invalid configuration naming the link and its target (issue 19).
+func TestLoadDanglingLink(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "config.yaml")
+	if err := os.Symlink(filepath.Join(dir, "gone.yaml"), p); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(p)
+	var ce *Error
+	want := p + ": a symbolic link to " + filepath.Join(dir, "gone.yaml") + ", which does not exist; point it at the config file, or remove it for the defaults"
+	if !errors.As(err, &ce) || err.Error() != want || !reflect.DeepEqual(c, Default()) {
+		t.Fatalf("%v, want %s", err, want)
 	}
 }

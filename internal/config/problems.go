@@ -1,6 +1,10 @@
 package config
 
 import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -9,6 +13,7 @@ import (
 	"strings"
 
 	yaml3 "go.yaml.in/yaml/v3"
+	"sigs.k8s.io/yaml"
 )
 
 // Problem is one mistake in a configuration file.
@@ -41,6 +46,12 @@ func (p Problem) String() string {
 type Error struct {
 	File     string // the file; "" for Parse
 	Problems []Problem
+	// Kubeconfig is the kubeconfig the file names, read even though the
+	// file is invalid ("" when it names none, or the key is among the
+	// problems), and KubeconfigLine its key's line: a check of the file
+	// checks it too, with the rest.
+	Kubeconfig     string
+	KubeconfigLine int
 }
 
 // Error is one line: the file, then each problem.
@@ -57,6 +68,19 @@ func (e *Error) Error() string {
 		s = e.File + ": " + s
 	}
 	return s
+}
+
+// Add adds p, a problem found outside the file (with the kubeconfig it
+// names), after those on lines before p's or on its line.
+func (e *Error) Add(p Problem) {
+	i := len(e.Problems)
+	if p.Line > 0 {
+		i = slices.IndexFunc(e.Problems, func(q Problem) bool { return q.Line == 0 || q.Line > p.Line })
+		if i < 0 {
+			i = len(e.Problems)
+		}
+	}
+	e.Problems = slices.Insert(e.Problems, i, p)
 }
 
 // Lines is one line per problem, each "FILE: line N: PATH: MSG".
@@ -88,18 +112,16 @@ func KeyLine(b []byte, path string) int {
 type tree struct {
 	unknown []Problem
 	// lines holds each key's line by its path with indices
-	// (slots.pools[1].name), and each list item's.
+	// (slots.pools[1].name), and each list item's; seq its place in the
+	// file, counting keys and items, for problems on one line.
 	lines map[string]int
-	// leaves holds the value nodes of the keys below a list by their path
-	// without indices (slots.pools.name: one per item), in file order:
-	// encoding/json names a bad value there without its index.
-	leaves map[string][]leaf
+	seq   map[string]int
+	// nodes holds the value node of each key or item by its path (with
+	// indices): how a refused value was written.
+	nodes map[string]*yaml3.Node
+	// typos holds the paths of the keys that unknown keys are typos of.
+	typos  map[string]bool
 	budget int // nodes left to visit: aliases may repeat a node many times
-}
-
-type leaf struct {
-	path string // with indices
-	node *yaml3.Node
 }
 
 // walkBudget bounds the nodes a walk visits: a few aliases can stand for
@@ -114,26 +136,26 @@ func readTree(b []byte) (t *tree, ok bool) {
 	if err := yaml3.Unmarshal(b, &doc); err != nil {
 		return nil, false
 	}
-	t = &tree{lines: map[string]int{}, leaves: map[string][]leaf{}, budget: walkBudget}
-	t.walk(&doc, reflect.TypeFor[Config](), "", "")
+	t = &tree{lines: map[string]int{}, seq: map[string]int{}, nodes: map[string]*yaml3.Node{},
+		typos: map[string]bool{}, budget: walkBudget}
+	t.walk(&doc, reflect.TypeFor[Config](), "")
 	return t, t.budget > 0
 }
 
-// walk goes through n, which decodes into ty at path (bare: the same
-// path without list indices).
-func (t *tree) walk(n *yaml3.Node, ty reflect.Type, path, bare string) {
+// walk goes through n, which decodes into ty at path.
+func (t *tree) walk(n *yaml3.Node, ty reflect.Type, path string) {
 	if t.budget--; t.budget <= 0 {
 		return
 	}
 	switch n.Kind {
 	case yaml3.DocumentNode:
 		for _, c := range n.Content {
-			t.walk(c, ty, path, bare)
+			t.walk(c, ty, path)
 		}
 		return
 	case yaml3.AliasNode:
 		if n.Alias != nil {
-			t.walk(n.Alias, ty, path, bare)
+			t.walk(n.Alias, ty, path)
 		}
 		return
 	}
@@ -148,45 +170,54 @@ func (t *tree) walk(n *yaml3.Node, ty reflect.Type, path, bare string) {
 				// "<<: *defaults" or "<<: [*a, {b: 1}]": the keys of the
 				// map, or of each map of the list, as if written here.
 				// (The decoder merges "<<" alone: "!!merge foo" is a key.)
-				t.merge(v, ty, path, bare)
+				t.merge(v, ty, path)
 				continue
 			}
 			f, known := field(ty, k.Value)
-			kp, kb := join(path, k.Value), join(bare, k.Value)
+			kp := join(path, k.Value)
 			if !known || k.Kind != yaml3.ScalarNode {
 				t.unknown = append(t.unknown, Problem{Line: k.Line, Path: kp, Msg: unknownKeyMsg(ty, path, k.Value)})
+				if m := meant(ty, k.Value); m != "" && k.Kind == yaml3.ScalarNode {
+					// The typo says why the key it meant has no value:
+					// the checks of that value would say it again.
+					t.typos[join(path, m)] = true
+				}
 				continue
 			}
 			if _, seen := t.lines[kp]; !seen {
-				t.lines[kp] = k.Line
+				t.lines[kp], t.seq[kp] = k.Line, len(t.seq)+1
 			}
-			t.walk(v, f.Type, kp, kb)
+			t.walk(v, f.Type, kp)
 		}
 	case ty.Kind() == reflect.Slice && n.Kind == yaml3.SequenceNode:
 		for i, c := range n.Content {
 			ip := fmt.Sprintf("%s[%d]", path, i)
-			t.lines[ip] = c.Line
-			t.walk(c, ty.Elem(), ip, bare)
+			if _, seen := t.lines[ip]; !seen {
+				t.lines[ip], t.seq[ip] = c.Line, len(t.seq)+1
+			}
+			t.walk(c, ty.Elem(), ip)
 		}
 	default:
 		// A value: decoding judges it.
-		t.leaves[bare] = append(t.leaves[bare], leaf{path: path, node: n})
+		if _, seen := t.nodes[path]; !seen {
+			t.nodes[path] = n
+		}
 	}
 }
 
 // merge walks the value of a merge key ("<<") in a map that decodes into
 // ty: a map (or an alias of one), or a list of them, whose keys the
 // decoder takes as the map's own. Anything else the decoder refuses.
-func (t *tree) merge(v *yaml3.Node, ty reflect.Type, path, bare string) {
+func (t *tree) merge(v *yaml3.Node, ty reflect.Type, path string) {
 	if v.Kind != yaml3.SequenceNode {
-		t.walk(v, ty, path, bare)
+		t.walk(v, ty, path)
 		return
 	}
 	for _, c := range v.Content {
 		if t.budget--; t.budget <= 0 {
 			return
 		}
-		t.walk(c, ty, path, bare)
+		t.walk(c, ty, path)
 	}
 }
 
@@ -227,21 +258,25 @@ func keyNames(ty reflect.Type) []string {
 // unknownKeyMsg says that key is not one of ty's, and which it may have
 // meant.
 func unknownKeyMsg(ty reflect.Type, path, key string) string {
-	keys := keyNames(ty)
-	best, bestD := "", 3
-	for _, k := range keys {
-		if d := distance(strings.ToLower(key), strings.ToLower(k)); d < bestD && d < len(k)/2 {
-			best, bestD = k, d
-		}
-	}
-	if best != "" {
+	if best := meant(ty, key); best != "" {
 		return "unknown key; did you mean " + best + "?"
 	}
 	where := "at the top of the file"
 	if path != "" {
 		where = "in " + stripIndices(path)
 	}
-	return "unknown key; the keys " + where + " are " + strings.Join(keys, ", ")
+	return "unknown key; the keys " + where + " are " + strings.Join(keyNames(ty), ", ")
+}
+
+// meant is the key of ty that key is a typo of; "" if none is close.
+func meant(ty reflect.Type, key string) string {
+	best, bestD := "", 3
+	for _, k := range keyNames(ty) {
+		if d := distance(strings.ToLower(key), strings.ToLower(k)); d < bestD && d < len(k)/2 {
+			best, bestD = k, d
+		}
+	}
+	return best
 }
 
 // distance is the edit distance between a and b (insert, delete, change
@@ -297,9 +332,23 @@ func (t *tree) line(path string) int {
 	if t == nil {
 		return 0
 	}
+	return t.lines[t.nearest(path)]
+}
+
+// order is path's place in the file (as line), for problems on one line.
+func (t *tree) order(path string) int {
+	if t == nil {
+		return 0
+	}
+	return t.seq[t.nearest(path)]
+}
+
+// nearest is path, or the nearest key above it, that the file has; "" if
+// none.
+func (t *tree) nearest(path string) string {
 	for path != "" {
-		if l, ok := t.lines[path]; ok {
-			return l
+		if _, ok := t.lines[path]; ok {
+			return path
 		}
 		i := strings.LastIndexAny(path, ".[")
 		if i < 0 {
@@ -307,59 +356,124 @@ func (t *tree) line(path string) int {
 		}
 		path = path[:i]
 	}
-	return 0
+	return ""
 }
 
-// locate finds the value that encoding/json named by bare (a path without
-// list indices) with a value of the JSON type got ("string", "number",
-// "bool", "array", "object"): the first in the file, as the decoder goes
-// through a list in order. It returns the path with indices, the line and
-// the value's node; or bare, 0 and nil when the tree does not tell.
-func (t *tree) locate(bare, got string) (string, int, *yaml3.Node) {
+// node is the value node at path; nil when the tree does not tell.
+func (t *tree) node(path string) *yaml3.Node {
 	if t == nil {
-		return bare, 0, nil
+		return nil
 	}
-	ls := t.leaves[bare]
-	for _, l := range ls {
-		if jsonType(l.node) == got {
-			return l.path, l.node.Line, l.node
-		}
-	}
-	if len(ls) == 1 {
-		return ls[0].path, ls[0].node.Line, ls[0].node
-	}
-	return bare, 0, nil
+	return t.nodes[path]
 }
 
-// oldBools are the words YAML 1.1 (the decoder's) reads as true or false.
-var oldBools = []string{"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE",
-	"on", "On", "ON", "off", "Off", "OFF"}
+// values judges each value of j, the file as the decoder turns it into
+// JSON, on its own and as the decoder reads it into Config: encoding/json
+// reports only the first that does not fit. It returns j without the
+// values refused (their keys left out, list items null), a problem for
+// each (and, without a tree, for each unknown key), and the paths
+// refused.
+func (t *tree) values(j []byte) (any, []Problem, map[string]bool) {
+	var v any
+	d := json.NewDecoder(bytes.NewReader(j))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		return nil, nil, nil // the decoder's own error says it
+	}
+	w := &valueWalk{t: t, refused: map[string]bool{}, budget: walkBudget}
+	v, _ = w.walk(v, reflect.TypeFor[Config](), "")
+	return v, w.ps, w.refused
+}
 
-// jsonType is the JSON type the decoder turns n into, by YAML 1.1's rules
-// as far as they matter here.
-func jsonType(n *yaml3.Node) string {
-	for n.Kind == yaml3.AliasNode && n.Alias != nil {
-		n = n.Alias
+type valueWalk struct {
+	t       *tree
+	ps      []Problem
+	refused map[string]bool
+	budget  int // values left to judge one by one; the decoder judges the rest
+}
+
+// walk judges v, which decodes into ty at path. It returns v without what
+// was refused, and false if v itself was.
+func (w *valueWalk) walk(v any, ty reflect.Type, path string) (any, bool) {
+	if w.budget--; w.budget <= 0 {
+		return v, true
 	}
-	switch n.Kind {
-	case yaml3.SequenceNode:
-		return "array"
-	case yaml3.MappingNode:
-		return "object"
+	et := ty
+	for et.Kind() == reflect.Pointer {
+		et = et.Elem()
 	}
-	if n.Style&(yaml3.SingleQuotedStyle|yaml3.DoubleQuotedStyle|yaml3.LiteralStyle|yaml3.FoldedStyle) != 0 {
-		return "string"
+	switch x := v.(type) {
+	case map[string]any:
+		if et.Kind() != reflect.Struct {
+			break
+		}
+		// In the order of the file, so that problems on one line are.
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(a, b string) int {
+			return cmp.Or(cmp.Compare(w.t.order(join(path, a)), w.t.order(join(path, b))), strings.Compare(a, b))
+		})
+		for _, k := range keys {
+			kp := join(path, k)
+			f, known := field(et, k)
+			if !known {
+				if w.t == nil {
+					w.ps = append(w.ps, Problem{Path: kp, Msg: unknownKeyMsg(et, path, k)})
+				}
+				delete(x, k)
+				continue
+			}
+			if nv, ok := w.walk(x[k], f.Type, kp); ok {
+				x[k] = nv
+			} else {
+				delete(x, k)
+			}
+		}
+		return x, true
+	case []any:
+		if et.Kind() != reflect.Slice {
+			break
+		}
+		for i := range x {
+			if nv, ok := w.walk(x[i], et.Elem(), fmt.Sprintf("%s[%d]", path, i)); ok {
+				x[i] = nv
+			} else {
+				x[i] = nil // its zero value; the checks of what it holds are left out
+			}
+		}
+		return x, true
 	}
-	switch n.Tag {
-	case "!!int", "!!float":
-		return "number"
-	case "!!bool":
-		return "bool"
-	case "!!null":
-		return "null"
+	var te *json.UnmarshalTypeError
+	if err := decodeOne(v, ty); !errors.As(err, &te) {
+		return v, true // fits (or the decoder will say what it is)
 	}
-	if slices.Contains(oldBools, n.Value) {
-		return "bool"
+	n := w.t.node(path)
+	line := w.t.line(path)
+	if n != nil {
+		line = n.Line
 	}
-	return "string"
+	p := typeProblem(te, path, n)
+	if p.Line == 0 {
+		p.Line = line
+	}
+	w.ps = append(w.ps, p)
+	w.refused[path] = true
+	return nil, false
+}
+
+// decodeOne decodes v (a JSON value) into a field of type ty, as the
+// decoder decodes the file: YAML (JSON is YAML) into JSON for that type
+// (which turns a number into a string for a string field), then
+// encoding/json.
+func decodeOne(v any, ty reflect.Type) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(map[string]any{"x": v}); err != nil {
+		return err
+	}
+	holder := reflect.New(reflect.StructOf([]reflect.StructField{{Name: "X", Type: ty, Tag: `json:"x"`}}))
+	return yaml.Unmarshal(b.Bytes(), holder.Interface())
 }

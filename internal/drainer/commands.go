@@ -162,13 +162,18 @@ func (d *Drainer) Describe(req *legacy.Request) string {
 		return fmt.Sprintf("after the cancel: nothing (%v); gnsh's cordon for a schedule, if any, stays", err)
 	}
 	if err := r.loadConfig(nil); err != nil {
+		var what any = err
+		if ce := (*config.Error)(nil); errors.As(err, &ce) && len(ce.Problems) > 1 {
+			// Each is a line of the command's own message.
+			what = fmt.Sprintf("%s is invalid (%d problems, each a line of the command's message)", ce.File, len(ce.Problems))
+		}
 		if req.Action == legacy.Cancel {
-			return nothingAfter(err)
+			return nothingAfter(fmt.Errorf("%v", what))
 		}
 		if req.Force != 0 {
-			return fmt.Sprintf("none: %v (-f goes on without a cordon)", err)
+			return fmt.Sprintf("none: %v (-f goes on without a cordon)", what)
 		}
-		return fmt.Sprintf("refuse: %v (exit 1 before any call; --no-drain skips the drain)", err)
+		return fmt.Sprintf("refuse: %v (exit 1 before any call to logind; --no-drain skips the drain)", what)
 	}
 	if !r.cfg.Drain {
 		return "none: drain: false in " + d.configPath()
@@ -183,9 +188,9 @@ func (d *Drainer) Describe(req *legacy.Request) string {
 	case classifyLocal(err) == badConfig && req.Force != 0:
 		return fmt.Sprintf("none: %v (-f goes on without a cordon)", err)
 	case classifyLocal(err) == badConfig:
-		return fmt.Sprintf("refuse: %v (exit 1 before any call; --no-drain skips the drain)", err)
+		return fmt.Sprintf("refuse: %v (exit 1 before any call to logind; --no-drain skips the drain)", err)
 	case classifyLocal(err) == notPermitted:
-		return fmt.Sprintf("refuse: %v (exit 1 before any call: run it as root, or with --no-drain)", err)
+		return fmt.Sprintf("refuse: %v (exit 1 before any call to logind: run it as root, or with --no-drain)", err)
 	case err != nil:
 		return fmt.Sprintf("none: %v (a warning, then the hand-off)", err)
 	}

@@ -864,7 +864,10 @@ func TestDescribe(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(kc), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(kc, []byte("{}"), 0o600); err != nil {
+	// gnsh's own kubeconfig must be usable: it is checked as a named one.
+	conf := "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: \"https://127.0.0.1:1\"}\n" +
+		"users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n"
+	if err := os.WriteFile(kc, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {

@@ -138,3 +138,55 @@ current-context: x
 		t.Fatalf("%v", err)
 	}
 }
+
+// gnsh's own /etc/gnsh/kubeconfig, not named by the config file, that is
+// there but cannot be used refuses as a named one does (issue 19: the
+// reboot went on undrained, with a warning): only an admin or the Ansible
+// role puts it there. A broken kubelet.conf is not gnsh's to judge.
+func TestGnshOwnKubeconfigBroken(t *testing.T) {
+	d := newDrainer(t, nil, "drainTimeout: 1m\n")
+	own := filepath.Join(d.KubeRoot, "etc", "gnsh", "kubeconfig")
+	if err := os.MkdirAll(filepath.Dir(own), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(own, []byte("not: [a kubeconfig\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, req := range map[string]*legacy.Request{"reboot": reboot(), "shutdown -r +60": scheduledReboot(time.Hour)} {
+		d.stderr.Reset()
+		_, err := d.prepare(t, req)
+		refusal(t, err, "gnsh: gnsh's own kubeconfig: "+own+" is not a usable kubeconfig (",
+			"; nothing was shut down: fix "+own+" (the Ansible role's gnsh_credentials: dedicated writes it) or remove it "+
+				"(gnsh then looks in /etc/kubernetes/kubelet.conf), or run the command again with --no-drain")
+		if d.stderr.Len() != 0 {
+			t.Errorf("%s: stderr %q", name, d.stderr)
+		}
+	}
+	if _, err := d.PlanPreparer().Prepare(context.Background(), reboot()); err == nil || !strings.Contains(err.Error(), "gnsh's own kubeconfig: "+own) {
+		t.Errorf("plan: %v", err)
+	}
+	err := d.DrainCommand(context.Background(), 0, false, os.Stdout)
+	refusal(t, err, "gnsh: gnsh's own kubeconfig: "+own+" is not a usable kubeconfig (", "fix "+own)
+	// --no-drain goes without it.
+	noDrain := reboot()
+	noDrain.Drain.Skip = true
+	if err := d.handOff(t, noDrain, nil); err != nil {
+		t.Fatalf("--no-drain: %v", err)
+	}
+}
+
+// A config file that is a symbolic link to nothing refuses as an invalid
+// file does: its gate: required must not quietly become optional, nor a
+// node look like no node (issue 19).
+func TestConfigDanglingLinkRefuses(t *testing.T) {
+	d := newDrainer(t, nil, "")
+	if err := os.Remove(d.ConfigPath); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/nonexistent/gnsh.yaml", d.ConfigPath); err != nil {
+		t.Fatal(err)
+	}
+	_, err := d.prepare(t, reboot())
+	refusal(t, err, "gnsh: "+d.ConfigPath+": a symbolic link to /nonexistent/gnsh.yaml, which does not exist; point it at the config file, or remove it for the defaults\n"+
+		"gnsh: nothing was shut down; fix the file, or run the command again with --no-drain")
+}

@@ -198,8 +198,11 @@ func (r *run) tellMaintenance(o outcome, err error, node string) string {
 // or the config file that cannot be used.
 func kubeconfigFix(ke *kube.KubeconfigError) string {
 	search := fmt.Sprintf("gnsh then looks in $KUBECONFIG, %s, %s", kube.GnshKubeconfig, kube.KubeletKubeconfig)
-	if ke.FromFlag() {
+	switch {
+	case ke.FromFlag():
 		return "pass a kubeconfig that exists, or leave --kubeconfig out (" + search + ")"
+	case ke.FromGnshOwn():
+		return "fix " + ke.Path + " (the Ansible role's gnsh_credentials: dedicated writes it) or remove it (gnsh then looks in " + kube.KubeletKubeconfig + ")"
 	}
 	return "fix the kubeconfig key or remove it (" + search + ")"
 }
@@ -277,7 +280,7 @@ func errText(err error, kubeconfig string) string {
 	case apierrors.IsUnauthorized(err):
 		return fmt.Sprintf("the API server does not accept the credentials in %s (401 Unauthorized): renew them (an expired kubelet client certificate?)", kubeconfig)
 	case apierrors.IsForbidden(err):
-		return fmt.Sprintf("the identity in %s may not drain this node (403 Forbidden: %s): use the kubelet's kubeconfig or apply install/kubernetes/rbac.yaml",
+		return fmt.Sprintf("the identity in %s may not drain this node (403 Forbidden: %s): use the kubelet's kubeconfig or apply gnsh's rbac.yaml ('gnsh doctor' says how on this node)",
 			kubeconfig, statusMessage(err))
 	case apierrors.IsTooManyRequests(err):
 		return fmt.Sprintf("the API server is throttling requests (429 Too Many Requests: %s)", statusMessage(err))
@@ -326,7 +329,8 @@ func (r *run) tellFar(at time.Time, due time.Duration) {
 	head := fmt.Sprintf("not draining now: the %s is due in %s, beyond the drain timeout (%s)", r.verb, roundDue(due), r.cfg.DrainTimeout.D())
 	switch running, guarding := r.d.agentGuarding(); {
 	case !running:
-		r.info("%s, and the node agent (gnsh.service) is not running: nothing will drain the node before it; run 'gnsh drain' before it, or start the agent (systemctl enable --now gnsh)", head)
+		r.info("%s, and the node agent (gnsh.service) is not running: nothing will drain the node before it; run 'gnsh drain' before it, or start the agent (systemctl enable --now gnsh.service; "+
+			"where the Ansible role installs gnsh, set gnsh_agent: true, or its next run stops the agent again)", head)
 		return
 	case !guarding:
 		// It runs, but has not found this node's kubeconfig yet (it looks

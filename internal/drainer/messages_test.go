@@ -1,6 +1,11 @@
 package drainer
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -21,5 +26,32 @@ func TestNoSlotNamesForceQuorum(t *testing.T) {
 		Out: []slots.Out{{Node: "node2", Why: "NotReady"}}}}}
 	if msg := r.tell(noSlot, verdict{}, cluster); strings.Contains(msg, "force-quorum") {
 		t.Errorf("%q", msg)
+	}
+}
+
+// No message a node shows names a path of gnsh's repository or a make
+// target: a node has neither (issue 19). rbac.yaml is named as a node or
+// an admin has it; the agent is started with its unit's name, and the
+// Ansible role's way named beside it.
+func TestMessagesNameNoRepositoryPath(t *testing.T) {
+	files, err := filepath.Glob("../*/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatal(err)
+	}
+	bad := regexp.MustCompile(`install/(kubernetes|ansible|gnsh|man|package)/|\bmake (install|build|package|release|test|demo)\b|README\.md`)
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(token.NewFileSet(), f, nil, 0) // no comments
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING && bad.MatchString(lit.Value) {
+				t.Errorf("%s: %s names what a node does not have", f, lit.Value)
+			}
+			return true
+		})
 	}
 }

@@ -89,11 +89,21 @@ func (r *run) loadConfig(req *legacy.Request) error {
 	c, err := config.Load(r.d.configPath())
 	r.cfg = c
 	r.agentTimeout = c.DrainTimeout.D()
-	if err != nil {
-		if errors.Is(err, fs.ErrPermission) {
-			// Not root, most likely: a file the admin made 0600.
-			return &configUnreadable{err}
+	var ce *config.Error
+	switch {
+	case errors.As(err, &ce):
+		if ce.Kubeconfig != "" && r.d.Kubeconfig == "" && r.d.Connect == nil {
+			// The kubeconfig an invalid file names: one refusal says
+			// all that is to fix.
+			if p, _ := r.d.kubeconfigProblem(r.d.configPath(), ce.Kubeconfig, ce.KubeconfigLine); p != nil {
+				ce.Add(*p)
+			}
 		}
+		return err
+	case errors.Is(err, fs.ErrPermission):
+		// Not root, most likely: a file the admin made 0600.
+		return &configUnreadable{err}
+	case err != nil:
 		return err
 	}
 	if req != nil && req.Drain.Timeout > 0 {
@@ -150,13 +160,14 @@ func (r *run) prepare(ctx context.Context, req *legacy.Request) (handoff.Prepare
 }
 
 // namedKubeconfig checks the kubeconfig named by --kubeconfig or the
-// config file, if one is: a *kube.KubeconfigError when it cannot be used
-// (a mistake in the configuration, as an invalid file is), else nil.
+// config file, if one is, else gnsh's own /etc/gnsh/kubeconfig if it is
+// the one found: a *kube.KubeconfigError when it cannot be used (a mistake
+// in the configuration, as an invalid file is), else nil.
 func (r *run) namedKubeconfig() error {
-	loc := r.d.locator(r.cfg)
-	if r.d.Connect != nil || loc.Kubeconfig == "" {
+	if r.d.Connect != nil {
 		return nil
 	}
+	loc := r.d.locator(r.cfg)
 	_, err := loc.FindKubeconfig()
 	if ke := (*kube.KubeconfigError)(nil); errors.As(err, &ke) {
 		return err

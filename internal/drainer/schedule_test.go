@@ -136,7 +136,8 @@ func TestFarScheduleMessage(t *testing.T) {
 			t.Fatalf("agent %q: %v, %d actions", agent, err, len(f.Actions()))
 		}
 		head := "gnsh: not draining now: the reboot is due in 2h0m0s, beyond the drain timeout (5m0s)"
-		want := head + ", and the node agent (gnsh.service) is not running: nothing will drain the node before it; run 'gnsh drain' before it, or start the agent (systemctl enable --now gnsh)\n"
+		want := head + ", and the node agent (gnsh.service) is not running: nothing will drain the node before it; run 'gnsh drain' before it, or start the agent (systemctl enable --now gnsh.service; " +
+			"where the Ansible role installs gnsh, set gnsh_agent: true, or its next run stops the agent again)\n"
 		switch agent {
 		case AgentGuarding, "older agent":
 			want = head + "; the node agent (gnsh.service) will drain the node at " +

@@ -153,7 +153,8 @@ func cordonStays(n *corev1.Node, o *drain.Ownership) bool {
 // kubeletGateLine is what a shutdown says when the gate is optional and
 // the kubelet's credentials cannot use it.
 const kubeletGateLine = "reboot slots not checked: the kubelet's credentials may not use the gate (Node authorizer); " +
-	"it needs gnsh's own identity (install/kubernetes/rbac.yaml and /etc/gnsh/kubeconfig, or the Ansible role's gnsh_credentials: dedicated); " +
+	"it needs gnsh's own identity (gnsh's rbac.yaml applied and its ServiceAccount's kubeconfig in /etc/gnsh/kubeconfig, " +
+	"which the Ansible role's gnsh_credentials: dedicated does; 'gnsh doctor' says how on this node); " +
 	"going on without a slot (slots.gate: optional)"
 
 // kubeletIdentity reports whether a gate error is the Node authorizer

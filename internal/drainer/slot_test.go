@@ -149,7 +149,8 @@ func TestGateUnavailable(t *testing.T) {
 		warning      string
 	}{
 		{"", "system:node:node1", false, "gnsh: reboot slots not checked: the kubelet's credentials may not use the gate (Node authorizer); " +
-			"it needs gnsh's own identity (install/kubernetes/rbac.yaml and /etc/gnsh/kubeconfig, or the Ansible role's gnsh_credentials: dedicated); " +
+			"it needs gnsh's own identity (gnsh's rbac.yaml applied and its ServiceAccount's kubeconfig in /etc/gnsh/kubeconfig, " +
+			"which the Ansible role's gnsh_credentials: dedicated does; 'gnsh doctor' says how on this node); " +
 			"going on without a slot (slots.gate: optional)\n"},
 		{"", "someone", false, "gnsh: warning: reboot slots not checked: these credentials may not use the Lease gnsh/reboot-slots"},
 		{"slots:\n  gate: required\n", "system:node:node1", true, ""},

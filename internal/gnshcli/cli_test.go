@@ -92,6 +92,19 @@ func TestEveryCommandHelpIsShort(t *testing.T) {
 				t.Errorf("%s --help has %q:\n%s", name, bad, out)
 			}
 		}
+		// A command with subcommands shows how to run them (issue 19:
+		// "gnsh config" alone), and the command alone if it runs alone.
+		if w.cmd != nil && len(w.cmd.Subcommands) > 0 {
+			_, usage, _ := strings.Cut(out, "\nUSAGE:\n")
+			usage, _, _ = strings.Cut(usage, "\n\n")
+			want := "  " + name + " COMMAND [OPTIONS] [ARGS...]"
+			if name == "gnsh slots" { // lists the slots alone
+				want = "  " + name + " [OPTIONS]\n" + want
+			}
+			if usage != want {
+				t.Errorf("%s --help: usage\n%s\nwant\n%s", name, usage, want)
+			}
+		}
 		// gnsh help COMMAND… is the same text.
 		if w.cmd != nil {
 			if code, hout, _ := run(t, append([]string{"help"}, w.path...)...); code != 0 || hout != out {

@@ -1,17 +1,21 @@
 package gnshcli
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"regexp"
 
 	"github.com/urfave/cli/v2"
-	"sigs.k8s.io/yaml"
+	yaml3 "go.yaml.in/yaml/v3"
 
 	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/dispatch"
 	"github.com/gnsh/gnsh/internal/drainer"
+	"github.com/gnsh/gnsh/internal/kube"
 )
 
 // configCommand is `gnsh config check|show [FILE]`.
@@ -58,7 +62,7 @@ func configCommand(code *int, env *dispatch.Env) *cli.Command {
 						*code = reportConfig(env, err)
 						return nil
 					}
-					b, err := yaml.Marshal(cfg)
+					b, err := showConfig(cfg)
 					if err != nil {
 						return err
 					}
@@ -73,11 +77,11 @@ func configCommand(code *int, env *dispatch.Env) *cli.Command {
 // configArg is the FILE argument, else $GNSH_CONFIG, else config.Path;
 // given says whether it was an argument.
 func configArg(c *cli.Context, env *dispatch.Env) (path string, given bool, err error) {
-	switch {
-	case c.NArg() > 1:
-		return "", false, usagef(c, "config %s takes one FILE at most (got %d arguments)", c.Command.Name, c.NArg())
-	case c.NArg() == 1:
-		return c.Args().First(), true, nil
+	switch ops := operands(c); {
+	case len(ops) > 1:
+		return "", false, usagef(c, "config %s takes one FILE at most (got %d arguments)", c.Command.Name, len(ops))
+	case len(ops) == 1:
+		return ops[0], true, nil
 	}
 	if p, ok := env.LookupEnv("GNSH_CONFIG"); ok && p != "" {
 		return p, false, nil
@@ -97,9 +101,17 @@ func checkConfig(env *dispatch.Env, path string, given, skipKubeconfig bool) int
 		nd := env.NewDrainer()
 		d.Getenv, d.KubeRoot = nd.Getenv, nd.KubeRoot
 	}
-	found, err := d.CheckConfig(skipKubeconfig)
+	found, unchecked, err := d.CheckConfigFile(skipKubeconfig)
 	switch {
-	case err != nil:
+	case err != nil || unchecked != nil:
+		var ce *config.Error
+		if unchecked != nil && !errors.As(err, &ce) {
+			ce = &config.Error{File: path}
+			err = ce
+		}
+		if unchecked != nil {
+			ce.Add(*unchecked)
+		}
 		return reportConfig(env, err)
 	case !found:
 		fmt.Fprintf(env.Stdout, "gnsh: no %s: the defaults apply\n", path)
@@ -113,7 +125,12 @@ func checkConfig(env *dispatch.Env, path string, given, skipKubeconfig bool) int
 // reading it) on its own line, and returns exit status 1.
 func reportConfig(env *dispatch.Env, err error) int {
 	var ce *config.Error
-	if !errors.As(err, &ce) {
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &pe) && errors.Is(err, fs.ErrPermission):
+		// Not root, most likely: a 0600 file.
+		return dispatch.Report(env.Stderr, fmt.Errorf("gnsh: this user may not read %s (%v); run the command as root", pe.Path, pe.Err))
+	case !errors.As(err, &ce):
 		return dispatch.Report(env.Stderr, fmt.Errorf("gnsh: %w", err))
 	}
 	for _, l := range ce.Lines() {
@@ -124,7 +141,86 @@ func reportConfig(env *dispatch.Env, err error) int {
 	return 1
 }
 
+// exists reports whether path is there, if only as a symbolic link (to
+// nothing: config.Load says so).
 func exists(path string) bool {
-	_, err := os.Stat(path)
+	_, err := os.Lstat(path)
 	return !errors.Is(err, fs.ErrNotExist)
 }
+
+// showConfig writes cfg as YAML, its keys in the order of gnsh-config(5),
+// with the value a shutdown uses for each, and what a key left unset means
+// where its value does not say it: never a bare null.
+func showConfig(cfg config.Config) ([]byte, error) {
+	j, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var doc yaml3.Node
+	if err := yaml3.Unmarshal(j, &doc); err != nil {
+		return nil, err
+	}
+	top := doc.Content[0]
+	plain(top)
+	unset := func(m *yaml3.Node, key, comment string, resolved *yaml3.Node) {
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if m.Content[i].Value != key {
+				continue
+			}
+			if resolved != nil {
+				m.Content[i+1] = resolved
+			}
+			m.Content[i+1].LineComment = "unset: " + comment
+		}
+	}
+	if cfg.Node == "" {
+		unset(top, "node", "the kubelet's client certificate's node name, else the host name", nil)
+	}
+	if cfg.Kubeconfig == "" {
+		unset(top, "kubeconfig", "$KUBECONFIG, "+kube.GnshKubeconfig+", then "+kube.KubeletKubeconfig, nil)
+	}
+	if cfg.PodGracePeriod == nil {
+		unset(top, "podGracePeriod", "each pod's own grace period", nil)
+	}
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		if top.Content[i].Value != "slots" {
+			continue
+		}
+		slots := top.Content[i+1]
+		if cfg.Slots.Wait == nil {
+			unset(slots, "wait", "drainTimeout", &yaml3.Node{Kind: yaml3.ScalarNode, Tag: "!!str", Value: cfg.SlotWait().String()})
+		}
+		for k := 0; k+1 < len(slots.Content); k += 2 {
+			if v := slots.Content[k+1]; slots.Content[k].Value == "pools" && v.Tag == "!!null" {
+				slots.Content[k+1] = &yaml3.Node{Kind: yaml3.SequenceNode, Tag: "!!seq", Style: yaml3.FlowStyle}
+			}
+		}
+	}
+	var b bytes.Buffer
+	enc := yaml3.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), enc.Close()
+}
+
+// plain writes n and what it holds in block style, strings unquoted only
+// where gnsh's reader (YAML 1.1, where on and no are booleans) reads them
+// back as the same strings.
+func plain(n *yaml3.Node) {
+	n.Style = 0
+	if n.Kind == yaml3.ScalarNode && n.Tag == "!!str" &&
+		(!plainString.MatchString(n.Value) || yaml11Word.MatchString(n.Value) || yaml11Number.MatchString(n.Value)) {
+		n.Style = yaml3.DoubleQuotedStyle
+	}
+	for _, c := range n.Content {
+		plain(c)
+	}
+}
+
+var (
+	plainString  = regexp.MustCompile(`^[A-Za-z0-9/][A-Za-z0-9._/=-]*$`)
+	yaml11Word   = regexp.MustCompile(`^(?i:y|yes|n|no|on|off|true|false|null)$`)
+	yaml11Number = regexp.MustCompile(`^(0[xXbBoO][0-9a-fA-F_]+|[0-9][0-9_]*(\.[0-9_]*)?([eE][-+]?[0-9]+)?)$`)
+)

@@ -3,11 +3,16 @@ package gnshcli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/drainer"
 	"github.com/gnsh/gnsh/internal/handoff"
 )
@@ -41,7 +46,17 @@ func TestConfigCheck(t *testing.T) {
 			[]string{"gnsh: FILE: line 2: slots.maxUnavalable: unknown key; did you mean maxUnavailable?"}},
 		{"every problem", "drian: false\nslots:\n  pools:\n  - name: gpu\n    selektor: pool=gpu\n", nil, 1, "", []string{
 			"gnsh: FILE: line 1: drian: unknown key; did you mean drain?",
+			"gnsh: FILE: line 4: slots.pools[0].maxUnavailable: must be 1 or more",
 			"gnsh: FILE: line 5: slots.pools[0].selektor: unknown key; did you mean selector?"}},
+		// One run: every type error, every range check and the kubeconfig
+		// named, each with its line (issue 19: only drainTimeout was said).
+		{"every problem at once", "drainTimeout: -5s\nkubeconfig: /nonexistent/kubeconfig\nslots: {gate: maybe, maxUnavailable: 0}\nevents: 'no'\n", nil, 1, "", []string{
+			`gnsh: FILE: line 1: drainTimeout: must be a positive duration such as 90s, 10m or 1h (or seconds), not "-5s"`,
+			"gnsh: FILE: line 2: kubeconfig: /nonexistent/kubeconfig does not exist; fix the kubeconfig key or remove it " +
+				"(gnsh then looks in $KUBECONFIG, /etc/gnsh/kubeconfig, /etc/kubernetes/kubelet.conf): until then every shutdown through gnsh is refused, but with --no-drain",
+			`gnsh: FILE: line 3: slots.gate: "maybe" is not a gate mode; use off, optional or required`,
+			"gnsh: FILE: line 3: slots.maxUnavailable: must be 1 or more; slots.gate: off turns the gate off",
+			"gnsh: FILE: line 4: events: must be true or false, not a quoted string; leave out the quotes"}},
 		{"bad value", "slots:\n  gate: maybe\n", nil, 1, "",
 			[]string{`gnsh: FILE: line 2: slots.gate: "maybe" is not a gate mode; use off, optional or required`}},
 		{"kubeconfig not there", "drainTimeout: 2m\nkubeconfig: /nonexistent/kubeconfig\n", nil, 1, "", []string{
@@ -78,6 +93,20 @@ func TestConfigCheckDefaults(t *testing.T) {
 	if code := Run(context.Background(), []string{"gnsh", "config", "check", absent}, env); code != 1 || errb.String() != "gnsh: "+absent+" does not exist\n" {
 		t.Errorf("exit %d, %q %q", code, out, errb)
 	}
+	// A link to nothing is not an absent file (issue 19), named or not.
+	link := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.Symlink("/nonexistent/gnsh.yaml", link); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"gnsh", "config", "check", link}, {"gnsh", "config", "check"}} {
+		env.LookupEnv = func(k string) (string, bool) { return link, k == "GNSH_CONFIG" }
+		out.Reset()
+		errb.Reset()
+		if code := Run(context.Background(), args, env); code != 1 || out.Len() != 0 ||
+			errb.String() != "gnsh: "+link+": a symbolic link to /nonexistent/gnsh.yaml, which does not exist; point it at the config file, or remove it for the defaults\n" {
+			t.Errorf("%q: exit %d, %q %q", args, code, out, errb)
+		}
+	}
 	errb.Reset()
 	if code := Run(context.Background(), []string{"gnsh", "config", "check", "a", "b"}, env); code != 1 || strings.Count(errb.String(), "\n") != 1 ||
 		!strings.Contains(errb.String(), "config check takes one FILE at most") {
@@ -96,6 +125,31 @@ func TestConfigShow(t *testing.T) {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("%q lacks %q", out, w)
 		}
+	}
+	// No "null": the value a shutdown uses, or what an unset key means
+	// (issue 19: wait: null, podGracePeriod: null).
+	for _, w := range []string{"\npodGracePeriod: null # unset: each pod's own grace period\n", "\n  wait: 1m30s # unset: drainTimeout\n",
+		"\n  pools: []\n", "\nkubeconfig: \"\" # unset: $KUBECONFIG, /etc/gnsh/kubeconfig, then /etc/kubernetes/kubelet.conf\n"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("%s\nlacks %q", out, w)
+		}
+	}
+	if n := strings.Count(out.String(), "null"); n != 1 {
+		t.Errorf("%d nulls:\n%s", n, out)
+	}
+	// What it prints is a config file that says the same, strings that
+	// YAML 1.1 reads as booleans included.
+	f = writeFile(t, t.TempDir(), "c.yaml", "node: \"on\"\nkubeconfig: /etc/gnsh/1e5\nslots:\n  wait: 2m\n  pools: [{name: \"no\", selector: \"0x1\", maxUnavailable: 2}, {name: \"123\", selector: \"zone in (a,b)\", maxUnavailable: 1}]\npodGracePeriod: 0\n")
+	want, err := config.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if code := Run(context.Background(), []string{"gnsh", "config", "show", f}, env); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	if got, err := config.Parse(out.Bytes()); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("%+v %v, want %+v:\n%s", got, err, want, out)
 	}
 	bad := writeFile(t, t.TempDir(), "c.yaml", "slots: {maxUnavalable: 2}\n")
 	errb.Reset()
@@ -119,6 +173,12 @@ func TestPlanRefusedByConfig(t *testing.T) {
 			": line 1: slots.maxUnavalable: unknown key; did you mean maxUnavailable?\ngnsh: nothing was shut down; fix the file, or run the command again with --no-drain\n"},
 		{"kubeconfig not there", "kubeconfig: /nonexistent/kubeconfig\n", []string{"shutdown", "-r", "+5"}, 1,
 			": /nonexistent/kubeconfig does not exist; nothing was shut down: fix the kubeconfig key or remove it"},
+		// The refusal lists every problem, the kubeconfig an invalid file
+		// names among them.
+		{"every problem", "drainTimeout: soon\nkubeconfig: /nonexistent/kubeconfig\nslots: {gate: maybe}\n", []string{"reboot"}, 1,
+			`: line 1: drainTimeout: must be a positive duration such as 90s, 10m or 1h (or seconds), not "soon"` + "\ngnsh: " + "CFG" +
+				": line 2: kubeconfig: /nonexistent/kubeconfig does not exist; fix the kubeconfig key or remove it (gnsh then looks in $KUBECONFIG, /etc/gnsh/kubeconfig, /etc/kubernetes/kubelet.conf)\ngnsh: " +
+				"CFG" + `: line 3: slots.gate: "maybe" is not a gate mode; use off, optional or required` + "\ngnsh: nothing was shut down; fix the file, or run the command again with --no-drain\n"},
 		{"--no-drain", "slots: {maxUnavalable: 2}\n", []string{"reboot", "--no-drain"}, 0, ""},
 		{"-f", "slots: {maxUnavalable: 2}\n", []string{"reboot", "-f"}, 0, ""},
 	} {
@@ -133,7 +193,7 @@ func TestPlanRefusedByConfig(t *testing.T) {
 			if err := json.Unmarshal(out.Bytes(), &p); err != nil {
 				t.Fatal(err)
 			}
-			if code != tt.code || p.ExitCode != tt.code || !strings.Contains(p.Stderr, tt.stderr) || errb.String() != p.Stderr {
+			if code != tt.code || p.ExitCode != tt.code || !strings.Contains(p.Stderr, strings.ReplaceAll(tt.stderr, "CFG", cfg)) || errb.String() != p.Stderr {
 				t.Errorf("exit %d, exit_code %d, stderr %q (printed %q); want %d, …%s…", code, p.ExitCode, p.Stderr, errb, tt.code, tt.stderr)
 			}
 			if tt.code == 0 {
@@ -174,5 +234,103 @@ func TestConfigMessagesTerminalSafe(t *testing.T) {
 	code = Run(context.Background(), []string{"gnsh", "plan", "reboot"}, env)
 	if code != 1 || strings.ContainsAny(out.String()+errb.String(), "\x1b\u202e") || !strings.Contains(out.String(), `/tmp/\x1b[2J\u202ex`) {
 		t.Errorf("plan: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+}
+
+// gnsh config check as a user who may not read the kubeconfig the file
+// names (or the file) does not say "valid": it says what it could not
+// check and to run it as root, and exits 1, as the wrapper refuses a drain
+// it cannot make (issue 19).
+func TestConfigCheckNotRoot(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root (to run a check as user nobody)")
+	}
+	dir := t.TempDir()
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kc := writeFile(t, dir, "kubeconfig", "apiVersion: v1\nkind: Config\n")
+	if err := os.Chmod(kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeFile(t, dir, "config.yaml", "drainTimeout: 2m\nkubeconfig: "+kc+"\n")
+	secret := writeFile(t, dir, "secret.yaml", "drain: true\n")
+	if err := os.Chmod(secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "gnshcli.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ file, stdout, stderr string }{
+		{cfg, "", "gnsh: " + cfg + ": line 2: kubeconfig: not checked: this user may not read " + kc +
+			" (permission denied); run gnsh config check as root, as every shutdown through gnsh runs\n"},
+		{secret, "", "gnsh: this user may not read " + secret + " (permission denied); run the command as root\n"},
+	} {
+		cmd := exec.Command(bin, "-test.run=^TestHelperConfigCheck$")
+		cmd.Dir = dir
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+		cmd.Env = []string{"GNSH_CLI_HELPER=" + tt.file, "HOME=/nonexistent"}
+		out, err := cmd.Output()
+		var got struct {
+			Code           int
+			Stdout, Stderr string
+		}
+		if jerr := json.Unmarshal([]byte(strings.SplitN(string(out), "\n", 2)[0]), &got); jerr != nil {
+			t.Fatalf("helper: %v %v: %s", err, jerr, out)
+		}
+		if got.Code != 1 || got.Stdout != tt.stdout || got.Stderr != tt.stderr {
+			t.Errorf("as nobody: exit %d, stdout %q, stderr %q; want exit 1, stderr %q", got.Code, got.Stdout, got.Stderr, tt.stderr)
+		}
+	}
+}
+
+// TestHelperConfigCheck runs gnsh config check on $GNSH_CLI_HELPER for
+// TestConfigCheckNotRoot, and prints what it said as one JSON line.
+func TestHelperConfigCheck(t *testing.T) {
+	file := os.Getenv("GNSH_CLI_HELPER")
+	if file == "" {
+		t.Skip("helper for TestConfigCheckNotRoot")
+	}
+	env, out, errb := testEnv(t)
+	env.NewDrainer = func() *drainer.Drainer {
+		return &drainer.Drainer{Getenv: func(string) string { return "" }, KubeRoot: t.TempDir()}
+	}
+	code := Run(context.Background(), []string{"gnsh", "config", "check", file}, env)
+	b, _ := json.Marshal(map[string]any{"Code": code, "Stdout": out.String(), "Stderr": errb.String()})
+	fmt.Println(string(b))
+}
+
+// Options after FILE are options, as an admin types them (issue 19:
+// "takes one FILE at most (got 2 arguments)"); an unknown one is one line.
+func TestConfigCheckOptionsAfterFile(t *testing.T) {
+	f := writeFile(t, t.TempDir(), "c.yaml", "kubeconfig: /nonexistent/kubeconfig\n")
+	for _, tt := range []struct {
+		args           []string
+		code           int
+		stdout, stderr string
+	}{
+		{[]string{"check", f, "--skip-kubeconfig"}, 0, "gnsh: " + f + " is valid\n", ""},
+		{[]string{"check", "--skip-kubeconfig", f}, 0, "gnsh: " + f + " is valid\n", ""},
+		{[]string{"check", f, "--bogus"}, 1, "", "gnsh: unknown option --bogus; see 'gnsh config check --help'\n"},
+		{[]string{"check", f, "other.yaml"}, 1, "", "gnsh: config check takes one FILE at most (got 2 arguments); see 'gnsh config check --help'\n"},
+		{[]string{"check", "--", "--skip-kubeconfig"}, 1, "", "gnsh: --skip-kubeconfig does not exist\n"},
+		{[]string{"show", f, "--skip-kubeconfig"}, 1, "", "gnsh: unknown option --skip-kubeconfig; see 'gnsh config show --help'\n"},
+	} {
+		env, out, errb := testEnv(t)
+		code := Run(context.Background(), append([]string{"gnsh", "config"}, tt.args...), env)
+		if code != tt.code || out.String() != tt.stdout || errb.String() != tt.stderr {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %d, %q, %q", tt.args, code, out, errb, tt.code, tt.stdout, tt.stderr)
+		}
+	}
+	env, out, _ := testEnv(t)
+	if code := Run(context.Background(), []string{"gnsh", "config", "check", f, "--help"}, env); code != 0 || !strings.Contains(out.String(), "USAGE:") {
+		t.Errorf("check FILE --help: exit %d, %q", code, out)
 	}
 }

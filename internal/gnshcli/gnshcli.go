@@ -160,7 +160,7 @@ func planCommand(code *int, env *dispatch.Env) *cli.Command {
 		ArgsUsage: "shutdown|poweroff|reboot|halt [ARGS...]",
 		Description: "Parses the command line as the command would and shows the action and when, what " +
 			"gnsh does first (reboot slot, drain), the calls to systemd-logind and the fallback. " +
-			"Exits with the command's status and prints its messages on stderr. Changes nothing.",
+			"Exits with the command's status; shows what it would say (-o json: prints it on stderr). Changes nothing.",
 		// Parsed by hand, before the command name only: what follows is
 		// the legacy command line, passed on untouched. Listed for --help.
 		Flags:           []cli.Flag{outputFlag()},
@@ -180,10 +180,11 @@ func planCommand(code *int, env *dispatch.Env) *cli.Command {
 				if err := enc.Encode(p); err != nil {
 					return err
 				}
+				// As the command prints it (the oracle tests compare it).
+				fmt.Fprint(env.Stderr, p.Stderr)
 			} else {
 				writePlan(env.Stdout, p, outputWidth(env))
 			}
-			fmt.Fprint(env.Stderr, p.Stderr)
 			*code = p.ExitCode
 			return nil
 		},

@@ -71,9 +71,13 @@ calls     logind SetWallMessage("kernel update", true), logind
           ScheduleShutdown("reboot", 1795255500000000)
 fallback  none: if systemd-logind does not take the schedule, the command is
           refused (exit 1) and nothing is shut down
+says      Reboot scheduled for Sat 2026-11-21 10:05:00 UTC, use 'shutdown -c' to
+          cancel.
 exit      0; nothing was done (-o json lists every call)
 `
-	if code != 0 || out.String() != want || errb.String() != "Reboot scheduled for Sat 2026-11-21 10:05:00 UTC, use 'shutdown -c' to cancel.\n" {
+	// What the command would say is a row, never plan's own stderr: an
+	// admin would read it as said by what plan did (issue 19).
+	if code != 0 || out.String() != want || errb.String() != "" {
 		t.Errorf("exit %d, stderr %q:\n%s\nwant:\n%s", code, errb, out, want)
 	}
 	env, out, errb = testEnv(t)
@@ -86,14 +90,14 @@ exit      0; nothing was done (-o json lists every call)
 	}
 	// A refused command line: its message and status, no call.
 	env, out, errb = testEnv(t)
-	if code := Run(context.Background(), []string{"gnsh", "plan", "halt", "now"}, env); code != 1 || errb.String() != "Too many arguments.\n" ||
-		out.String() != "action  none: the command line is refused\nexit    1; nothing was done (-o json lists every call)\n" {
+	if code := Run(context.Background(), []string{"gnsh", "plan", "halt", "now"}, env); code != 1 || errb.String() != "" ||
+		out.String() != "action  none: the command line is refused\nsays    Too many arguments.\nexit    1; nothing was done (-o json lists every call)\n" {
 		t.Errorf("halt now: exit %d, stderr %q:\n%s", code, errb, out)
 	}
 	// -o goes before the command name; after it, it is the command's.
 	env, out, errb = testEnv(t)
 	if code := Run(context.Background(), []string{"gnsh", "plan", "reboot", "-o", "json"}, env); code != 1 ||
-		!strings.HasPrefix(out.String(), "action  none: the command line is refused\n") || errb.String() != "reboot: invalid option -- 'o'\n" {
+		out.String() != "action  none: the command line is refused\nsays    reboot: invalid option -- 'o'\nexit    1; nothing was done (-o json lists every call)\n" || errb.String() != "" {
 		t.Errorf("reboot -o json: exit %d, stderr %q:\n%s", code, errb, out)
 	}
 }
@@ -152,7 +156,10 @@ func TestPlanSlotStep(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(kc), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(kc, []byte("{}"), 0o600); err != nil {
+	// Usable: gnsh's own kubeconfig is checked as a named one.
+	conf := "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: \"https://127.0.0.1:1\"}\n" +
+		"users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n"
+	if err := os.WriteFile(kc, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
@@ -197,5 +204,44 @@ func TestPlanSlotStep(t *testing.T) {
 		if tt.not != "" && strings.Contains(p.Drain, tt.not) {
 			t.Errorf("%q %v: drain %q has %q", tt.config, tt.args, p.Drain, tt.not)
 		}
+	}
+}
+
+// gnsh plan's text form for a command the drain refuses: what happens to
+// /run/systemd/reboot-param is said as the command does it (removed while
+// the command line is read, as systemd does, then put back as it was), not
+// listed as a call after "exit 1 before any call" (issue 19); the refusal
+// is a row.
+func TestPlanTextRefused(t *testing.T) {
+	env, out, errb := testEnv(t)
+	cfg := writeFile(t, t.TempDir(), "config.yaml", "slots: {maxUnavalable: 2}\n")
+	env.LookupEnv = func(k string) (string, bool) { return map[string]string{"COLUMNS": "400"}[k], k == "COLUMNS" }
+	env.NewDrainer = func() *drainer.Drainer {
+		return &drainer.Drainer{Stderr: errb, Getenv: func(string) string { return "" }, ConfigPath: cfg, KubeRoot: t.TempDir()}
+	}
+	code := Run(context.Background(), []string{"gnsh", "plan", "reboot"}, env)
+	want := "action     reboot now\n" +
+		"parameter  /run/systemd/reboot-param removed while the command line is read (as systemd does), then put back as it was: the command is refused\n" +
+		"drain      refuse: " + cfg + ": line 1: slots.maxUnavalable: unknown key; did you mean maxUnavailable? (exit 1 before any call to logind; --no-drain skips the drain)\n" +
+		"says       gnsh: " + cfg + ": line 1: slots.maxUnavalable: unknown key; did you mean maxUnavailable?\n" +
+		"           gnsh: nothing was shut down; fix the file, or run the command again with --no-drain\n" +
+		"exit       1; nothing was done (-o json lists every call)\n"
+	if code != 1 || out.String() != want || errb.String() != "" {
+		t.Errorf("exit %d, stderr %q:\n%s\nwant:\n%s", code, errb, out, want)
+	}
+}
+
+// With several problems, plan's drain row says how many; each is a line of
+// the says row, said once.
+func TestPlanTextRefusedManyProblems(t *testing.T) {
+	env, out, errb := testEnv(t)
+	cfg := writeFile(t, t.TempDir(), "config.yaml", "drainTimeout: soon\nslots: {gate: maybe}\n")
+	env.NewDrainer = func() *drainer.Drainer {
+		return &drainer.Drainer{Stderr: errb, Getenv: func(string) string { return "" }, ConfigPath: cfg, KubeRoot: t.TempDir()}
+	}
+	code := Run(context.Background(), []string{"gnsh", "plan", "reboot"}, env)
+	if code != 1 || strings.Count(out.String(), `"maybe" is not a gate mode`) != 1 ||
+		!strings.Contains(strings.Join(strings.Fields(out.String()), " "), "drain refuse: "+cfg+" is invalid (2 problems, each a line of the command's message)") {
+		t.Errorf("exit %d:\n%s", code, out)
 	}
 }

@@ -1,6 +1,8 @@
 package gnshcli
 
 import (
+	"context"
+	"flag"
 	"fmt"
 	"io"
 	"regexp"
@@ -137,6 +139,16 @@ func guard(full string, c *cli.Command) {
 			}
 			return usageErr(full, "%s takes no arguments (got %q)", strings.TrimPrefix(full, "gnsh "), ctx.Args().First())
 		}
+		if c.ArgsUsage != "" && ctx.NArg() > 0 {
+			ops, help, err := interspersed(ctx, full)
+			switch {
+			case err != nil:
+				return err
+			case help:
+				return cli.ShowSubcommandHelp(ctx)
+			}
+			ctx.Context = context.WithValue(ctx.Context, operandsKey{}, ops)
+		}
 		for _, f := range required {
 			if !ctx.IsSet(f.Name) {
 				return usageErr(full, "%s needs --%s %s", strings.TrimPrefix(full, "gnsh "), f.Name, placeholder(f.Usage))
@@ -144,6 +156,67 @@ func guard(full string, c *cli.Command) {
 		}
 		return action(ctx)
 	}
+}
+
+type operandsKey struct{}
+
+// operands are the command's arguments that are not options: those
+// interspersed sets aside, else cli's.
+func operands(ctx *cli.Context) []string {
+	if ops, ok := ctx.Context.Value(operandsKey{}).([]string); ok {
+		return ops
+	}
+	return ctx.Args().Slice()
+}
+
+// interspersed reads the options among a command's arguments, which cli
+// leaves there (it stops at the first argument that is not an option:
+// "gnsh config check FILE --skip-kubeconfig"), as cli would have read them
+// before: it sets them on ctx and returns the other arguments, and whether
+// --help was among them. After "--" every argument is an operand.
+func interspersed(ctx *cli.Context, full string) (ops []string, help bool, err error) {
+	args := ctx.Args().Slice()
+	if a := args[0]; strings.HasPrefix(a, "-") && a != "-" {
+		// cli reads every option before the first operand: one left
+		// there came after "--".
+		return args, false, nil
+	}
+	fs := flag.NewFlagSet(full, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	for _, f := range ctx.Command.Flags {
+		if err := f.Apply(fs); err != nil {
+			return nil, false, err
+		}
+	}
+	for len(args) > 0 {
+		if args[0] == "--" {
+			ops = append(ops, args[1:]...)
+			break
+		}
+		if !strings.HasPrefix(args[0], "-") || args[0] == "-" {
+			ops, args = append(ops, args[0]), args[1:]
+			continue
+		}
+		if err := fs.Parse(args); err != nil {
+			return nil, false, onUsageError(full)(ctx, err, true)
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			ops = append(ops, rest...)
+			break
+		}
+		args = rest
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "help" || f.Name == "h" {
+			help = true
+			return
+		}
+		if err == nil {
+			err = ctx.Set(f.Name, f.Value.String())
+		}
+	})
+	return ops, help, err
 }
 
 // usageError is a mistake in a command line: one line, "gnsh: " and the
@@ -237,10 +310,19 @@ func renderHelp(full string, c *cli.Command) string {
 	}
 	b.WriteString("\nUSAGE:\n")
 	usage := c.UsageText
-	if usage == "" {
+	switch {
+	case usage != "":
+	case len(c.Subcommands) > 0 && c.Action == nil:
+		usage = full + " COMMAND [OPTIONS] [ARGS...]"
+	case len(c.Subcommands) > 0:
+		// It runs alone too.
+		usage = full + usageFlags(c.Flags) + " " + c.ArgsUsage + "\n" + full + " COMMAND [OPTIONS] [ARGS...]"
+	default:
 		usage = full + usageFlags(c.Flags) + " " + c.ArgsUsage
 	}
-	writeWrapped(&b, strings.TrimSpace(usage), "  ", "      ")
+	for _, l := range strings.Split(usage, "\n") {
+		writeWrapped(&b, strings.TrimSpace(l), "  ", "      ")
+	}
 	if len(c.Subcommands) > 0 {
 		b.WriteString("\nCOMMANDS:\n")
 		writeCommands(&b, c.Subcommands)

@@ -3,6 +3,7 @@ package gnshcli
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/gnsh/gnsh/internal/handoff"
@@ -13,18 +14,34 @@ import (
 // to -o json), the fallback and the exit status, wrapped to width.
 func writePlan(w io.Writer, p *handoff.Plan, width int) {
 	rows := [][2]string{{"action", planAction(p)}}
+	// The drain refuses after the command line was read, and so after the
+	// reboot parameter was changed (systemd changes it while reading), and
+	// the command then puts it back as it was.
+	drainRefuses := p.ExitCode != 0 && strings.HasPrefix(p.Drain, "refuse:")
 	if p.RebootParam != nil {
+		var s string
 		switch p.RebootParam.Op {
 		case "write":
-			rows = append(rows, [2]string{"parameter", fmt.Sprintf("%q written to /run/systemd/reboot-param", p.RebootParam.Value)})
+			s = fmt.Sprintf("%q written to /run/systemd/reboot-param", p.RebootParam.Value)
 		case "unlink":
-			rows = append(rows, [2]string{"parameter", "/run/systemd/reboot-param removed"})
+			s = "/run/systemd/reboot-param removed"
+		}
+		if s != "" && drainRefuses {
+			s += " while the command line is read (as systemd does), then put back as it was: the command is refused"
+		}
+		if s != "" {
+			rows = append(rows, [2]string{"parameter", s})
 		}
 	}
 	if p.Drain != "" {
 		rows = append(rows, [2]string{"drain", p.Drain})
 	}
-	if calls := planCalls(p.Calls); calls != "" {
+	calls := p.Calls
+	if drainRefuses {
+		// Said by the parameter row.
+		calls = slices.DeleteFunc(slices.Clone(calls), func(c handoff.Call) bool { return c.Service == "file" })
+	}
+	if calls := planCalls(calls); calls != "" {
 		rows = append(rows, [2]string{"calls", calls})
 	}
 	switch fb := planCalls(p.Fallback); {
@@ -40,6 +57,17 @@ func writePlan(w io.Writer, p *handoff.Plan, width int) {
 			first += " …"
 		}
 		rows = append(rows, [2]string{"prints", first})
+	}
+	// What the command says on stderr is a row: on plan's own stderr an
+	// admin would read it as said by what plan did ("Reboot scheduled").
+	for i, l := range strings.Split(strings.TrimRight(p.Stderr, "\n"), "\n") {
+		label := ""
+		if i == 0 {
+			label = "says"
+		}
+		if l != "" {
+			rows = append(rows, [2]string{label, l})
+		}
 	}
 	rows = append(rows, [2]string{"exit", fmt.Sprintf("%d; nothing was done (-o json lists every call)", p.ExitCode)})
 	writeRows(w, rows, width)

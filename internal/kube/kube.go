@@ -59,12 +59,16 @@ type UnreadableError struct {
 }
 
 func (e *UnreadableError) Error() string {
-	reason := e.Err
+	return fmt.Sprintf("cannot read %s: %v", e.Path, e.Reason())
+}
+
+// Reason is the error reading Path, without the path: "permission denied".
+func (e *UnreadableError) Reason() error {
 	var pe *fs.PathError
 	if errors.As(e.Err, &pe) {
-		reason = pe.Err // the path is already said
+		return pe.Err // the path is already said
 	}
-	return fmt.Sprintf("cannot read %s: %v", e.Path, reason)
+	return e.Err
 }
 
 func (e *UnreadableError) Unwrap() error { return e.Err }
@@ -90,6 +94,10 @@ func (e *KubeconfigError) Error() string { return e.From + ": " + e.What() }
 // from: "/etc/gnsh/kubeconfig does not exist".
 func (e *KubeconfigError) What() string {
 	reason := e.Err
+	var de *danglingError
+	if errors.As(e.Err, &de) {
+		return e.Path + " is " + de.Error()
+	}
 	var pe *fs.PathError
 	if errors.As(e.Err, &pe) && pe.Path == e.Path {
 		if errors.Is(pe.Err, fs.ErrNotExist) {
@@ -112,7 +120,38 @@ func (e *KubeconfigError) FromFlag() bool { return e.From == FromFlag }
 // FromFlag is the Locator's KubeconfigFrom for --kubeconfig.
 const FromFlag = "--kubeconfig"
 
+// FromGnsh is a KubeconfigError's From for gnsh's own kubeconfig
+// (GnshKubeconfig), found with nothing named.
+const FromGnsh = "gnsh's own kubeconfig"
+
+// FromGnshOwn reports whether the kubeconfig is gnsh's own, found with
+// nothing named.
+func (e *KubeconfigError) FromGnshOwn() bool { return e.From == FromGnsh }
+
 var errNotRegular = errors.New("not a regular file")
+
+// danglingError is a symbolic link whose target does not exist.
+type danglingError struct{ target string }
+
+func (e *danglingError) Error() string {
+	return "a symbolic link to " + e.target + ", which does not exist"
+}
+
+func (e *danglingError) Unwrap() error { return fs.ErrNotExist }
+
+// Dangling reports whether path is a symbolic link whose target does not
+// exist, and that target (as the link says it).
+func Dangling(path string) (string, bool) {
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return "", false
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		return "", false
+	}
+	target, err := os.Readlink(path)
+	return target, err == nil
+}
 
 // unreadable returns an *UnreadableError when err is a permission error.
 func unreadable(path string, err error) error {
@@ -160,9 +199,16 @@ func (l *Locator) path(p string) string {
 // usable: one that is not there, not a regular file or not a kubeconfig
 // is a *KubeconfigError, never ErrNoKubeconfig (a typo in the config file
 // must not make a node look like no node at all, which is not drained).
+// So must /etc/gnsh/kubeconfig once it is there at all (a dangling link
+// included), when it is the one reached: only an admin or the Ansible role
+// puts it there (From: FromGnsh).
 func (l *Locator) FindKubeconfig() (string, error) {
 	if l.Kubeconfig != "" {
-		if err := l.checkNamed(); err != nil {
+		from := l.KubeconfigFrom
+		if from == "" {
+			from = FromFlag
+		}
+		if err := check(l.Kubeconfig, from); err != nil {
 			return "", err
 		}
 		return l.Kubeconfig, nil
@@ -175,8 +221,15 @@ func (l *Locator) FindKubeconfig() (string, error) {
 			}
 		}
 	}
-	candidates = append(candidates, l.path(GnshKubeconfig), l.path(KubeletKubeconfig))
-	for _, p := range candidates {
+	own := l.path(GnshKubeconfig)
+	candidates = append(candidates, own, l.path(KubeletKubeconfig))
+	for i, p := range candidates {
+		if _, err := os.Lstat(p); err == nil && p == own && i == len(candidates)-2 {
+			if err := check(p, FromGnsh); err != nil {
+				return "", err
+			}
+			return p, nil
+		}
 		fi, err := os.Stat(p)
 		switch {
 		case err == nil && fi.Mode().IsRegular():
@@ -194,20 +247,18 @@ func (l *Locator) FindKubeconfig() (string, error) {
 	return "", ErrNoKubeconfig
 }
 
-// checkNamed checks the kubeconfig named (Kubeconfig) as far as can be
+// check checks the kubeconfig at path, named by from, as far as can be
 // done without the API server: there, a regular file, readable, and a
 // kubeconfig whose current context clientcmd can build a client from
 // (the files it names there, certificates and keys, included).
-func (l *Locator) checkNamed() error {
-	path := l.Kubeconfig
-	from := l.KubeconfigFrom
-	if from == "" {
-		from = FromFlag
-	}
+func check(path, from string) error {
 	fi, err := os.Stat(path)
 	if err != nil {
 		if u := unreadable(path, err); u != nil {
 			return u
+		}
+		if target, ok := Dangling(path); ok {
+			err = &danglingError{target: target}
 		}
 		return &KubeconfigError{Path: path, From: from, Err: err}
 	}

@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net/url"
 	"os"
@@ -64,6 +65,11 @@ func TestFindKubeconfigOrder(t *testing.T) {
 		t.Fatalf("kubelet.conf: %q", p)
 	}
 	write(t, filepath.Join(root, GnshKubeconfig), kubeconfig)
+	// gnsh's own must be usable: the client certificate it names too.
+	if _, err := l.FindKubeconfig(); !strings.Contains(fmt.Sprint(err), "is not a usable kubeconfig") {
+		t.Fatalf("gnsh's own without its certificate: %v", err)
+	}
+	write(t, filepath.Join(root, filepath.Dir(GnshKubeconfig), "pki/client.pem"), string(certPEM(t, "system:node:worker-7")))
 	if p, _ := l.FindKubeconfig(); p != filepath.Join(root, GnshKubeconfig) {
 		t.Fatalf("gnsh's own first: %q", p)
 	}
@@ -257,5 +263,64 @@ func TestFindKubeconfigNamed(t *testing.T) {
 	l := &Locator{Kubeconfig: good, KubeconfigFrom: from}
 	if p, err := l.FindKubeconfig(); p != good || err != nil {
 		t.Errorf("usable: %q %v", p, err)
+	}
+}
+
+// gnsh's own /etc/gnsh/kubeconfig, when nothing names a kubeconfig, is
+// checked as a named one: only an admin or the Ansible role puts it there,
+// so one that is there but cannot be used is a mistake in the
+// configuration (a *KubeconfigError), never passed over for kubelet.conf
+// nor taken for "not a node" (issue 19). $KUBECONFIG and kubelet.conf are
+// not held to that.
+func TestFindKubeconfigGnshOwnBroken(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		setup func(t *testing.T, own string)
+		want  string
+	}{
+		{"not a kubeconfig", func(t *testing.T, own string) { write(t, own, "this is: [not a kubeconfig\n") }, " is not a usable kubeconfig ("},
+		{"a directory", func(t *testing.T, own string) {
+			if err := os.MkdirAll(own, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, " is not a regular file"},
+		{"a dangling link", func(t *testing.T, own string) {
+			if err := os.MkdirAll(filepath.Dir(own), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("/nonexistent/sa.conf", own); err != nil {
+				t.Fatal(err)
+			}
+		}, " is a symbolic link to /nonexistent/sa.conf, which does not exist"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			own := filepath.Join(root, GnshKubeconfig)
+			write(t, filepath.Join(root, KubeletKubeconfig), kubeconfig)
+			c.setup(t, own)
+			l := &Locator{Root: root, Getenv: func(string) string { return "" }}
+			_, err := l.FindKubeconfig()
+			var ke *KubeconfigError
+			if !errors.As(err, &ke) || ke.From != FromGnsh || ke.Path != own || !strings.HasPrefix(err.Error(), FromGnsh+": "+own+c.want) {
+				t.Errorf("%v, want %s: %s%s…", err, FromGnsh, own, c.want)
+			}
+			// $KUBECONFIG, first, still wins; a broken one is passed over
+			// as before.
+			env := filepath.Join(root, "env.conf")
+			write(t, env, kubeconfig)
+			l.Getenv = func(k string) string { return map[string]string{"KUBECONFIG": env}[k] }
+			if p, err := l.FindKubeconfig(); p != env || err != nil {
+				t.Errorf("$KUBECONFIG: %q %v", p, err)
+			}
+		})
+	}
+	// A broken kubelet.conf is not gnsh's to judge: as before.
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, KubeletKubeconfig), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l := &Locator{Root: root}
+	if _, err := l.FindKubeconfig(); !errors.Is(err, ErrNoKubeconfig) {
+		t.Errorf("kubelet.conf a directory: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gnsh/gnsh/internal/agent"
+	"github.com/gnsh/gnsh/internal/kube"
 )
 
 // Verdict is a check's outcome.
@@ -571,9 +572,13 @@ func CheckKubeconfig(r *Report) Check {
 		// Named, but unusable: a mistake in the configuration, not "not a
 		// node".
 		c.Verdict, c.Message = Fail, orUnknown(k.Error)
-		if k.Named == "--kubeconfig" {
+		switch k.Named {
+		case kube.FromFlag:
 			c.Fix = "pass a kubeconfig that exists, or leave --kubeconfig out"
-		} else {
+		case kube.FromGnsh:
+			c.Message += ": every shutdown through gnsh is refused (but with --no-drain)"
+			c.Fix = "fix or remove " + k.Path + " (gnsh then looks in " + kube.KubeletKubeconfig + "); to give gnsh its own identity: " + r.Install.identityFix()
+		default:
 			c.Message += ": every shutdown through gnsh is refused (but with --no-drain)"
 			c.Fix = "see the config check"
 		}

@@ -320,6 +320,13 @@ func TestChecks(t *testing.T) {
 				Error: "kubeconfig in /etc/gnsh/config.yaml: /etc/gnsh/kubeconfig does not exist"}
 			r.Kubelet.Error = "none" // not a node as far as the kubelet tells
 		}, CheckKubeconfig, Fail, "/etc/gnsh/kubeconfig does not exist: every shutdown through gnsh is refused", "see the config check"},
+		// gnsh's own, broken, with nothing named: refused as a named one is
+		// (issue 19); the config check does not see it.
+		{"gnsh's own kubeconfig broken", func(r *Report) {
+			r.Kubeconfig = KubeconfigFacts{Named: "gnsh's own kubeconfig", Path: "/etc/gnsh/kubeconfig",
+				Error: "gnsh's own kubeconfig: /etc/gnsh/kubeconfig is not a regular file"}
+		}, CheckKubeconfig, Fail, "/etc/gnsh/kubeconfig is not a regular file: every shutdown through gnsh is refused",
+			"fix or remove /etc/gnsh/kubeconfig (gnsh then looks in /etc/kubernetes/kubelet.conf)"},
 		{"--kubeconfig not there", func(r *Report) {
 			r.Kubeconfig = KubeconfigFacts{Named: "--kubeconfig", Error: "--kubeconfig: /tmp/k does not exist"}
 		}, CheckKubeconfig, Fail, "--kubeconfig: /tmp/k does not exist", "pass a kubeconfig that exists"},

@@ -318,9 +318,11 @@ func TestGatherKubeGateCauses(t *testing.T) {
 			cause: CauseKubeconfig, verdict: Warn, msg: "unavailable: reboots go on without a slot: kubeconfig unusable: --kubeconfig: /nonexistent/kubeconfig does not exist",
 			fix: "see the kubeconfig and node checks"},
 		{name: "kubeconfig invalid", files: map[string]string{"/etc/gnsh/kubeconfig": "clusters: [\n"}, required: true,
-			cause: CauseKubeconfig, verdict: Fail, msg: "every reboot is refused (but with --no-drain or -f): kubeconfig invalid: ",
+			// gnsh's own, there but not a kubeconfig: refused as a named
+			// one is (issue 19).
+			cause: CauseKubeconfig, verdict: Fail, msg: "every reboot is refused (but with --no-drain or -f): kubeconfig unusable: gnsh's own kubeconfig: ",
 			fix: "see the kubeconfig and node checks"},
-		{name: "a file the kubeconfig names unreadable", files: map[string]string{"/etc/gnsh/kubeconfig": "apiVersion: v1\nkind: Config\n"},
+		{name: "a file the kubeconfig names unreadable", files: map[string]string{"/etc/gnsh/kubeconfig": kubeconfigFor(closedURL(t))},
 			opts: KubeOptions{Connect: func(string, time.Duration) (kubernetes.Interface, *rest.Config, error) {
 				return nil, nil, &kube.UnreadableError{Path: "/etc/gnsh/ca.crt", Err: os.ErrPermission}
 			}},
@@ -332,7 +334,7 @@ func TestGatherKubeGateCauses(t *testing.T) {
 		{name: "node name, API server down", files: map[string]string{"/etc/gnsh/kubeconfig": kubeconfigFor(closedURL(t))},
 			opts:  KubeOptions{Hostname: func() (string, error) { return "vm", nil }},
 			cause: CauseAPIServer, verdict: Warn, msg: "the lookup of this node's name at the API server failed: ", fix: "check that the API server answers"},
-		{name: "node unknown", files: map[string]string{"/etc/gnsh/kubeconfig": "apiVersion: v1\nkind: Config\n"},
+		{name: "node unknown", files: map[string]string{"/etc/gnsh/kubeconfig": kubeconfigFor(closedURL(t))},
 			opts:  KubeOptions{Connect: connectTo(empty), Hostname: func() (string, error) { return "ghost", nil }},
 			cause: CauseNode, verdict: Warn, msg: "this node's name is unknown: ", fix: "see the kubeconfig and node checks"},
 	} {

@@ -885,7 +885,7 @@ func testScheduled(t *testing.T, k *cluster) {
 	if r.Code != 0 {
 		t.Fatalf("+30: exit %d", r.Code)
 	}
-	if !regexp.MustCompile(`^gnsh: not draining now: the reboot is due in (29m59s|30m0s), beyond the drain timeout \(5m0s\), and the node agent \(gnsh\.service\) is not running: nothing will drain the node before it; run 'gnsh drain' before it, or start the agent \(systemctl enable --now gnsh\)\nReboot scheduled for [^\n]+, use 'shutdown -c' to cancel\.\n$`).
+	if !regexp.MustCompile(`^gnsh: not draining now: the reboot is due in (29m59s|30m0s), beyond the drain timeout \(5m0s\), and the node agent \(gnsh\.service\) is not running: nothing will drain the node before it; run 'gnsh drain' before it, or start the agent \(systemctl enable --now gnsh\.service; where the Ansible role installs gnsh, set gnsh_agent: true, or its next run stops the agent again\)\nReboot scheduled for [^\n]+, use 'shutdown -c' to cancel\.\n$`).
 		MatchString(r.Stderr) {
 		t.Errorf("+30: stderr %q", r.Stderr)
 	}

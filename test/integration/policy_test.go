@@ -98,7 +98,7 @@ func testForbidden(t *testing.T, k *cluster, kubeconfig string) {
 	env := []string{"KUBECONFIG=" + kubeconfig, "GNSH_CONFIG=" + writeConfig(t, config("node: forbid")), "LOGNAME=alice"}
 	r := gnshRun(t, b.bus, env, "reboot")
 	handedOffWithOneWarning(t, n, r, b,
-		"gnsh: warning: the identity in "+kubeconfig+" may not drain this node (403 Forbidden: …): use the kubelet's kubeconfig or apply install/kubernetes/rbac.yaml; rebooting without draining")
+		"gnsh: warning: the identity in "+kubeconfig+" may not drain this node (403 Forbidden: …): use the kubelet's kubeconfig or apply gnsh's rbac.yaml ('gnsh doctor' says how on this node); rebooting without draining")
 }
 
 // testOtherMachine: root's kubeconfig reaches a cluster in which a Node has
