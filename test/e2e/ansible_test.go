@@ -359,6 +359,13 @@ func runAnsibleSuite(t *testing.T, suite string, rel ansibleRelease) {
 		n.expectDedicatedKubeconfig()
 		n.c.must("/usr/local/sbin/gnsh", "config", "check")
 		n.expectUnchanged(n.play("dedicated-repaired-again", "site.yml", dedicated, false))
+		// A link to nothing there is replaced too (the link could not be
+		// written over).
+		n.c.must("ln", "-sfn", "/nonexistent/kubeconfig", "/etc/gnsh/kubeconfig")
+		if r := n.play("dedicated-relink", "site.yml", dedicated, false); r.changed == 0 {
+			t.Errorf("the run that replaces a link to nothing at /etc/gnsh/kubeconfig changed nothing")
+		}
+		n.expectDedicatedKubeconfig()
 	})
 	n.step("ansible_reboot_module", func(t *testing.T) { n.ansibleReboot(dedicated) })
 
