@@ -322,7 +322,7 @@ func FuzzParse(f *testing.F) {
 	for _, s := range []string{"", "drain: false\n", "drainTimeout: 90s\nforceDrain: true\n", "podGracePeriod: 0\n",
 		"node: [\n", "drian: 1\n", "apiTimeout: 5\nevents: no\n", "a: &x [*x]\n", "drainTimeout: -1s\n",
 		"slots: {maxUnavalable: 2}\n", "slots:\n  pools:\n  - {name: a, selektor: p=1, maxUnavailable: '1'}\n",
-		"b: &b {gate: off}\nslots:\n  <<: *b\n", "slots:\n  pools: [*x]\n"} {
+		"b: &b {gate: off}\nslots:\n  <<: *b\n", "slots:\n  pools: [*x]\n", "drain: true\nDRAIN: false\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -427,5 +427,29 @@ func TestLoadDanglingLink(t *testing.T) {
 	want := p + ": a symbolic link to " + filepath.Join(dir, "gone.yaml") + ", which does not exist; point it at the config file, or remove it for the defaults"
 	if !errors.As(err, &ce) || err.Error() != want || !reflect.DeepEqual(c, Default()) {
 		t.Fatalf("%v, want %s", err, want)
+	}
+}
+
+// Keys are matched ignoring case, as encoding/json does ("DRAIN: false"
+// is drain), so two keys of one map that differ only in case set one key
+// twice: the decoder keeps one value and drops the other without a word
+// ("drain: true" and "DRAIN: false" kept the drain on; "gate: required"
+// and "Gate: off" kept the gate required). Each is refused, as a key set
+// twice is.
+func TestKeyTwiceInAnotherCase(t *testing.T) {
+	for _, tt := range []struct{ file, want string }{
+		{"drain: true\nDRAIN: false\n", `line 2: DRAIN: the same key as drain on line 1 (keys are matched ignoring case); keep one of them`},
+		{"slots: {gate: required, Gate: off}\n", `line 1: slots.Gate: the same key as slots.gate on line 1 (keys are matched ignoring case); keep one of them`},
+		{"slots:\n  pools:\n  - name: a\n    Name: b\n    selector: p=1\n    maxUnavailable: 1\n",
+			`line 4: slots.pools[0].Name: the same key as slots.pools[0].name on line 3 (keys are matched ignoring case); keep one of them`},
+	} {
+		_, err := Parse([]byte(tt.file))
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("%q: %v, want %s", tt.file, err, tt.want)
+		}
+	}
+	// One key in another case alone is that key.
+	if c, err := Parse([]byte("Drain: false\n")); err != nil || c.Drain {
+		t.Errorf("Drain: false: %+v %v", c, err)
 	}
 }

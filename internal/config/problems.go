@@ -164,6 +164,11 @@ func (t *tree) walk(n *yaml3.Node, ty reflect.Type, path string) {
 	}
 	switch {
 	case ty.Kind() == reflect.Struct && n.Kind == yaml3.MappingNode:
+		// Keys are matched ignoring case: two of this map that differ only
+		// in case set one key twice, and the decoder keeps one value
+		// without a word. (A key of a merged map is not this map's: one
+		// here overrides it, as YAML says.)
+		seen := map[string]*yaml3.Node{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			if k.Kind == yaml3.ScalarNode && k.Tag == "!!merge" && k.Value == "<<" {
@@ -184,6 +189,12 @@ func (t *tree) walk(n *yaml3.Node, ty reflect.Type, path string) {
 				}
 				continue
 			}
+			if first, twice := seen[jsonName(f)]; twice && first.Value != k.Value {
+				t.unknown = append(t.unknown, Problem{Line: k.Line, Path: kp, Msg: fmt.Sprintf(
+					"the same key as %s on line %d (keys are matched ignoring case); keep one of them", join(path, first.Value), first.Line)})
+				continue
+			}
+			seen[jsonName(f)] = k
 			if _, seen := t.lines[kp]; !seen {
 				t.lines[kp], t.seq[kp] = k.Line, len(t.seq)+1
 			}

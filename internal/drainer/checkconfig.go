@@ -5,15 +5,17 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/kube"
 )
 
-// CheckConfig is CheckConfigFile without what it could not check (for gnsh
-// doctor, whose kubeconfig check says that).
+// CheckConfig is CheckConfigFile without what it could not check and
+// without gnsh's own kubeconfig (for gnsh doctor, whose kubeconfig check
+// says both).
 func (d *Drainer) CheckConfig(skipKubeconfig bool) (found bool, err error) {
-	found, _, err = d.CheckConfigFile(skipKubeconfig)
+	found, _, err = d.checkConfigFile(skipKubeconfig, false)
 	return found, err
 }
 
@@ -25,8 +27,15 @@ func (d *Drainer) CheckConfig(skipKubeconfig bool) (found bool, err error) {
 // line, the kubeconfig it names among them when that cannot be used
 // (unless skipKubeconfig), even in an invalid file; or the error reading
 // the file. unchecked, if not nil, is why that kubeconfig could not be
-// checked: this user may not read it (or a file it names).
+// checked: this user may not read it (or a file it names). A file that
+// names none is held to the kubeconfig a shutdown then uses when that is
+// gnsh's own /etc/gnsh/kubeconfig, which refuses every shutdown just as a
+// named one does when it cannot be used.
 func (d *Drainer) CheckConfigFile(skipKubeconfig bool) (found bool, unchecked *config.Problem, err error) {
+	return d.checkConfigFile(skipKubeconfig, true)
+}
+
+func (d *Drainer) checkConfigFile(skipKubeconfig, own bool) (found bool, unchecked *config.Problem, err error) {
 	path := d.configPath()
 	_, serr := os.Stat(path)
 	found = !errors.Is(serr, fs.ErrNotExist)
@@ -42,13 +51,27 @@ func (d *Drainer) CheckConfigFile(skipKubeconfig bool) (found bool, unchecked *c
 		b, _ := os.ReadFile(path)
 		line = config.KeyLine(b, "kubeconfig")
 	}
-	if skipKubeconfig || kc == "" {
+	if skipKubeconfig || (kc == "" && !own) {
 		return found, nil, err
 	}
-	p, ue := d.kubeconfigProblem(path, kc, line)
+	if kc == "" && ce != nil && hasPath(ce, "kubeconfig") {
+		// The key is there, but refused: nothing more to say of it.
+		return found, nil, err
+	}
+	var p *config.Problem
+	var ue *kube.UnreadableError
+	if kc != "" {
+		p, ue = d.kubeconfigProblem(path, kc, line)
+	} else {
+		p, ue = d.ownKubeconfigProblem()
+	}
 	switch {
 	case p != nil:
-		p.Msg += ": until then every shutdown through gnsh is refused, but with --no-drain"
+		if cfg.Drain || ce != nil {
+			p.Msg += ": until then every shutdown through gnsh is refused, but with --no-drain"
+		} else {
+			p.Msg += ": until then gnsh drain, gnsh uncordon and the node agent cannot work (with drain: false, shutdowns go on undrained)"
+		}
 		if ce == nil {
 			ce = &config.Error{File: path, Kubeconfig: kc, KubeconfigLine: line}
 		}
@@ -57,8 +80,40 @@ func (d *Drainer) CheckConfigFile(skipKubeconfig bool) (found bool, unchecked *c
 	case ue != nil:
 		unchecked = &config.Problem{Line: line, Path: "kubeconfig",
 			Msg: fmt.Sprintf("not checked: this user may not read %s (%v); run gnsh config check as root, as every shutdown through gnsh runs", ue.Path, ue.Reason())}
+		if kc == "" {
+			unchecked.Msg = "not set, so gnsh's own " + ue.Path + " is used; " + unchecked.Msg
+		}
 	}
 	return found, unchecked, err
+}
+
+// hasPath reports whether ce has a problem at path.
+func hasPath(ce *config.Error, path string) bool {
+	for _, p := range ce.Problems {
+		if p.Path == path {
+			return true
+		}
+	}
+	return false
+}
+
+// ownKubeconfigProblem checks the kubeconfig a shutdown uses when the
+// config file names none, as the wrapper finds it, if that is gnsh's own
+// (kube.GnshKubeconfig): the problem it is, if it cannot be used; or, if
+// this user may not read it, that error. Any other (kubelet.conf,
+// $KUBECONFIG) is not gnsh's to judge.
+func (d *Drainer) ownKubeconfigProblem() (*config.Problem, *kube.UnreadableError) {
+	loc := kube.Locator{Getenv: d.getenv, Root: d.KubeRoot}
+	_, err := loc.FindKubeconfig()
+	var ke *kube.KubeconfigError
+	var ue *kube.UnreadableError
+	switch {
+	case errors.As(err, &ke) && ke.FromGnshOwn():
+		return &config.Problem{Path: "kubeconfig", Msg: "not set, so gnsh's own kubeconfig is used, and " + ke.What() + "; " + kubeconfigFix(ke)}, nil
+	case errors.As(err, &ue) && ue.Path == filepath.Join(d.KubeRoot, kube.GnshKubeconfig):
+		return nil, ue
+	}
+	return nil, nil
 }
 
 // kubeconfigProblem checks kc, the kubeconfig named at line of the config

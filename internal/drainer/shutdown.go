@@ -1,10 +1,12 @@
 package drainer
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -49,13 +51,43 @@ func (d *Drainer) writeMarker(action string, deadline *time.Time) error {
 	return d.writeRunFile(MarkerName, data)
 }
 
+// NoDrainInFlight bounds how long the mark of a --no-drain request counts
+// for the node agent without logind's word that it took the request: the
+// hand-off after the mark is a few bus calls (logind's methods, the wall
+// message, the shutdown or schedule call, its retry as a plain reboot or
+// with the older method), each bounded by handoff.DefaultCallTimeout;
+// logind sends PrepareForShutdown(true) during the last. A mark older than
+// that was left by a command killed before it finished (SIGKILL, a crash):
+// counted for longer, it would keep the agent from draining a later
+// shutdown that bypasses gnsh.
+const NoDrainInFlight = 5 * handoff.DefaultCallTimeout
+
 // noDrainRun is the Prepared of a shutdown asked at once with
-// --no-drain: its marker, written before the hand-off, goes if logind
-// refuses it.
-type noDrainRun struct{ d *Drainer }
+// --no-drain: its hand-off is held against SIGINT and SIGTERM (cut in
+// half, it would leave the mark), and a refused one puts back the marker
+// it replaced (a drain's ahead of a schedule, which still stands).
+type noDrainRun struct {
+	d     *Drainer
+	mark  []byte // the mark as written
+	prev  []byte // the marker it replaced; nil for none
+	leave func()
+}
 
 func (n noDrainRun) Finish(_ context.Context, err error) {
-	if err != nil {
+	defer n.leave()
+	if err == nil {
+		return
+	}
+	// Only while the mark is still this command's: another gnsh may have
+	// written its own since.
+	if cur, rerr := n.d.readRunBytes(MarkerName); rerr != nil || !bytes.Equal(cur, n.mark) {
+		return
+	}
+	if n.prev == nil {
+		n.d.RemoveMarker()
+		return
+	}
+	if werr := n.d.writeRunFile(MarkerName, n.prev); werr != nil {
 		n.d.RemoveMarker()
 	}
 }
@@ -64,8 +96,9 @@ func (n noDrainRun) Finish(_ context.Context, err error) {
 // run, not -f, which never asks logind) on a Kubernetes node whose config
 // drains: without the mark, the node agent would drain it when logind
 // sends PrepareForShutdown, as it does every shutdown that did not come
-// through gnsh. It returns the Prepared that takes the mark away if the
-// hand-off fails; nil when nothing was marked.
+// through gnsh. It returns the Prepared that holds the hand-off against
+// signals and takes the mark away if the hand-off fails; nil when nothing
+// was marked. The mark counts for the agent for NoDrainInFlight at most.
 func (d *Drainer) noteNoDrain(req *legacy.Request) handoff.Prepared {
 	if req.When != 0 || req.DryRun || req.Force != 0 {
 		return nil
@@ -74,15 +107,23 @@ func (d *Drainer) noteNoDrain(req *legacy.Request) handoff.Prepared {
 	if r.loadConfig(nil) != nil || !r.cfg.Drain || !r.isNode() {
 		return nil
 	}
+	// Held before the mark is written: a signal between the two would
+	// leave it.
+	leave := d.Signal.Hold("handing the " + req.Action.String() + " to the system")
+	prev, perr := d.readRunBytes(MarkerName)
+	if perr != nil {
+		prev = nil
+	}
 	data, err := json.Marshal(Marker{BootID: d.bootID(), Action: req.Action.String(), Time: d.now().UTC(), NoDrain: true})
 	if err == nil {
 		err = d.writeRunFile(MarkerName, data)
 	}
 	if err != nil {
+		leave()
 		r.debug("--no-drain: cannot note it for the node agent (%v): it may drain this shutdown", err)
 		return nil
 	}
-	return noDrainRun{d}
+	return noDrainRun{d: d, mark: data, prev: prev, leave: leave}
 }
 
 // writeRunFile writes name in the lock directory (root's alone, 0700): a
@@ -110,6 +151,18 @@ func (d *Drainer) writeRunFile(name string, data []byte) error {
 		_ = os.Remove(tmp)
 	}
 	return err
+}
+
+// readRunBytes reads name in the lock directory, never following a
+// symlink, without its final newline (as writeRunFile was given it).
+func (d *Drainer) readRunBytes(name string) ([]byte, error) {
+	f, err := openRunFile(d.lockDir(), name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 1<<16))
+	return bytes.TrimSuffix(b, []byte("\n")), err
 }
 
 // readRunFile decodes the JSON in name in the lock directory, never
@@ -140,6 +193,10 @@ type dryRun struct {
 	// note of the schedule that stands: that one stays until logind has
 	// accepted the new request, which a refusal leaves standing.
 	Asked *dryRun `json:"asked,omitempty"`
+	// Noted is when Asked was noted (Unix microseconds): a request
+	// logind refused, or a command killed during it, leaves Asked, which
+	// then stands for no schedule at all.
+	Noted int64 `json:"noted,omitempty"`
 }
 
 // NoteDryRun is handoff.DryRunNoter: on a Kubernetes node (a kubeconfig
@@ -159,7 +216,7 @@ func (d *Drainer) NoteNoDrain(usec uint64) {
 		if dr.BootID != d.bootID() {
 			*dr = dryRun{BootID: d.bootID()}
 		}
-		dr.Asked = &dryRun{BootID: d.bootID(), USec: usec, NoDrain: true}
+		dr.Asked = &dryRun{BootID: d.bootID(), USec: usec, NoDrain: true, Noted: d.now().UnixMicro()}
 	})
 }
 
@@ -199,7 +256,11 @@ func (d *Drainer) DryRunAt(at time.Time) bool {
 // NoDrainDue reports whether the wrapper noted, in this boot, a schedule
 // made with --no-drain whose time came within maxAge (or is at most a
 // minute ahead): logind acting on it is that shutdown, which the node
-// agent must not drain. It returns the schedule's time.
+// agent must not drain. It returns the schedule's time. A schedule only
+// asked, not yet accepted (Asked), counts while its request may be in
+// flight (NoDrainInFlight), as for one due at once: a request logind
+// refused leaves its note, which must not keep the agent from draining a
+// shutdown that bypasses gnsh at that time.
 func (d *Drainer) NoDrainDue(maxAge time.Duration) (time.Time, bool) {
 	var dr dryRun
 	if d.readRunFile(DryRunName, &dr) != nil {
@@ -209,6 +270,11 @@ func (d *Drainer) NoDrainDue(maxAge time.Duration) (time.Time, bool) {
 	for _, n := range []*dryRun{&dr, dr.Asked} {
 		if n == nil || !n.NoDrain || n.BootID == "" || n.BootID != d.bootID() || n.USec == 0 {
 			continue
+		}
+		if n == dr.Asked {
+			if since := now.Sub(time.UnixMicro(n.Noted)); n.Noted == 0 || since < -time.Minute || since > NoDrainInFlight {
+				continue
+			}
 		}
 		at := time.UnixMicro(int64(n.USec))
 		if late := now.Sub(at); late >= -time.Minute && late <= maxAge {
@@ -257,11 +323,17 @@ func (d *Drainer) RemoveMarker() {
 // a drain ahead of a scheduled shutdown, no longer than maxAge after that
 // schedule's time (logind acts then; a cancelled or moved schedule takes
 // its marker away). A marker from the future by more than a minute does
-// not count.
+// not count. The mark of a --no-drain request (NoDrain) says nothing was
+// drained: it counts only while that request may be in flight
+// (NoDrainInFlight), never for a shutdown that follows a command killed
+// before its hand-off.
 func (d *Drainer) DrainedFor(maxAge time.Duration) (Marker, bool) {
 	m, err := d.ReadMarker()
 	if err != nil || m.BootID == "" || m.BootID != d.bootID() {
 		return m, false
+	}
+	if m.NoDrain {
+		maxAge = min(maxAge, NoDrainInFlight)
 	}
 	now := d.now()
 	age := now.Sub(m.Time)

@@ -29,7 +29,7 @@ func configCommand(code *int, env *dispatch.Env) *cli.Command {
 				Usage:     "validate a config file exactly as every shutdown reads it",
 				ArgsUsage: "[FILE]",
 				Description: "Reads FILE (default: $GNSH_CONFIG, else " + config.Path + ") as every shutdown does, and " +
-					"checks that a kubeconfig it names is usable; asks the cluster nothing. Exit 0 when valid (or absent: " +
+					"checks that a kubeconfig it names (else gnsh's own " + kube.GnshKubeconfig + ", if that is the one used) is usable; asks the cluster nothing. Exit 0 when valid (or absent: " +
 					"the defaults apply), 1 with one line per problem: its line, its key and the fix.",
 				Flags: []cli.Flag{
 					&cli.BoolFlag{Name: "skip-kubeconfig", Usage: "do not check the kubeconfig the file names (one that kubeadm join writes later)"},

@@ -268,15 +268,27 @@ func TestConfigCheckNotRoot(t *testing.T) {
 	if err := os.WriteFile(bin, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, tt := range []struct{ file, stdout, stderr string }{
-		{cfg, "", "gnsh: " + cfg + ": line 2: kubeconfig: not checked: this user may not read " + kc +
+	// gnsh's own kubeconfig, used by a file that names none.
+	root := filepath.Join(dir, "root")
+	if err := os.MkdirAll(filepath.Join(root, "etc", "gnsh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	own := writeFile(t, filepath.Join(root, "etc", "gnsh"), "kubeconfig", "apiVersion: v1\nkind: Config\n")
+	if err := os.Chmod(own, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	unnamed := writeFile(t, dir, "unnamed.yaml", "drainTimeout: 2m\n")
+	for _, tt := range []struct{ file, root, stdout, stderr string }{
+		{cfg, "", "", "gnsh: " + cfg + ": line 2: kubeconfig: not checked: this user may not read " + kc +
 			" (permission denied); run gnsh config check as root, as every shutdown through gnsh runs\n"},
-		{secret, "", "gnsh: this user may not read " + secret + " (permission denied); run the command as root\n"},
+		{secret, "", "", "gnsh: this user may not read " + secret + " (permission denied); run the command as root\n"},
+		{unnamed, root, "", "gnsh: " + unnamed + ": kubeconfig: not set, so gnsh's own " + own + " is used; not checked: this user may not read " + own +
+			" (permission denied); run gnsh config check as root, as every shutdown through gnsh runs\n"},
 	} {
 		cmd := exec.Command(bin, "-test.run=^TestHelperConfigCheck$")
 		cmd.Dir = dir
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
-		cmd.Env = []string{"GNSH_CLI_HELPER=" + tt.file, "HOME=/nonexistent"}
+		cmd.Env = []string{"GNSH_CLI_HELPER=" + tt.file, "GNSH_CLI_HELPER_ROOT=" + tt.root, "HOME=/nonexistent"}
 		out, err := cmd.Output()
 		var got struct {
 			Code           int
@@ -299,12 +311,48 @@ func TestHelperConfigCheck(t *testing.T) {
 		t.Skip("helper for TestConfigCheckNotRoot")
 	}
 	env, out, errb := testEnv(t)
+	root := os.Getenv("GNSH_CLI_HELPER_ROOT")
+	if root == "" {
+		root = t.TempDir()
+	}
 	env.NewDrainer = func() *drainer.Drainer {
-		return &drainer.Drainer{Getenv: func(string) string { return "" }, KubeRoot: t.TempDir()}
+		return &drainer.Drainer{Getenv: func(string) string { return "" }, KubeRoot: root}
 	}
 	code := Run(context.Background(), []string{"gnsh", "config", "check", file}, env)
 	b, _ := json.Marshal(map[string]any{"Code": code, "Stdout": out.String(), "Stderr": errb.String()})
 	fmt.Println(string(b))
+}
+
+// A file that names no kubeconfig is checked with gnsh's own
+// /etc/gnsh/kubeconfig when that is the one a shutdown uses: broken, it
+// refuses every shutdown, so config check does not say "valid" (doctor's
+// kubeconfig check says it too). --skip-kubeconfig leaves it out.
+func TestConfigCheckGnshOwnKubeconfig(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "etc", "gnsh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	own := writeFile(t, filepath.Join(root, "etc", "gnsh"), "kubeconfig", "not: [a kubeconfig\n")
+	f := writeFile(t, t.TempDir(), "c.yaml", "drainTimeout: 2m\n")
+	for _, tt := range []struct {
+		args           []string
+		code           int
+		stdout, stderr string
+	}{
+		{[]string{f}, 1, "", "gnsh: " + f + ": kubeconfig: not set, so gnsh's own kubeconfig is used, and " + own + " is not a usable kubeconfig (error loading config file \"" + own +
+			"\": yaml: line 1: did not find expected ',' or ']'); fix " + own + " (the Ansible role's gnsh_credentials: dedicated writes it) or remove it " +
+			"(gnsh then looks in /etc/kubernetes/kubelet.conf): until then every shutdown through gnsh is refused, but with --no-drain\n"},
+		{[]string{f, "--skip-kubeconfig"}, 0, "gnsh: " + f + " is valid\n", ""},
+	} {
+		env, out, errb := testEnv(t)
+		env.NewDrainer = func() *drainer.Drainer {
+			return &drainer.Drainer{Getenv: func(string) string { return "" }, KubeRoot: root}
+		}
+		code := Run(context.Background(), append([]string{"gnsh", "config", "check"}, tt.args...), env)
+		if code != tt.code || out.String() != tt.stdout || errb.String() != tt.stderr {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %d, %q, %q", tt.args, code, out, errb, tt.code, tt.stdout, tt.stderr)
+		}
+	}
 }
 
 // Options after FILE are options, as an admin types them (issue 19:

@@ -344,6 +344,29 @@ func runAnsibleSuite(t *testing.T, suite string, rel ansibleRelease) {
 		n.expectUnchanged(n.play("dedicated-again", "site.yml", dedicated, false))
 		n.expectUnchanged(n.play("dedicated-check", "site.yml", dedicated, true))
 	})
+	// A /etc/gnsh/kubeconfig that is not a kubeconfig refuses every
+	// shutdown, and gnsh config check says so; the next run replaces it (it
+	// failed reading it).
+	n.step("dedicated_kubeconfig_repaired", func(t *testing.T) {
+		n.c.must("sh", "-ec", `printf 'not: [a kubeconfig\n' > /etc/gnsh/kubeconfig`)
+		if r := n.c.run(30*time.Second, "/usr/local/sbin/gnsh", "config", "check"); r.rc != 1 ||
+			!strings.Contains(r.stderr, "kubeconfig: not set, so gnsh's own kubeconfig is used, and /etc/gnsh/kubeconfig is not a usable kubeconfig") {
+			t.Errorf("gnsh config check with a broken /etc/gnsh/kubeconfig: %s", r)
+		}
+		if r := n.play("dedicated-repair", "site.yml", dedicated, false); r.changed == 0 {
+			t.Errorf("the run that replaces a broken /etc/gnsh/kubeconfig changed nothing")
+		}
+		n.expectDedicatedKubeconfig()
+		n.c.must("/usr/local/sbin/gnsh", "config", "check")
+		n.expectUnchanged(n.play("dedicated-repaired-again", "site.yml", dedicated, false))
+		// A link to nothing there is replaced too (the link could not be
+		// written over).
+		n.c.must("ln", "-sfn", "/nonexistent/kubeconfig", "/etc/gnsh/kubeconfig")
+		if r := n.play("dedicated-relink", "site.yml", dedicated, false); r.changed == 0 {
+			t.Errorf("the run that replaces a link to nothing at /etc/gnsh/kubeconfig changed nothing")
+		}
+		n.expectDedicatedKubeconfig()
+	})
 	n.step("ansible_reboot_module", func(t *testing.T) { n.ansibleReboot(dedicated) })
 
 	// gnsh_agent: false: the agent disabled and stopped, and kept so: a
