@@ -231,3 +231,34 @@ func TestK3sEmbeddedEtcdMembers(t *testing.T) {
 		t.Fatalf("k1 of a 2-member embedded etcd: %v, warning %q", err, v.QuorumWarning)
 	}
 }
+
+// The node agent of an etcd-only server (RKE2) frees its slot after the
+// reboot only once its etcd member is Ready again, as a control-plane
+// node's does (its State as gnsh agent reads it: the members listed for
+// a guarded node).
+func TestKeeperWaitsForEtcdOnlyMember(t *testing.T) {
+	n := labelled("e1", rke2EtcdOnly)
+	n.Status.NodeInfo.BootID = "new"
+	h := Entry{Node: "e1", UID: n.UID, Boot: "old", Phase: ShuttingDown, Renew: 1}
+	g, _ := keeperRig(t, h)
+	var ready atomic.Bool
+	k := &Keeper{Gate: g, Node: "e1", Boot: "new", Settle: 100 * time.Millisecond,
+		State: func(context.Context) (NodeState, []Member, bool, error) {
+			st := StateOf(n)
+			if !st.ControlPlane {
+				return st, nil, false, nil
+			}
+			return st, []Member{{Pod: "etcd-e1", Node: "e1", Ready: ready.Load()}, {Pod: "etcd-e2", Node: "e2", Ready: true}}, true, nil
+		},
+		Needed: func(context.Context, Entry, func() error) (bool, string, error) { return true, "", nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = k.Run(ctx) }()
+	eventually(t, "phase back", func() bool { e, ok := current(t, g).Holder("e1"); return ok && e.Phase == Back })
+	time.Sleep(500 * time.Millisecond)
+	if _, ok := current(t, g).Holder("e1"); !ok {
+		t.Fatal("e1's slot freed while its etcd pod is not Ready")
+	}
+	ready.Store(true)
+	eventually(t, "freed", func() bool { _, ok := current(t, g).Holder("e1"); return !ok })
+}
