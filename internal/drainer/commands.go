@@ -284,9 +284,9 @@ func slotStep(cfg config.Config, forceQuorum bool) string {
 	if cfg.Slots.Gate == config.GateRequired {
 		unusable = "refuse, exit 1 (slots.gate: required)"
 	}
-	quorum := "a control-plane node also needs the etcd quorum kept"
+	quorum := "a control-plane or etcd node also needs the etcd quorum kept"
 	if forceQuorum {
-		quorum = "--force-quorum: a control-plane node goes without the etcd quorum guard (a warning and a GnshQuorumOverridden Event)"
+		quorum = "--force-quorum: a control-plane or etcd node goes without the etcd quorum guard (a warning and a GnshQuorumOverridden Event)"
 	}
 	return fmt.Sprintf("take a reboot slot of %s first, waiting up to %s in arrival order (slots.wait; none in time: refuse, exit 1, nothing cordoned; "+
 		"gate unusable: %s; %s), then ", cfg.Slots.Namespace+"/"+cfg.Slots.Lease, cfg.SlotWait(), unusable, quorum)

@@ -102,7 +102,7 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 		r.warn("%s", v.QuorumWarning)
 	}
 	if r.forceQuorum && req.Self.ControlPlane {
-		r.warn("--force-quorum: the etcd quorum guard was not applied to this control-plane node")
+		r.warn("--force-quorum: the etcd quorum guard was not applied to this control-plane or etcd node")
 	}
 	return drained, true
 }

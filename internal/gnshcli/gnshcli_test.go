@@ -170,11 +170,11 @@ func TestPlanSlotStep(t *testing.T) {
 	}{
 		{"", []string{"reboot"}, []string{
 			"take a reboot slot of gnsh/reboot-slots first, waiting up to 5m0s in arrival order (slots.wait; none in time: refuse, exit 1, nothing cordoned; " +
-				"gate unusable: go on without a slot (slots.gate: optional); a control-plane node also needs the etcd quorum kept), then cordon, evict, wait up to 5m0s"}, ""},
+				"gate unusable: go on without a slot (slots.gate: optional); a control-plane or etcd node also needs the etcd quorum kept), then cordon, evict, wait up to 5m0s"}, ""},
 		{"slots:\n  gate: required\n  wait: 2m\n  namespace: ops\n  lease: slots\n", []string{"reboot", "--force-quorum"}, []string{
 			"take a reboot slot of ops/slots first, waiting up to 2m0s",
 			"gate unusable: refuse, exit 1 (slots.gate: required)",
-			"--force-quorum: a control-plane node goes without the etcd quorum guard"}, ""},
+			"--force-quorum: a control-plane or etcd node goes without the etcd quorum guard"}, ""},
 		{"slots: {gate: off}\n", []string{"reboot"}, []string{"no reboot slot (slots.gate: off); cordon, evict"}, "take a reboot slot"},
 		{"", []string{"reboot", "-f"}, []string{"no drain and no reboot slot"}, "take a reboot slot"},
 		{"", []string{"reboot", "--no-drain"}, []string{"none: --no-drain (no drain and no reboot slot)"}, "take a reboot slot"},

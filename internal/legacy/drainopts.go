@@ -17,7 +17,7 @@ type DrainFlags struct {
 	Skip    bool          // --no-drain
 	Timeout time.Duration // --drain-timeout=DURATION; 0 = the configured one
 	Force   bool          // --force-drain: hand off even when the drain is blocked
-	// ForceQuorum (--force-quorum): a control-plane node takes a reboot
+	// ForceQuorum (--force-quorum): a control-plane or etcd node takes a reboot
 	// slot even when etcd would lose its quorum.
 	ForceQuorum bool
 }

@@ -103,9 +103,14 @@ func GnshRequests(node string, events bool) []APIRequest {
 // request for that name), update it and create it once; read, list and
 // watch the Nodes; list and watch the kubelets' heartbeat Leases in
 // kube-node-lease (a holder whose kubelet still renews is up, not going
-// down: optional, as the gate does without them); and, for a control-plane node (controlPlane), list the etcd pods
-// of kube-system (the quorum guard). leaseExists: the Lease is there, so
-// creating it is not needed.
+// down: optional, as the gate does without them); and, for a node the gate
+// guards as a control-plane node (controlPlane: labelled control-plane,
+// master or etcd; slots.StateOf), list the etcd pods of kube-system (the
+// quorum guard). A worker lists them only to judge whether a control-plane
+// or etcd holder back on a new boot has settled (its etcd member Ready);
+// without them it leaves that slot to the holder's agent (not reviewed
+// here: gnsh's rbac.yaml allows it wherever it allows the drain's pod
+// list). leaseExists: the Lease is there, so creating it is not needed.
 func SlotRequests(ns, name string, controlPlane, leaseExists bool) []APIRequest {
 	const coord = "coordination.k8s.io"
 	byName := "metadata.name=" + name
@@ -125,7 +130,7 @@ func SlotRequests(ns, name string, controlPlane, leaseExists bool) []APIRequest 
 	}
 	if controlPlane {
 		rs = append(rs, APIRequest{Verb: "list", Resource: "pods", Namespace: metav1.NamespaceSystem, LabelSelector: EtcdSelector,
-			For: "count the etcd members (the quorum guard of a control-plane node)"})
+			For: "count the etcd members (the quorum guard of a control-plane or etcd node)"})
 	}
 	return rs
 }

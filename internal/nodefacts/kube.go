@@ -226,8 +226,8 @@ func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.C
 			sf.Cause, sf.Error = CauseAPIServer, "cannot reach the API server: "+err.Error()
 		default:
 			// gnsh doctor (af) also reviews the gate's requests; gnsh
-			// status only reads. The etcd pods are listed only by a
-			// control-plane node's gate.
+			// status only reads. The etcd pods are reviewed for a node
+			// the gate guards (control-plane, master or etcd label).
 			var rv Reviewer
 			if af != nil {
 				if rv = s.Kube.Reviewer; rv == nil {

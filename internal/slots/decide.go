@@ -13,7 +13,8 @@ import (
 
 // ControlPlaneLabel marks control-plane nodes (kubeadm's and most
 // installers'): at most one of them is out at once, and only while etcd
-// keeps its quorum.
+// keeps its quorum. MasterLabel and EtcdLabel (etcd.go) mark nodes
+// guarded the same way.
 const ControlPlaneLabel = "node-role.kubernetes.io/control-plane"
 
 // NodeState is what the rules need of a Node.
@@ -25,7 +26,12 @@ type NodeState struct {
 	Unschedulable bool // cordoned, by anyone
 	Deleting      bool // deletionTimestamp set
 	Boot          string
-	ControlPlane  bool
+	// ControlPlane: guarded as a control-plane node (one at a time among
+	// them, and etcd's quorum): labelled control-plane or master, or
+	// hosting an etcd member (EtcdRole, or its etcd pod seen: etcd.go).
+	ControlPlane bool
+	// EtcdRole: labelled node-role.kubernetes.io/etcd (RKE2, k3s).
+	EtcdRole bool
 	// Unknown: the Node could not be read (only its name and UID are
 	// known): as a holder it counts in every scope.
 	Unknown bool
@@ -35,7 +41,8 @@ type NodeState struct {
 func StateOf(n *corev1.Node) NodeState {
 	s := NodeState{Name: n.Name, UID: n.UID, Labels: n.Labels, Unschedulable: n.Spec.Unschedulable,
 		Deleting: n.DeletionTimestamp != nil, Boot: n.Status.NodeInfo.BootID}
-	_, s.ControlPlane = n.Labels[ControlPlaneLabel]
+	s.EtcdRole = hasRole(n.Labels, EtcdLabel)
+	s.ControlPlane = hasRole(n.Labels, ControlPlaneLabel) || hasRole(n.Labels, MasterLabel) || s.EtcdRole
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			s.Ready = c.Status == corev1.ConditionTrue
@@ -61,9 +68,9 @@ func (n NodeState) Out() string {
 }
 
 // Member is an etcd member seen as its static pod (etcd-NODE in
-// kube-system).
+// kube-system), or as a Node labelled etcd (World.setEtcd).
 type Member struct {
-	Pod   string
+	Pod   string // its pod's name, or "etcd on NODE" (labelled: setEtcd)
 	Node  string
 	Ready bool
 }
@@ -87,8 +94,9 @@ type Limits struct {
 // World is the cluster as one decision sees it.
 type World struct {
 	Nodes map[string]NodeState
-	// Etcd lists the etcd members, when their pods could be read
-	// (EtcdKnown); a cluster whose etcd runs elsewhere has none.
+	// Etcd lists the etcd members (their pods, and the Nodes labelled
+	// etcd: setEtcd), when the pods could be read (EtcdKnown); a cluster
+	// whose etcd runs elsewhere has none.
 	Etcd      []Member
 	EtcdKnown bool
 	// Heartbeats are the kubelets' heartbeats (their Leases in
@@ -246,8 +254,9 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 	// boot's slot, which its admission would replace, does not hold them
 	// back here: it must not get ahead of them by asking again. Their
 	// etcd quorum is checked where the members are known (a control-plane
-	// node asking); a worker, which does not read them, lets a
-	// control-plane node ahead keep its place.
+	// or etcd node asking, or a worker judging whether a guarded holder
+	// has settled); a worker that does not read them lets a guarded node
+	// ahead keep its place.
 	sim := maps(held)
 	delete(sim, me.Node)
 	var ahead []Out
@@ -449,7 +458,7 @@ func quorum(n NodeState, held map[string]string, w World) (Block, bool) {
 		switch _, h := held[m.Node]; {
 		case m.Node == n.Name:
 		case !m.Ready:
-			down = append(down, Out{m.Pod, "not Ready"})
+			down = append(down, Out{m.Pod, w.notReady(m)})
 		case h:
 			down = append(down, Out{m.Pod, "its node " + m.Node + " holds a slot"})
 		}

@@ -573,23 +573,36 @@ func (a *acquirer) read(ctx context.Context) (snapshot, error) {
 	}
 	if a.needEtcd(snap) {
 		a.readEtcd(ctx)
+		if a.etcdKnown {
+			snap.world.setEtcd(a.etcd)
+		}
 	}
-	snap.world.Etcd, snap.world.EtcdKnown = a.etcd, a.etcdKnown
 	return snap, nil
 }
 
-// needEtcd: this node is a control-plane node.
-func (a *acquirer) needEtcd(snapshot) bool {
-	// Only a control-plane node's decision needs them: the quorum guard,
-	// and a control-plane holder's settling, which the others leave to
-	// that node's agent or to a control-plane node waiting (a worker
-	// waiting behind a control-plane node never lists kube-system).
-	return a.r.Self.ControlPlane
+// needEtcd says whether this decision needs the etcd members: this node
+// is guarded (a control-plane node, or one hosting an etcd member: the
+// quorum guard), or a guarded holder is back on a new boot and Ready (is
+// it settled? its etcd member must be Ready). A worker with no such holder
+// to judge never lists kube-system; it leaves earlier guarded waiters
+// their place (Decide).
+func (a *acquirer) needEtcd(snap snapshot) bool {
+	if a.r.Self.ControlPlane {
+		return true
+	}
+	for _, h := range snap.rec.Holders {
+		n, ok := snap.world.Nodes[h.Node]
+		if ok && n.ControlPlane && n.UID == h.UID && n.Ready && n.Boot != "" && n.Boot != h.Boot {
+			return true
+		}
+	}
+	return false
 }
 
 // readEtcd lists the etcd members (static pods etcd-* in kube-system), at
 // most every etcdEvery. Members that cannot be listed are unknown, which
-// holds a control-plane node back (quorum).
+// holds a control-plane node back (quorum) and keeps a control-plane
+// holder from counting as settled.
 func (a *acquirer) readEtcd(ctx context.Context) {
 	if !a.etcdAt.IsZero() && a.g.clock().Since(a.etcdAt) < etcdEvery {
 		return

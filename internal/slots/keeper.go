@@ -214,7 +214,10 @@ func (k *Keeper) back(ctx context.Context, h Entry, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	w := World{Nodes: map[string]NodeState{k.Node: st}, Etcd: members, EtcdKnown: known}
+	w := World{Nodes: map[string]NodeState{k.Node: st}}
+	if known {
+		w.setEtcd(members)
+	}
 	if !settled(h, w) {
 		k.since = time.Time{}
 		return nil
