@@ -259,7 +259,7 @@ func writeSlots(w io.Writer, v slotsView) {
 		if e.Who != "" {
 			who += " by " + t(e.Who)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\tsince %s\t%s\n", kind, t(e.Node), t(phase), e.Since.UTC().Format("2006-01-02T15:04:05Z"), who)
+		fmt.Fprintf(tw, "%s\t%s\t%s\tasked %s\t%s\n", kind, t(e.Node), t(phase), e.Since.UTC().Format("2006-01-02T15:04:05Z"), who)
 	}
 	for _, h := range v.Holders {
 		entry("holder", h, string(h.Phase))
