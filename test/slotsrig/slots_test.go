@@ -423,7 +423,7 @@ func testSlotsCommand(t *testing.T, r *rig) {
 		return out.String(), errb.String(), code
 	}
 	out, errs, code := run("--kubeconfig", r.cp.AdminKubeconfig)
-	for _, want := range []string{"reboot slots gnsh/reboot-slots (gate optional): limit 2\n", "holder   held    shutting-down  since ",
+	for _, want := range []string{"reboot slots gnsh/reboot-slots (gate optional): limit 2\n", "holder   held    shutting-down  asked ",
 		"waiting  queued  place 1", "out      down    NotReady"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("gnsh slots: %d %q\n%s\nwant …%s…", code, errs, out, want)
