@@ -30,9 +30,8 @@ func slotsCommand(code *int, env *dispatch.Env) *cli.Command {
 	return &cli.Command{
 		Name:  "slots",
 		Usage: "list the reboot slots: who holds one, who waits, who is out",
-		Description: "Reads the Lease of the reboot slots (slots.namespace/slots.lease in the config " +
-			"file, default gnsh/reboot-slots) with an admin's kubeconfig or gnsh's own identity, " +
-			"named on stderr; the kubelet's may not read it.",
+		Description: "Reads the reboot slots' Lease (slots.namespace/slots.lease, default " +
+			"gnsh/reboot-slots) with an admin's kubeconfig or gnsh's own (not the kubelet's).",
 		Flags: []cli.Flag{outputFlag(), adminKubeFlag()},
 		Action: func(c *cli.Context) error {
 			if err := checkOutput(c); err != nil {
@@ -52,7 +51,7 @@ func slotsCommand(code *int, env *dispatch.Env) *cli.Command {
 				*code = report(env.Stderr, releaseSlot(c, env))
 				return nil
 			},
-		}},
+		}, resetCommand(code, env)},
 	}
 }
 

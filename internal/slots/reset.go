@@ -8,7 +8,11 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 )
+
+// ReasonReset is the Event (a Warning, on the Lease) of a reset.
+const ReasonReset = "GnshSlotsReset"
 
 // ResetCommand is the command that resets a record that cannot be read:
 // the messages that refuse on such a record name it.
@@ -29,6 +33,8 @@ func Broken(err error) bool { return errors.Is(err, errBadRecord) }
 type Reset struct {
 	// None: there is no Lease; nothing was written.
 	None bool
+	// UID is the Lease's (what its Event refers to).
+	UID types.UID
 	// Size is the annotation's length, in bytes, as it was replaced.
 	Size int
 	// Unread is why the record could not be read (nil: it could, and
@@ -103,7 +109,7 @@ func (g *Gate) Reset(ctx context.Context, force bool) (Reset, error) {
 		case err != nil && !Unreadable(err):
 			return Reset{}, err
 		}
-		r := Reset{Size: len(l.Annotations[Annotation]), Unread: err, Holders: rec.Holders, Waiters: rec.Waiters}
+		r := Reset{UID: l.UID, Size: len(l.Annotations[Annotation]), Unread: err, Holders: rec.Holders, Waiters: rec.Waiters}
 		// Tickets go on from a readable record's; a new record starts
 		// them again, as a Lease made anew does.
 		fresh := Record{Version: Schema}
