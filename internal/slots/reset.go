@@ -18,16 +18,25 @@ const ReasonReset = "GnshSlotsReset"
 // the messages that refuse on such a record name it.
 const ResetCommand = "gnsh slots reset"
 
-// Unreadable reports whether err says the record cannot be read: broken
-// (not valid JSON) or written by a newer gnsh. Either refuses every
-// reboot, whatever slots.gate says.
+// Unreadable reports whether err (a *WaitError too) says the record
+// cannot be read: broken (not valid JSON) or written by a newer gnsh.
+// Either refuses every reboot, whatever slots.gate says.
 func Unreadable(err error) bool {
-	return Broken(err) || errors.As(err, new(*NewerError))
+	return Broken(err) || errors.As(cause(err), new(*NewerError))
 }
 
-// Broken reports whether err says the record is not valid (ResetCommand
-// starts a new one).
-func Broken(err error) bool { return errors.Is(err, errBadRecord) }
+// Broken reports whether err (a *WaitError too) says the record is not
+// valid (ResetCommand starts a new one).
+func Broken(err error) bool { return errors.Is(cause(err), errBadRecord) }
+
+// cause is the API server's error a *WaitError ended with, else err.
+func cause(err error) error {
+	var we *WaitError
+	if errors.As(err, &we) && we.Err != nil {
+		return we.Err
+	}
+	return err
+}
 
 // Reset is what a reset found and replaced.
 type Reset struct {
