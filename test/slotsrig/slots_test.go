@@ -38,6 +38,7 @@ func TestSlotsRig(t *testing.T) {
 		{"pools_and_cordons", testPoolsAndCordons},
 		{"slots_command", testSlotsCommand},
 		{"control_plane", testControlPlane},
+		{"slots_reset", testSlotsReset},
 	} {
 		r.reset(t)
 		if !t.Run(c.name, func(t *testing.T) { c.fn(t, r) }) {
