@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gnsh/gnsh/internal/nodefacts"
 	"github.com/gnsh/gnsh/internal/slots"
 )
 
@@ -26,5 +27,16 @@ func TestSlotsListSaysAsked(t *testing.T) {
 	}
 	if got := e.out.String(); !strings.Contains(got, "asked 2026-11-21T09:00:00Z") || strings.Contains(got, "since") {
 		t.Fatalf("listing:\n%s", got)
+	}
+}
+
+// gnsh status does not call a record that cannot be read "unavailable"
+// (which an optional gate goes past): it refuses every reboot.
+func TestStatusSlotsLineUnreadableRecord(t *testing.T) {
+	for _, cause := range []string{nodefacts.CauseRecord, nodefacts.CauseNewer} {
+		got := slotsLine(nodefacts.SlotsFacts{Gate: "optional", Lease: "gnsh/reboot-slots", MaxUnavailable: 1, Cause: cause, Error: "the record"})
+		if want := "gate optional, gnsh/reboot-slots, limit 1; every reboot is refused: the record"; got != want {
+			t.Errorf("%s: %q, want %q", cause, got, want)
+		}
 	}
 }
