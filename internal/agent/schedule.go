@@ -285,6 +285,7 @@ type follow struct {
 	// still to be made (why: the refusal).
 	refused   *schedule
 	why       string
+	fix       string // what an admin can do about it (drainer.NoSlotFix)
 	cancelErr string // the last failure of its cancel, logged
 }
 
@@ -552,7 +553,7 @@ func (w *follow) tooNear(ctx context.Context, s *schedule) bool {
 			f.say("no reboot slot for the scheduled %s for %s: %v", s.action, s.when(), err)
 			return true
 		}
-		w.refused, w.why = s, err.Error()
+		w.refused, w.why, w.fix = s, err.Error(), drainer.NoSlotFix(err)
 		w.tryCancel(ctx)
 		return true
 	case err != nil:
@@ -596,7 +597,7 @@ func (w *follow) tryCancel(ctx context.Context) {
 		}
 		return
 	case cancelled:
-		f.say("cancelled the scheduled %s for %s: %s; schedule it again later, or free a slot with 'gnsh slots release --node NODE'", s.action, s.when(), w.why)
+		f.say("cancelled the scheduled %s for %s: %s; %s", s.action, s.when(), w.why, w.fix)
 		f.status(fmt.Sprintf("idle: cancelled the scheduled %s for %s: no reboot slot", s.action, s.when()))
 		// Gone: the same time scheduled again is a new request.
 		w.cur, w.tried = nil, ""
@@ -650,7 +651,7 @@ func (w *follow) drained(ctx context.Context, err error) {
 			f.say("no reboot slot for the scheduled %s for %s: %v", s.action, s.when(), err)
 			return
 		}
-		w.refused, w.why = s, err.Error()
+		w.refused, w.why, w.fix = s, err.Error(), drainer.NoSlotFix(err)
 		w.tryCancel(ctx)
 		return
 	default:

@@ -141,6 +141,16 @@ func (r *run) tell(o outcome, v verdict, err error) string {
 	case kubeletDown:
 		return fmt.Sprintf("%v; %s without waiting for them", err, going)
 	case noSlot:
+		switch {
+		case slots.Broken(err):
+			return fmt.Sprintf("gnsh: %s\ngnsh: %s refused whatever slots.gate says: without the record no limit can be kept. "+
+				"Once '%s' (admin credentials) has started a new record, run it again; or go without the gate (and without a drain) with --no-drain or -f.",
+				oneLine(err.Error()), verb, slots.ResetCommand)
+		case slots.Unreadable(err):
+			return fmt.Sprintf("gnsh: %s\ngnsh: %s refused whatever slots.gate says: this gnsh cannot read a newer gnsh's record. "+
+				"Upgrade gnsh on this node, then run it again; or go without the gate (and without a drain) with --no-drain or -f.",
+				oneLine(err.Error()), verb)
+		}
 		quorum := ""
 		if heldByQuorum(err) {
 			quorum = "; or override the etcd quorum guard with --force-quorum"
@@ -215,6 +225,19 @@ func configLines(err error) string {
 		return "gnsh: " + err.Error()
 	}
 	return "gnsh: " + strings.Join(ce.Lines(), "\ngnsh: ")
+}
+
+// NoSlotFix is what an admin can do about a refusal for want of a slot
+// (a *SlotRefusal): the node agent says it after cancelling a schedule.
+// A record that cannot be read is not helped by waiting or by a release.
+func NoSlotFix(err error) string {
+	switch {
+	case slots.Broken(err):
+		return "schedule it again once '" + slots.ResetCommand + "' (admin credentials) has started a new record"
+	case slots.Unreadable(err):
+		return "upgrade gnsh on this node, then schedule it again"
+	}
+	return "schedule it again later, or free a slot with 'gnsh slots release --node NODE'"
 }
 
 // heldByQuorum reports whether the etcd quorum guard was among what held a

@@ -76,6 +76,10 @@ var examples = map[string][]example{
 		{"gnsh slots release --node worker-3", "worker-3 will not come back"},
 		{"gnsh slots", "who holds a slot now"},
 	},
+	"gnsh slots reset": {
+		{"gnsh slots reset", "a record that cannot be read: start anew"},
+		{"gnsh slots reset --force", "free every slot of a readable record too"},
+	},
 	"gnsh agent": {
 		{"systemctl status gnsh.service", "the agent as systemd runs it"},
 		{"journalctl -u gnsh.service", "what it did, one line an event"},

@@ -30,9 +30,8 @@ func slotsCommand(code *int, env *dispatch.Env) *cli.Command {
 	return &cli.Command{
 		Name:  "slots",
 		Usage: "list the reboot slots: who holds one, who waits, who is out",
-		Description: "Reads the Lease of the reboot slots (slots.namespace/slots.lease in the config " +
-			"file, default gnsh/reboot-slots) with an admin's kubeconfig or gnsh's own identity, " +
-			"named on stderr; the kubelet's may not read it.",
+		Description: "Reads the reboot slots' Lease (slots.namespace/slots.lease, default " +
+			"gnsh/reboot-slots) with an admin's kubeconfig or gnsh's own (not the kubelet's).",
 		Flags: []cli.Flag{outputFlag(), adminKubeFlag()},
 		Action: func(c *cli.Context) error {
 			if err := checkOutput(c); err != nil {
@@ -52,7 +51,7 @@ func slotsCommand(code *int, env *dispatch.Env) *cli.Command {
 				*code = report(env.Stderr, releaseSlot(c, env))
 				return nil
 			},
-		}},
+		}, resetCommand(code, env)},
 	}
 }
 
@@ -259,7 +258,7 @@ func writeSlots(w io.Writer, v slotsView) {
 		if e.Who != "" {
 			who += " by " + t(e.Who)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\tsince %s\t%s\n", kind, t(e.Node), t(phase), e.Since.UTC().Format("2006-01-02T15:04:05Z"), who)
+		fmt.Fprintf(tw, "%s\t%s\t%s\tasked %s\t%s\n", kind, t(e.Node), t(phase), e.Since.UTC().Format("2006-01-02T15:04:05Z"), who)
 	}
 	for _, h := range v.Holders {
 		entry("holder", h, string(h.Phase))

@@ -257,8 +257,12 @@ func slotsLine(sf nodefacts.SlotsFacts) string {
 	if len(sf.Pools) > 0 {
 		v += ", pools " + strings.Join(sf.Pools, ", ")
 	}
-	if sf.Cause == nodefacts.CauseNotANode {
+	switch sf.Cause {
+	case nodefacts.CauseNotANode:
 		return v + "; " + sf.Error
+	case nodefacts.CauseRecord, nodefacts.CauseNewer:
+		// Not "unavailable", which an optional gate goes past.
+		return v + "; every reboot is refused: " + sf.Error
 	}
 	if !sf.Reachable {
 		return v + "; unavailable: " + sf.Error

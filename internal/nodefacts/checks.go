@@ -57,7 +57,8 @@ func Doctor(r *Report) []Check {
 // a machine that is not a node (no kubeconfig: the gate does not apply); a
 // gate that cannot be used warns when optional (reboots go on without it)
 // and fails when required (reboots are refused), with the fix for the step
-// that failed.
+// that failed. A record that cannot be read fails whatever the mode: it
+// refuses every reboot.
 func CheckSlots(r *Report) Check {
 	c := Check{Name: "reboot slots"}
 	sf := r.Slots
@@ -85,6 +86,14 @@ func CheckSlots(r *Report) Check {
 			c.Verdict = Warn
 			c.Message += "; not known whether these credentials may make every request of the gate (" + sf.Unchecked + ")"
 			c.Fix = "run gnsh doctor again"
+		}
+	case sf.Cause == CauseRecord, sf.Cause == CauseNewer:
+		// The Lease answers but its record cannot be read: no limit can
+		// be kept, so every reboot is refused, optional gate or not.
+		c.Verdict, c.Message = Fail, "gate "+sf.Gate+": every reboot is refused (but with --no-drain or -f): the slots record cannot be read: "+sf.Error
+		c.Fix = "gnsh slots reset (admin credentials) starts a new record: every slot free, nobody waiting"
+		if sf.Cause == CauseNewer {
+			c.Fix = "upgrade gnsh on this node"
 		}
 	default:
 		c.Verdict, c.Message = Warn, "gate optional, unavailable: reboots go on without a slot: "+sf.Error

@@ -273,7 +273,14 @@ func timedOut(err error) bool {
 func gatherSlots(ctx context.Context, c kubernetes.Interface, rv Reviewer, cfg config.Config, node string, controlPlane bool, sf *SlotsFacts) {
 	g := slots.NewGate(c, cfg)
 	rec, l, err := g.Read(ctx)
-	if err != nil {
+	switch {
+	case slots.Broken(err):
+		sf.Cause, sf.Error = CauseRecord, err.Error()
+		return
+	case slots.Unreadable(err):
+		sf.Cause, sf.Error = CauseNewer, err.Error()
+		return
+	case err != nil:
 		sf.Cause, sf.Error = CauseLease, (&slots.UnavailableError{Where: g.Where(), Err: err}).Error()
 		return
 	}

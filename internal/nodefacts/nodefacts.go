@@ -89,6 +89,10 @@ const (
 	CauseNode       = "node"       // this node's name is unknown
 	CauseLease      = "lease"      // the Lease could not be read
 	CauseAccess     = "access"     // the gate's identity may not make its requests
+	// The Lease was read but not its record: every reboot is refused,
+	// whatever slots.gate says.
+	CauseRecord = "record"       // not valid JSON: gnsh slots reset
+	CauseNewer  = "newer-record" // written by a newer gnsh: upgrade this one
 )
 
 // SystemdFacts is PID 1.

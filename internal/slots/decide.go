@@ -368,14 +368,17 @@ func freeWhy(h Entry, w World, settle time.Duration, obs Observations) string {
 	return ""
 }
 
-// holdersOut maps each holder to why it counts.
+// holdersOut maps each holder to why it counts. The time is when its
+// request was made (Since: a waiter admitted keeps its waiter entry's),
+// not when it was admitted, and is labelled so.
 func holdersOut(hs []Entry) map[string]string {
 	m := make(map[string]string, len(hs))
 	for _, h := range hs {
-		m[h.Node] = "holds a slot: " + string(h.Phase) + " since " + h.Since.Local().Format("15:04:05")
+		asked := "asked at " + h.Since.Local().Format("15:04:05")
 		if h.Who != "" {
-			m[h.Node] += ", " + h.Action + " by " + h.Who
+			asked = h.Action + " by " + h.Who + ", " + asked
 		}
+		m[h.Node] = "holds a slot: " + string(h.Phase) + "; " + asked
 	}
 	return m
 }

@@ -86,6 +86,8 @@ func (e *UnavailableError) Error() string {
 	switch {
 	case errors.As(e.Err, &newer):
 		return newer.Error()
+	case Broken(e.Err):
+		return e.Err.Error() // it names the Lease, and the reset
 	case apierrors.IsForbidden(e.Err):
 		return fmt.Sprintf("these credentials may not use the Lease %s (%s): the gate needs gnsh's own identity (gnsh's rbac.yaml applied, its ServiceAccount in /etc/gnsh/kubeconfig); the kubelet's cannot", e.Where, reasonOf(e.Err))
 	case apierrors.IsNotFound(e.Err):

@@ -46,6 +46,17 @@ type Keeper struct {
 
 	since  time.Time // settled since, zero if not now
 	isBack bool      // its entry is of an earlier boot (being settled)
+	// period is what it renews this node's entry of this boot at
+	// (renewEvery), zero while it has none.
+	period time.Duration
+}
+
+// renewEvery is the period a keeper renews h at: the entry's own when it is
+// shorter than the agent's (the config edited to a shorter renew without
+// an agent restart: others free a holder silent for 3 of the entry's
+// periods, not of the agent's).
+func (k *Keeper) renewEvery(h Entry) time.Duration {
+	return min(k.Gate.Renew, h.renewPeriod())
 }
 
 func (k *Keeper) say(format string, args ...any) {
@@ -111,10 +122,14 @@ func (k *Keeper) Run(ctx context.Context) error {
 		if err := k.step(ctx, store); err != nil {
 			k.debug("reboot slots: %v", err)
 		}
-		// Every half renew period; every second while its entry is back (the
-		// Node's state, which no watch here follows, decides when the
-		// settle time starts: the next node waits on it).
+		// Every half renew period (the entry's, when shorter); every
+		// second while its entry is back (the Node's state, which no
+		// watch here follows, decides when the settle time starts: the
+		// next node waits on it).
 		every := g.Renew / 2
+		if k.period > 0 {
+			every = min(every, k.period/2)
+		}
 		if k.isBack {
 			every = min(every, time.Second)
 		}
@@ -152,6 +167,7 @@ func (k *Keeper) step(ctx context.Context, store cache.Store) error {
 	}
 	h, ok := rec.Holder(k.Node)
 	k.isBack = ok && h.Boot != k.Boot
+	k.period = 0
 	if !ok {
 		k.since = time.Time{}
 		return nil
@@ -161,13 +177,14 @@ func (k *Keeper) step(ctx context.Context, store cache.Store) error {
 		return k.back(ctx, h, now)
 	}
 	k.since = time.Time{}
+	k.period = k.renewEvery(h)
 	// Silent for how long, as this keeper saw that very entry (a new
 	// entry, even with the same Beat, is silent from when it is seen).
-	if k.tr.Silent(h) < g.Renew+g.Renew/4 {
+	if k.tr.Silent(h) < k.period+k.period/4 {
 		// Its taker renews it. Looked at every half period, renewed
 		// here once silent for a period and a quarter: at most about
-		// 1.75 periods between beats, well within the 3 after which
-		// others may free it.
+		// 1.75 periods between beats, well within the 3 (of the
+		// entry's) after which others may free it.
 		return nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, 3*g.APITimeout)

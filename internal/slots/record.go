@@ -142,8 +142,8 @@ func Decode(l *coordinationv1.Lease) (Record, error) {
 		return r, nil
 	}
 	if err := json.Unmarshal([]byte(s), &r); err != nil {
-		return Record{}, fmt.Errorf("%w: the slots record in Lease %s/%s (annotation %s): %v; "+
-			"deleting the Lease (kubectl -n %s delete lease %s) starts a new one", errBadRecord, l.Namespace, l.Name, Annotation, err, l.Namespace, l.Name)
+		return Record{}, fmt.Errorf("the slots record in Lease %s/%s (annotation %s) is %w (%v): whose slots it holds is unknown; "+
+			"'%s' (admin credentials) starts a new one", l.Namespace, l.Name, Annotation, errBadRecord, err, ResetCommand)
 	}
 	if r.Version > Schema {
 		return Record{}, &NewerError{r.Version}

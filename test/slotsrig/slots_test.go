@@ -39,6 +39,7 @@ func TestSlotsRig(t *testing.T) {
 		{"slots_command", testSlotsCommand},
 		{"control_plane", testControlPlane},
 		{"etcd_only", testEtcdOnly},
+		{"slots_reset", testSlotsReset},
 	} {
 		r.reset(t)
 		if !t.Run(c.name, func(t *testing.T) { c.fn(t, r) }) {
@@ -424,7 +425,7 @@ func testSlotsCommand(t *testing.T, r *rig) {
 		return out.String(), errb.String(), code
 	}
 	out, errs, code := run("--kubeconfig", r.cp.AdminKubeconfig)
-	for _, want := range []string{"reboot slots gnsh/reboot-slots (gate optional): limit 2\n", "holder   held    shutting-down  since ",
+	for _, want := range []string{"reboot slots gnsh/reboot-slots (gate optional): limit 2\n", "holder   held    shutting-down  asked ",
 		"waiting  queued  place 1", "out      down    NotReady"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("gnsh slots: %d %q\n%s\nwant …%s…", code, errs, out, want)

@@ -257,7 +257,7 @@ func TestEventsDocumented(t *testing.T) {
 	for _, r := range []string{drainer.ReasonDrainStarted, drainer.ReasonDrainFinished, drainer.ReasonDrainFailed, drainer.ReasonHandOff,
 		drainer.ReasonUncordoned, drainer.ReasonScheduleCancelled, drainer.ReasonScheduleUncancelled,
 		slots.ReasonWaiting, slots.ReasonTaken, slots.ReasonReleased, slots.ReasonReclaimed, slots.ReasonHeldLong,
-		slots.ReasonQuorumRefused, slots.ReasonQuorumOverride} {
+		slots.ReasonQuorumRefused, slots.ReasonQuorumOverride, slots.ReasonReset} {
 		if !strings.Contains(para, "*"+r+"*") {
 			t.Errorf("gnsh-config.5: events does not name %s", r)
 		}
