@@ -263,8 +263,15 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 			// to do.
 			return drainedBefore
 		}
-		if asked && r.slotStands(ctx, try >= 2) {
-			return r.cordonAndDrain(ctx, n, o)
+		if asked {
+			switch st, out := r.slotStands(ctx, try >= 2); {
+			case st == slotHeld:
+				return r.cordonAndDrain(ctx, n, o)
+			case st == slotUnknown && out != drained:
+				return out // refused: nothing cordoned
+			case st == slotUnknown:
+				return r.cordonAndDrain(ctx, n, o) // optional: without a slot
+			}
 		}
 		// The slot is still to be asked for (the Node read before the lock
 		// said drained for), or the slot was freed meanwhile (by the gnsh
