@@ -55,6 +55,9 @@ type run struct {
 	// forceQuorum is --force-quorum.
 	slot        *slots.Slot
 	forceQuorum bool
+	// bypass is the holder entry the agent's drain for a shutdown that
+	// bypassed gnsh wrote before its cordon (markBypass), zero if none.
+	bypass slots.Entry
 	// slotWaitMax bounds the wait for a slot of the agent's drain ahead
 	// of a schedule (ahead): what is left before the schedule's time.
 	slotWaitMax time.Duration
@@ -266,6 +269,9 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 		if asked {
 			switch st, out := r.slotStands(ctx, try >= 2); {
 			case st == slotHeld:
+				if r.bypasses() {
+					r.markBypass(ctx, n, o)
+				}
 				return r.cordonAndDrain(ctx, n, o)
 			case st == slotUnknown && out != drained:
 				return out // refused: nothing cordoned
