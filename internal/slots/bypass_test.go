@@ -160,3 +160,22 @@ func TestBypassRacesAnAdmission(t *testing.T) {
 		t.Fatalf("record %+v", rec)
 	}
 }
+
+// After the boot the node agent frees a bypass holder as any holder of an
+// earlier boot: back, then freed once settled.
+func TestKeeperFreesBypassAfterBoot(t *testing.T) {
+	h := Entry{Node: "node1", UID: "u1", Boot: "old", Phase: ShuttingDown, Action: "reboot", Renew: 1, Bypass: true}
+	g, _ := keeperRig(t, h)
+	k := &Keeper{Gate: g, Node: "node1", Boot: "new", Settle: 50 * time.Millisecond,
+		State: func(context.Context) (NodeState, []Member, bool, error) {
+			return node("node1", func(n *NodeState) { n.UID, n.Boot = "u1", "new" }), nil, false, nil
+		},
+		Needed: func(context.Context, Entry, func() error) (bool, string, error) {
+			t.Error("Needed asked after a boot")
+			return true, "", nil
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go k.Run(ctx)
+	eventually(t, "freed", func() bool { _, ok := current(t, g).Holder("node1"); return !ok })
+}
