@@ -46,7 +46,7 @@ func TestAgentBypassRecordedBeforeCordon(t *testing.T) {
 	}
 	rec := slotRecord(t, f)
 	h, ok := rec.Holder("node1")
-	if !ok || !h.Bypass || h.Boot != "boot-1" || h.Phase != slots.ShuttingDown || len(rec.Holders) != 2 {
+	if !ok || !h.Bypass || h.Who != slots.BypassWho || h.Boot != "boot-1" || h.Phase != slots.ShuttingDown || len(rec.Holders) != 2 {
 		t.Fatalf("record %+v", rec)
 	}
 	if !strings.Contains(d.stderr.String(), "gnsh: recorded node1 as out in the reboot slots of gnsh/reboot-slots before its cordon") {

@@ -259,9 +259,6 @@ func writeSlots(w io.Writer, v slotsView) {
 		if e.Who != "" {
 			who += " by " + t(e.Who)
 		}
-		if e.Bypass {
-			who += " (bypassed gnsh: counts, never refused)"
-		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\tsince %s\t%s\n", kind, t(e.Node), t(phase), e.Since.UTC().Format("2006-01-02T15:04:05Z"), who)
 	}
 	for _, h := range v.Holders {

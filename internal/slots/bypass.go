@@ -2,6 +2,11 @@ package slots
 
 import "context"
 
+// BypassWho is who asked, in a holder written for a shutdown that
+// bypassed gnsh (Entry.Bypass): gnsh was not asked, and logind does not
+// say who was. Waiting lines and gnsh slots show "reboot by " and it.
+const BypassWho = "systemctl or logind (bypassed gnsh)"
+
 // Bypass records node e.Node as a holder for a shutdown that bypassed
 // gnsh's commands (systemctl reboot, the power button), before the node
 // agent cordons for it: such a shutdown is under way and cannot be
@@ -14,7 +19,7 @@ import "context"
 // to any admission. The Slot is renewed until Keep or Release, as any.
 func (g *Gate) Bypass(ctx context.Context, e Entry) (*Slot, error) {
 	e.Run = newRun()
-	e.Phase, e.Beat, e.Bypass = Admitted, 0, true
+	e.Phase, e.Beat, e.Bypass, e.Who = Admitted, 0, true, BypassWho
 	var held bool
 	_, err := g.Update(ctx, func(rec *Record) bool {
 		held = false

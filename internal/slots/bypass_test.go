@@ -24,16 +24,16 @@ import (
 
 // A holder written for a shutdown that bypassed gnsh counts as any holder
 // does, even over the limit (two holders with a limit of 1), and the
-// waiting line says what it is.
+// waiting line says what it is (its Who).
 func TestDecideCountsBypass(t *testing.T) {
 	b := holder("b", 2)
-	b.Bypass, b.Action, b.Phase = true, "reboot", Admitted
+	b.Bypass, b.Action, b.Phase, b.Who = true, "reboot", Admitted, BypassWho
 	rec := Record{Next: 3, Holders: []Entry{holder("a", 1), b}}
 	v := Decide(rec, world(node("a"), node("b"), node("c")), one, still{}, ask("c"))
 	if v.Admitted || len(v.Blocks) != 1 || len(v.Blocks[0].Out) != 2 {
 		t.Fatalf("%+v", v)
 	}
-	if got := names(v.Blocks); !strings.Contains(got, "b (holds a slot: admitted since ") || !strings.Contains(got, ", a reboot that bypassed gnsh)") {
+	if got := names(v.Blocks); !strings.Contains(got, "b (holds a slot: admitted since ") || !strings.Contains(got, ", reboot by systemctl or logind (bypassed gnsh))") {
 		t.Errorf("blocks %q", got)
 	}
 	// Alone, it still holds the only slot.
@@ -65,7 +65,7 @@ func TestBypassWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	h, ok := rec.Holder("n1")
-	if !ok || !h.Bypass || h.Boot != "b-n1" || h.Ticket != 4 || rec.Next != 5 || h.Phase != Admitted || len(rec.Holders) != 2 {
+	if !ok || !h.Bypass || h.Who != BypassWho || h.Boot != "b-n1" || h.Ticket != 4 || rec.Next != 5 || h.Phase != Admitted || len(rec.Holders) != 2 {
 		t.Fatalf("record %+v", rec)
 	}
 	if s, err := g.Bypass(ctx, e); err != nil || s != nil {

@@ -367,9 +367,6 @@ func holdersOut(hs []Entry) map[string]string {
 		if h.Who != "" {
 			m[h.Node] += ", " + h.Action + " by " + h.Who
 		}
-		if h.Bypass {
-			m[h.Node] += ", a " + h.Action + " that bypassed gnsh"
-		}
 	}
 	return m
 }
