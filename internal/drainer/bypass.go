@@ -24,7 +24,7 @@ func (r *run) bypasses() bool {
 // counts whatever the limits (slots.Gate.Bypass), under the drain lock,
 // before the cordon: an admission on another node decided before this
 // write conflicts with it and is decided again, seeing this node out.
-// Best effort within apiTimeout: the shutdown is under way whatever
+// Best effort within apiTimeout (bypassBound): the shutdown is under way whatever
 // happens, so a failure is a warning (the kubelet's credentials, which
 // cannot use the gate, a debug line) and the drain goes on. The slot is
 // renewed while the drain runs and kept (shutting-down) after it, as a
@@ -32,7 +32,7 @@ func (r *run) bypasses() bool {
 // cancelled (ShutdownDrain.Undo frees it first).
 func (r *run) markBypass(ctx context.Context, n *corev1.Node, o *drain.Ownership) {
 	g := r.gate()
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.APITimeout.D())
+	ctx, cancel := context.WithTimeout(ctx, bypassBound(ctx, r.cfg.APITimeout.D()))
 	defer cancel()
 	s, err := g.Bypass(ctx, slots.Entry{Node: n.Name, UID: n.UID, Boot: r.own.BootID, Action: r.verb,
 		Since: r.d.now().UTC().Truncate(time.Second), Renew: int64(r.cfg.Slots.Renew.D() / time.Second),
@@ -51,6 +51,17 @@ func (r *run) markBypass(ctx context.Context, n *corev1.Node, o *drain.Ownership
 		s.OnLost(func(m string) { r.warn("%s", m) })
 		r.info("recorded %s as out in the reboot slots of %s before its cordon (this %s bypassed gnsh: it takes no slot, and counts)", n.Name, g.Where(), r.verb)
 	}
+}
+
+// bypassBound is how long markBypass may take before the cordon: the
+// API timeout, and at most a quarter of what is left of the drain's
+// budget (logind's InhibitDelayMaxSec, 3 s of drain by default), so that
+// a slow Lease leaves the drain most of it.
+func bypassBound(ctx context.Context, apiTimeout time.Duration) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return min(apiTimeout, time.Until(dl)/4)
+	}
+	return apiTimeout
 }
 
 // freeBypass frees the holder entry markBypass wrote, if it is still

@@ -109,3 +109,17 @@ func TestAgentBypassBestEffort(t *testing.T) {
 		t.Fatal("the schedule's slot was freed by the bypass's undo")
 	}
 }
+
+// The write before the cordon takes at most a quarter of what is left of
+// the drain's budget (3 s of drain with logind's default delay), and the
+// API timeout.
+func TestBypassBound(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	if got := bypassBound(ctx, 5*time.Second); got > time.Second || got <= 0 {
+		t.Errorf("4 s left: %s", got)
+	}
+	if got := bypassBound(context.Background(), 5*time.Second); got != 5*time.Second {
+		t.Errorf("no deadline: %s", got)
+	}
+}
