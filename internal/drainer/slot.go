@@ -115,16 +115,26 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 // by a node that found it stale. Either way it asks again (slotFreed).
 // A read that fails is made again within apiTimeout; a slot still not
 // confirmed then is no slot (slotUnknown): the gate counts as unavailable
-// at this point, and ok is false with the outcome that ends the run
-// (slots.gate: required), or true with the slot let go (optional: the run
-// goes on without one, as with any unavailable gate). It never counts as
-// standing: meanwhile it may have been freed and given to another node.
+// at this point: the outcome that ends the run (slots.gate: required), or
+// drained with the slot let go (optional: the run goes on without one, as
+// with any unavailable gate). A record that cannot be read refuses
+// (noSlot) whatever slots.gate says. It never counts as standing:
+// meanwhile it may have been freed and given to another node.
 func (r *run) slotStands(ctx context.Context, last bool) (st slotState, o outcome) {
 	if r.slot == nil {
 		return slotHeld, drained
 	}
 	g := r.gate()
-	rec, err := r.readRecord(ctx, g)
+	rec, unreadable, err := r.readRecord(ctx, g)
+	if unreadable {
+		// Broken, or a newer gnsh's: whose slots it holds is unknown, so
+		// refused whatever slots.gate says, as before the slot is taken.
+		// The slot is only let go: a record that cannot be read cannot
+		// be changed either.
+		r.slot.Halt()
+		r.slot = nil
+		return slotUnknown, r.fail(noSlot, &slots.WaitError{Err: err})
+	}
 	if err != nil {
 		ue := &slots.UnavailableError{Where: g.Where(), Err: err}
 		r.slot.Halt()
@@ -166,22 +176,27 @@ const (
 )
 
 // readRecord reads the slots record, again after a failure (a moment's
-// 5xx as etcd changes leader), within apiTimeout in all.
-func (r *run) readRecord(ctx context.Context, g *slots.Gate) (slots.Record, error) {
+// 5xx as etcd changes leader), within apiTimeout in all. unreadable: the
+// Lease was read, but its record cannot be (broken, or a newer gnsh's),
+// which no second read mends.
+func (r *run) readRecord(ctx context.Context, g *slots.Gate) (rec slots.Record, unreadable bool, err error) {
 	rctx, cancel := context.WithTimeout(ctx, r.cfg.APITimeout.D())
 	defer cancel()
 	pause := 100 * time.Millisecond
 	for {
 		rec, _, err := g.Read(rctx)
+		if slots.Unreadable(err) {
+			return rec, true, err
+		}
 		if err == nil || rctx.Err() != nil {
-			return rec, err
+			return rec, false, err
 		}
 		r.debug("reboot slot of %s not confirmed: %v; reading it again", r.sess.node, err)
 		t := r.d.clock().NewTimer(pause)
 		select {
 		case <-rctx.Done():
 			t.Stop()
-			return rec, err
+			return rec, false, err
 		case <-t.C():
 		}
 		pause = min(2*pause, time.Second)

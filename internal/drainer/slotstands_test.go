@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -98,5 +100,37 @@ func TestSlotUnconfirmedUnderTheLockRequired(t *testing.T) {
 	f.ReactionChain = f.ReactionChain[1:]
 	if h, ok := slotRecord(t, f).Holder("node1"); ok && h.Phase != slots.Admitted {
 		t.Errorf("the slot was kept: %+v", h)
+	}
+}
+
+// A record that cannot be read under the lock (broken by hand, or written
+// by a newer gnsh) refuses the reboot whatever slots.gate says, as it does
+// before the slot is taken: whose slots it holds is unknown. Not read
+// again and again for apiTimeout, and not taken as a gate merely
+// unavailable (which optional goes past). It used to count as standing.
+func TestSlotRecordBrokenUnderTheLock(t *testing.T) {
+	for _, conf := range []string{"", "slots:\n  gate: required\n"} {
+		f := newFakeNode(false, nil, "web-1")
+		var written atomic.Bool
+		f.PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			switch {
+			case a.GetVerb() == "create" || a.GetVerb() == "update":
+				written.Store(true)
+			case a.GetVerb() == "get" && written.Load():
+				l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "reboot-slots", Namespace: "gnsh",
+					Annotations: map[string]string{slots.Annotation: "{broken"}}}
+				return true, l, nil
+			}
+			return false, nil, nil
+		})
+		d := newDrainer(t, f, conf)
+		_, err := d.prepare(t, reboot())
+		var ref *Refusal
+		if !errors.As(err, &ref) || !strings.Contains(ref.Msg, "gnsh: no reboot slot: not a valid record: the slots record in Lease gnsh/reboot-slots") {
+			t.Fatalf("%q: %v\n%s", conf, err, d.stderr)
+		}
+		if f.node(t).Spec.Unschedulable {
+			t.Errorf("%q: cordoned", conf)
+		}
 	}
 }
