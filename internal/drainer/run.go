@@ -45,6 +45,9 @@ type run struct {
 	// agentDrainWait: when this run began to wait for the node agent's
 	// drain (zero if it did not).
 	agentDrainWait time.Time
+	// agentKind: the kind of the last hold of the drain lock this run
+	// waited on (waitForAgent), "" if it waited on none.
+	agentKind string
 	// agentTimeout is the config file's drainTimeout (before
 	// --drain-timeout): the node agent's, which drains that long ahead of
 	// a schedule.
@@ -55,6 +58,9 @@ type run struct {
 	// forceQuorum is --force-quorum.
 	slot        *slots.Slot
 	forceQuorum bool
+	// bypass is the holder entry the agent's drain for a shutdown that
+	// bypassed gnsh wrote before its cordon (markBypass), zero if none.
+	bypass slots.Entry
 	// slotWaitMax bounds the wait for a slot of the agent's drain ahead
 	// of a schedule (ahead): what is left before the schedule's time.
 	slotWaitMax time.Duration
@@ -263,8 +269,18 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 			// to do.
 			return drainedBefore
 		}
-		if asked && r.slotStands(ctx, try >= 2) {
-			return r.cordonAndDrain(ctx, n, o)
+		if asked {
+			switch st, out := r.slotStands(ctx, try >= 2); {
+			case st == slotHeld:
+				if r.bypasses() {
+					r.markBypass(ctx, n, o)
+				}
+				return r.cordonAndDrain(ctx, n, o)
+			case st == slotUnknown && out != drained:
+				return out // refused: nothing cordoned
+			case st == slotUnknown:
+				return r.cordonAndDrain(ctx, n, o) // optional: without a slot
+			}
 		}
 		// The slot is still to be asked for (the Node read before the lock
 		// said drained for), or the slot was freed meanwhile (by the gnsh
@@ -361,6 +377,13 @@ func (r *run) lockNode(ctx context.Context) (outcome, bool) {
 		// The node agent is busy (bookkeeping, or a drain of its own):
 		// wait for it, within its own bound, rather than refuse.
 		if r.lock, err = r.waitForAgent(ctx, held.Holder); err != nil {
+			if r.agentKind == HolderAgent && r.slot != nil && !r.slot.Before {
+				// Only the agent's bookkeeping held the lock (an uncordon
+				// after boot): nothing relies on this run's own slot, which
+				// end frees at once, as for any shutdown that does not
+				// happen.
+				return r.fail(r.classify(ctx, err), err), false
+			}
 			return r.lockFailed(r.classify(ctx, err), err), false
 		}
 	}
@@ -370,8 +393,10 @@ func (r *run) lockNode(ctx context.Context) (outcome, bool) {
 // lockFailed ends a run that could not take the drain lock. A reboot slot
 // it took is left held, no longer renewed, never freed: another gnsh on
 // this node (a second wrapper, which shares the node's slot, or the node
-// agent) may rely on it; the agent's keeper frees it once nothing does,
-// and without an agent other nodes do once its renewals have stopped.
+// agent's drain) may rely on it; the agent's keeper frees it once nothing
+// does, and without an agent other nodes do once its renewals have
+// stopped. (lockNode frees its own slot instead when only the agent's
+// bookkeeping held the lock.)
 func (r *run) lockFailed(o outcome, err error) outcome {
 	if r.slot != nil {
 		r.slot.Halt()
@@ -463,6 +488,7 @@ func (r *run) waitForAgent(ctx context.Context, held *Holder) (*Lock, error) {
 	var cur Holder
 	see := func(h *Holder) {
 		cur, limit = *h, maxEnd
+		r.agentKind = h.Kind
 		if !h.Until.IsZero() {
 			if end := r.d.now().Add(h.Until.Sub(r.d.now()) + agentWaitSlack); end.Before(limit) {
 				limit = end
@@ -499,6 +525,7 @@ func (r *run) waitForAgent(ctx context.Context, held *Holder) (*Lock, error) {
 		case !errors.As(err, &again):
 			return nil, err
 		case !again.Holder.agent():
+			r.agentKind = again.Holder.Kind
 			return nil, err // another wrapper took it meanwhile
 		case again.Holder.PID != cur.PID || !again.Holder.Since.Equal(cur.Since):
 			see(again.Holder) // a new hold of the agent's

@@ -364,12 +364,14 @@ type ShutdownDrain struct {
 func (s *ShutdownDrain) Cordoned() bool { return s != nil && s.r.cordoned }
 
 // Undo lifts the cordon this drain made, and only if its record is still
-// this drain's (as after a refused hand-off). Bounded by 2×apiTimeout.
+// this drain's (as after a refused hand-off), and frees the holder entry
+// it wrote for a shutdown that bypassed gnsh. Bounded by 4×apiTimeout.
 func (s *ShutdownDrain) Undo(why string) {
 	if s == nil {
 		return
 	}
 	s.r.undo(why)
+	s.r.freeBypass(why)
 }
 
 // ErrDrainBudget is what DrainForShutdown returns when the budget ran out.

@@ -108,27 +108,51 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 }
 
 // slotStands reports whether the slot this run holds still stands, read
-// once under the lock, before the cordon: one it shares (the node held it
+// under the lock, before the cordon: one it shares (the node held it
 // when this run asked: a second wrapper's, the node agent's, an earlier
 // schedule's) may have been freed by its taker while this run waited for
 // the drain lock, and one of its own by an admin (gnsh slots release) or
-// by a node that found it stale. Either way it asks again. In doubt (the
-// read failed) it stands.
-func (r *run) slotStands(ctx context.Context, last bool) bool {
+// by a node that found it stale. Either way it asks again (slotFreed).
+// A read that fails is made again within apiTimeout; a slot still not
+// confirmed then is no slot (slotUnknown): the gate counts as unavailable
+// at this point: the outcome that ends the run (slots.gate: required), or
+// drained with the slot let go (optional: the run goes on without one, as
+// with any unavailable gate). A record that cannot be read refuses
+// (noSlot) whatever slots.gate says. It never counts as standing:
+// meanwhile it may have been freed and given to another node.
+func (r *run) slotStands(ctx context.Context, last bool) (st slotState, o outcome) {
 	if r.slot == nil {
-		return true
+		return slotHeld, drained
 	}
-	rctx, cancel := context.WithTimeout(ctx, r.cfg.APITimeout.D())
-	defer cancel()
 	g := r.gate()
-	rec, _, err := g.Read(rctx)
+	rec, unreadable, err := r.readRecord(ctx, g)
+	if unreadable {
+		// Broken, or a newer gnsh's: whose slots it holds is unknown, so
+		// refused whatever slots.gate says, as before the slot is taken.
+		// The slot is only let go: a record that cannot be read cannot
+		// be changed either.
+		r.slot.Halt()
+		r.slot = nil
+		return slotUnknown, r.fail(noSlot, &slots.WaitError{Err: err})
+	}
 	if err != nil {
-		r.debug("reboot slot of %s not checked again: %v", r.sess.node, err)
-		return true
+		ue := &slots.UnavailableError{Where: g.Where(), Err: err}
+		r.slot.Halt()
+		if r.cfg.Slots.Gate == config.GateRequired || ctx.Err() != nil {
+			// Refused: end lets go of the slot (it frees it if the API
+			// server lets it, and says so if not) and of the lock.
+			if ctx.Err() != nil {
+				return slotUnknown, r.fail(r.classify(ctx, err), err)
+			}
+			return slotUnknown, r.fail(gateDown, ue)
+		}
+		r.warn("reboot slots not checked: %v; going on without a slot (slots.gate: optional)", ue)
+		r.slot = nil
+		return slotUnknown, drained
 	}
 	me := r.slot.Entry()
 	if h, ok := rec.Holder(me.Node); ok && h.UID == me.UID && h.Boot == me.Boot && h.Ticket == me.Ticket {
-		return true
+		return slotHeld, drained
 	}
 	again := "; asking for one again"
 	if last {
@@ -139,7 +163,44 @@ func (r *run) slotStands(ctx context.Context, last bool) bool {
 	} else {
 		r.info("the reboot slot of %s in %s was freed by someone else before the cordon ('gnsh slots release', or a node that found it stale)%s", me.Node, g.Where(), again)
 	}
-	return false
+	return slotFreed, drained
+}
+
+// slotState is what slotStands found.
+type slotState int
+
+const (
+	slotHeld    slotState = iota // the slot stands (or none is held)
+	slotFreed                    // freed meanwhile: ask again
+	slotUnknown                  // not confirmed: no slot (the gate unavailable)
+)
+
+// readRecord reads the slots record, again after a failure (a moment's
+// 5xx as etcd changes leader), within apiTimeout in all. unreadable: the
+// Lease was read, but its record cannot be (broken, or a newer gnsh's),
+// which no second read mends.
+func (r *run) readRecord(ctx context.Context, g *slots.Gate) (rec slots.Record, unreadable bool, err error) {
+	rctx, cancel := context.WithTimeout(ctx, r.cfg.APITimeout.D())
+	defer cancel()
+	pause := 100 * time.Millisecond
+	for {
+		rec, _, err := g.Read(rctx)
+		if slots.Unreadable(err) {
+			return rec, true, err
+		}
+		if err == nil || rctx.Err() != nil {
+			return rec, false, err
+		}
+		r.debug("reboot slot of %s not confirmed: %v; reading it again", r.sess.node, err)
+		t := r.d.clock().NewTimer(pause)
+		select {
+		case <-rctx.Done():
+			t.Stop()
+			return rec, false, err
+		case <-t.C():
+		}
+		pause = min(2*pause, time.Second)
+	}
 }
 
 // cordonStays reports whether n is cordoned by a cordon that stays after

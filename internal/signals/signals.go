@@ -11,7 +11,11 @@
 //   - Drain: a drain is under way. SIGINT and SIGTERM cancel the context
 //     Drain returned (the drain stops and undoes gnsh's cordon); SIGHUP
 //     (the ssh session dropped) and SIGPIPE (output gone) are reported
-//     once and ignored, so the drain carries on.
+//     once and ignored, so the drain carries on. SIGTSTP (Ctrl-Z) is
+//     reported and ignored too: a stopped command would keep the node's
+//     reboot slot and drain lock for as long as it stays stopped (its
+//     run lock tells the node agent that it still runs, so the agent
+//     renews its slot), and every other node would wait on it.
 //   - Hold: the hand-off to logind, or an undo, is under way and must not
 //     be cut in half (each is bounded). Every signal is reported and held.
 //
@@ -39,7 +43,7 @@ const (
 )
 
 // handled are the signals the handler takes over in Drain and Hold.
-var handled = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE}
+var handled = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGTSTP}
 
 // Handler is the process's signal handler. Use New; a nil *Handler is
 // valid and handles nothing (every method is a no-op), for library tests.
@@ -51,13 +55,14 @@ type Handler struct {
 	reset  func(...os.Signal)
 	raise  func(syscall.Signal)
 
-	mu      sync.Mutex
-	ch      chan os.Signal
-	stack   []*frame
-	caught  syscall.Signal // the first SIGINT/SIGTERM that interrupted a drain
-	held    syscall.Signal // the first SIGINT/SIGTERM that came during a Hold
-	toldHUP bool
-	toldPIP bool
+	mu       sync.Mutex
+	ch       chan os.Signal
+	stack    []*frame
+	caught   syscall.Signal // the first SIGINT/SIGTERM that interrupted a drain
+	held     syscall.Signal // the first SIGINT/SIGTERM that came during a Hold
+	toldHUP  bool
+	toldPIP  bool
+	toldTSTP bool
 }
 
 type frame struct {
@@ -221,6 +226,11 @@ func (h *Handler) handle(sig syscall.Signal) {
 			h.toldPIP = true
 			line = "SIGPIPE received (output closed); carrying on"
 		}
+	case syscall.SIGTSTP:
+		if !h.toldTSTP {
+			h.toldTSTP = true
+			line = "SIGTSTP (Ctrl-Z) received: not stopping while gnsh holds this node's reboot slot or drain (other nodes would wait on a stopped command); carrying on, Ctrl-C interrupts it"
+		}
 	default: // SIGINT, SIGTERM
 		switch {
 		case top.mode == Hold:
@@ -259,6 +269,8 @@ func Name(s syscall.Signal) string {
 		return "SIGHUP"
 	case syscall.SIGPIPE:
 		return "SIGPIPE"
+	case syscall.SIGTSTP:
+		return "SIGTSTP"
 	}
 	return s.String()
 }

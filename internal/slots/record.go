@@ -97,6 +97,13 @@ type Entry struct {
 	// frees; the same request finding its own entry (the answer to its
 	// write was lost) knows the slot is its own.
 	Run string `json:"run,omitempty"`
+	// Bypass: the node agent wrote it for a shutdown that bypassed gnsh's
+	// commands (systemctl reboot, the power button), before its cordon,
+	// whatever the limits (Gate.Bypass): nothing can refuse that shutdown,
+	// but every admission counts it from then on. Otherwise a holder like
+	// any other (renewed, kept, freed after the boot). A gnsh that does not
+	// know the field sees a plain holder, which counts all the same.
+	Bypass bool `json:"bypass,omitempty"`
 }
 
 // key identifies one entry over its life: a new boot, a new Node of the
