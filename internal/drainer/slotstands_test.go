@@ -126,7 +126,8 @@ func TestSlotRecordBrokenUnderTheLock(t *testing.T) {
 		d := newDrainer(t, f, conf)
 		_, err := d.prepare(t, reboot())
 		var ref *Refusal
-		if !errors.As(err, &ref) || !strings.Contains(ref.Msg, "gnsh: no reboot slot: not a valid record: the slots record in Lease gnsh/reboot-slots") {
+		if !errors.As(err, &ref) || !strings.Contains(ref.Msg, "gnsh: no reboot slot: the slots record in Lease gnsh/reboot-slots (annotation gnsh.io/slots) is not a valid record") ||
+			!strings.Contains(ref.Msg, "Once 'gnsh slots reset' (admin credentials) has started a new record, run it again") {
 			t.Fatalf("%q: %v\n%s", conf, err, d.stderr)
 		}
 		if f.node(t).Spec.Unschedulable {

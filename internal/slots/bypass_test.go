@@ -33,7 +33,7 @@ func TestDecideCountsBypass(t *testing.T) {
 	if v.Admitted || len(v.Blocks) != 1 || len(v.Blocks[0].Out) != 2 {
 		t.Fatalf("%+v", v)
 	}
-	if got := names(v.Blocks); !strings.Contains(got, "b (holds a slot: admitted since ") || !strings.Contains(got, ", reboot by systemctl or logind (bypassed gnsh))") {
+	if got := names(v.Blocks); !strings.Contains(got, "b (holds a slot: admitted; reboot by systemctl or logind (bypassed gnsh), asked at ") {
 		t.Errorf("blocks %q", got)
 	}
 	// Alone, it still holds the only slot.
@@ -152,7 +152,7 @@ func TestBypassRacesAnAdmission(t *testing.T) {
 	}
 	bypass.Halt()
 	var we *WaitError
-	if !errors.As(err, &we) || v.Admitted || !strings.Contains(err.Error(), "cluster limit 1: b (holds a slot: admitted since ") {
+	if !errors.As(err, &we) || v.Admitted || !strings.Contains(err.Error(), "cluster limit 1: b (holds a slot: admitted; reboot by systemctl or logind (bypassed gnsh), asked at ") {
 		t.Fatalf("%v %+v", err, v)
 	}
 	rec, _, _ := ga.Read(context.Background())
