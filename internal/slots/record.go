@@ -43,6 +43,14 @@ const Annotation = "gnsh.io/slots"
 // version was written by a newer gnsh: this one never overwrites it, and
 // refuses to take a slot until the node is upgraded (a newer gnsh's
 // holders cannot be read for sure, so none of its limits can be kept).
+//
+// The rule for a new member of the record or of an entry: one that an
+// older gnsh may ignore safely (its limits and its freeing rules stay
+// right without it, as with "when" and "run") stays in this schema; an
+// older gnsh keeps it as it read it through every rewrite (unknown.go), so
+// that a renewal by a node not upgraded yet strips it from nobody. One
+// that an older gnsh must understand to keep the limits bumps the schema,
+// which older gnsh refuse to write.
 const Schema = 1
 
 // Phase is where a holder is.
@@ -97,6 +105,10 @@ type Entry struct {
 	// frees; the same request finding its own entry (the answer to its
 	// write was lost) knows the slot is its own.
 	Run string `json:"run,omitempty"`
+
+	// unknown: members of a newer gnsh's entry that this one does not
+	// know, written back as read (unknown.go).
+	unknown unknown
 }
 
 // key identifies one entry over its life: a new boot, a new Node of the
@@ -121,6 +133,10 @@ type Record struct {
 	Next    int64   `json:"next"` // the next ticket
 	Holders []Entry `json:"holders"`
 	Waiters []Entry `json:"waiters"`
+
+	// unknown: members of a newer gnsh's record that this one does not
+	// know, written back as read (unknown.go).
+	unknown unknown
 }
 
 // NewerError is a record written by a newer gnsh.
