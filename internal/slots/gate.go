@@ -215,6 +215,7 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 		}
 		a.answered = true
 		v = a.decide(ctx, snap)
+		a.tr.Fits(v.Fit)
 		if w, ok := snap.rec.Waiter(a.r.Entry.Node); ok && w.UID == a.r.Entry.UID && w.Boot == a.r.Entry.Boot {
 			// Its waiter entry stands (its write landed, whether or not
 			// the answer came back): renewed from now on, and its place
@@ -224,7 +225,7 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 			}
 			a.r.Ask.Ticket, a.r.Ask.HasTicket = w.Ticket, true
 		}
-		if !v.Admitted && g.clock().Since(a.lastBeat) >= WaiterRenewFactor*g.Renew && v.Self.Ticket < v.Record.Next {
+		if !v.Admitted && g.clock().Since(a.lastBeat) >= WaiterPeriod(g.Renew) && v.Self.Ticket < v.Record.Next {
 			// Renew its waiter entry (its first write counts as one).
 			for i := range v.Record.Waiters {
 				if v.Record.Waiters[i].Node == a.r.Entry.Node && !a.lastBeat.IsZero() {
