@@ -220,9 +220,11 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 		if v.Already {
 			// A sign of life now: an observer that watched its earlier
 			// taker stop renewing must not free it under this one. The
-			// schedule is the latest asked for (shutdown -r +9 after +8).
+			// schedule (When) stays the one that stands until this
+			// request's own does (shutdown -r +9 after +8): Slot.Keep
+			// writes it once handed off; a request refused after it
+			// joined leaves it as logind still has it.
 			h.Beat++
-			h.When = me.When
 		}
 		v.Record.Holders = append(without(v.Record.Holders, me.Node), h)
 		v.Record.Waiters = without(v.Record.Waiters, me.Node)

@@ -288,7 +288,9 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 			if a.r.ForceQuorum && a.r.Self.ControlPlane {
 				g.event(ctx, a.r.Entry.Node, "Warning", ReasonQuorumOverride, "%s requested by %s with --force-quorum: the etcd quorum guard is overridden", a.r.Entry.Action, a.r.Entry.Who)
 			}
-			return g.hold(v.Self, v.Already), v, nil
+			s := g.hold(v.Self, v.Already)
+			s.when = a.r.Entry.When
+			return s, v, nil
 		}
 		a.tell(ctx, v)
 		if !g.clock().Now().Before(deadline) {
@@ -1006,6 +1008,9 @@ type Slot struct {
 	// Before: the node held this slot before this process asked (asked
 	// again): it is the earlier taker's, not this process's to free.
 	Before bool
+	// when is the schedule this process asked for (Entry.When): Keep
+	// writes it, a slot it shares keeping the earlier one until then.
+	when *time.Time
 }
 
 func (g *Gate) hold(e Entry, before bool) *Slot {
@@ -1118,15 +1123,17 @@ func (s *Slot) halt() {
 // this process asked: its earlier taker's, or the node agent's to free).
 func (s *Slot) Halt() { s.halt() }
 
-// Keep stops renewing and leaves the slot held, its phase written
-// (bounded by ctx): after a hand-off, the node agent keeps it and frees
-// it after the next boot.
+// Keep stops renewing and leaves the slot held, its phase and the
+// schedule this process asked for written (bounded by ctx): after a
+// hand-off (the shutdown, or its schedule, stands), the node agent keeps
+// it and frees it after the next boot.
 func (s *Slot) Keep(ctx context.Context, p Phase) error {
 	s.halt()
 	s.mu.Lock()
-	s.entry.Phase = p
+	s.entry.Phase, s.entry.When = p, s.when
+	when := s.when
 	s.mu.Unlock()
-	return s.write(ctx, func(h *Entry) { h.Beat++ })
+	return s.write(ctx, func(h *Entry) { h.Beat++; h.When = when })
 }
 
 // Release stops renewing and frees the slot (when it is still this
