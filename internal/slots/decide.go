@@ -1,6 +1,7 @@
 package slots
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -154,6 +155,8 @@ func (b Block) String() string {
 		return "etcd would lose its quorum: " + strings.Join(s, ", ") + " (--force-quorum overrides)"
 	case LimitQueue:
 		return "earlier in the queue: " + strings.Join(s, ", ")
+	case LimitQueueFull:
+		return fmt.Sprintf("the queue is full: %d nodes wait, as many as the slots record holds (%d KiB); this node asks again to join it as they go", b.Max, MaxRecordBytes>>10)
 	}
 	return fmt.Sprintf("%s limit %d: %s", b.Limit, b.Max, strings.Join(s, ", "))
 }
@@ -164,7 +167,22 @@ const (
 	LimitControlPlane = "control plane"
 	LimitQuorum       = "etcd quorum"
 	LimitQueue        = "queue"
+	LimitQueueFull    = "queue full"
 )
+
+// MaxRecordBytes bounds the record (its JSON) for a waiter's join: a
+// Lease's annotations hold 256 KiB in all (the API server refuses more),
+// about 900 entries. A join that would take the record past 200 KiB is
+// not written (Verdict.Unrecorded); holders and admissions are always
+// written: the 56 KiB left are room for about 200 entries more, holders
+// that the limits let out beyond a full queue.
+const MaxRecordBytes = 200 << 10
+
+// tooLarge reports whether r is larger than MaxRecordBytes encoded.
+func tooLarge(r Record) bool {
+	b, err := json.Marshal(r)
+	return err != nil || len(b) > MaxRecordBytes
+}
 
 // Freed is a holder whose slot the rules free, or a waiter they drop.
 type Freed struct {
@@ -194,6 +212,10 @@ type Verdict struct {
 	// QuorumWarning: the node is a control-plane node of an etcd of one or
 	// two members, which loses its quorum whatever the order.
 	QuorumWarning string
+	// Unrecorded: it waits without a place, the queue being full (its
+	// waiter entry would take the record past MaxRecordBytes): nothing
+	// of it is written, Place is 0, it asks again.
+	Unrecorded bool
 }
 
 // Decide is the gate's rule: from the record, the cluster and what this
@@ -232,13 +254,18 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 		v.finish(rec)
 		return v
 	}
+	// in: its waiter entry stands (a renewal, not a join); newTicket: it
+	// is given the next ticket now.
+	in, newTicket := false, false
 	if ws, ok := v.Record.Waiter(me.Node); ok && ws.UID == me.UID && ws.Boot == me.Boot {
 		me.Ticket, me.Beat, me.Since = ws.Ticket, ws.Beat, ws.Since
+		in = true
 	} else if a.HasTicket && a.Ticket < v.Record.Next {
 		me.Ticket = a.Ticket
 	} else {
 		me.Ticket = v.Record.Next
 		v.Record.Next++
+		newTicket = true
 	}
 	v.Record.Waiters = without(v.Record.Waiters, me.Node)
 
@@ -293,6 +320,20 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 	me.Renew = int64(WaiterPeriod(time.Duration(a.Entry.Renew)*time.Second) / time.Second)
 	v.Record.Waiters = append(v.Record.Waiters, me)
 	v.Self = me
+	if !in && tooLarge(v.Record) {
+		// The queue is full: the record would outgrow its bound. It
+		// waits without a place (nothing written for it) and asks
+		// again; it is admitted only by a write that records it as a
+		// holder, where a new node would be.
+		v.Record.Waiters = v.Record.Waiters[:len(v.Record.Waiters)-1]
+		if newTicket {
+			v.Record.Next--
+		}
+		v.Unrecorded = true
+		v.Blocks = append(v.Blocks, Block{Limit: LimitQueueFull, Max: len(v.Record.Waiters)})
+		v.finish(rec)
+		return v
+	}
 	v.finish(rec)
 	for i, e := range v.Record.Waiters {
 		if e.Node == me.Node {

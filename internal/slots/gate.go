@@ -236,7 +236,7 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 		}
 		if v.Changed {
 			err := a.write(ctx, snap, v)
-			if err == nil && !v.Admitted {
+			if err == nil && !v.Admitted && !v.Unrecorded {
 				// Its place: kept if others ever drop it by mistake.
 				a.r.Ask.Ticket, a.r.Ask.HasTicket = v.Self.Ticket, true
 			}
@@ -464,15 +464,23 @@ func (a *acquirer) tell(ctx context.Context, v Verdict) {
 		why = append(why, b.String())
 		quorum = quorum || b.Limit == LimitQuorum
 	}
-	state := fmt.Sprintf("waiting for a reboot slot (place %d in the queue of %s): %s", v.Place, g.Where(), strings.Join(why, "; "))
+	place := fmt.Sprintf("place %d in the queue of %s", v.Place, g.Where())
+	if v.Unrecorded {
+		place = "no place yet in the full queue of " + g.Where()
+	}
+	state := fmt.Sprintf("waiting for a reboot slot (%s): %s", place, strings.Join(why, "; "))
 	if state != a.lastState && g.Status != nil {
 		g.Status(state)
 	}
 	a.lastState = state
 	if !a.waited {
 		a.waited = true
-		g.event(ctx, a.r.Entry.Node, "Normal", ReasonWaiting, "%s requested by %s waits for a reboot slot (place %d): %s",
-			a.r.Entry.Action, a.r.Entry.Who, v.Place, strings.Join(why, "; "))
+		place = fmt.Sprintf("place %d", v.Place)
+		if v.Unrecorded {
+			place = "no place yet: the queue is full"
+		}
+		g.event(ctx, a.r.Entry.Node, "Normal", ReasonWaiting, "%s requested by %s waits for a reboot slot (%s): %s",
+			a.r.Entry.Action, a.r.Entry.Who, place, strings.Join(why, "; "))
 	}
 	if quorum && !a.quorum {
 		a.quorum = true
