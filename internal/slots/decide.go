@@ -1,7 +1,6 @@
 package slots
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -180,8 +179,7 @@ const MaxRecordBytes = 200 << 10
 
 // tooLarge reports whether r is larger than MaxRecordBytes encoded.
 func tooLarge(r Record) bool {
-	b, err := json.Marshal(r)
-	return err != nil || len(b) > MaxRecordBytes
+	return len(r.encode()) > MaxRecordBytes
 }
 
 // Freed is a holder whose slot the rules free, or a waiter they drop.

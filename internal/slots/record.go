@@ -24,8 +24,8 @@
 package slots
 
 import (
+	"bytes"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -157,7 +157,7 @@ func Decode(l *coordinationv1.Lease) (Record, error) {
 	if !ok || strings.TrimSpace(s) == "" {
 		return r, nil
 	}
-	if err := json.Unmarshal([]byte(s), &r); err != nil {
+	if err := r.UnmarshalJSON([]byte(s)); err != nil {
 		return Record{}, fmt.Errorf("%w: the slots record in Lease %s/%s (annotation %s): %v; "+
 			"deleting the Lease (kubectl -n %s delete lease %s) starts a new one", errBadRecord, l.Namespace, l.Name, Annotation, err, l.Namespace, l.Name)
 	}
@@ -173,10 +173,7 @@ func Decode(l *coordinationv1.Lease) (Record, error) {
 // Lease's holderIdentity (what `kubectl get lease` shows).
 func (r Record) Encode(l *coordinationv1.Lease) {
 	r.sort()
-	b, err := json.Marshal(r)
-	if err != nil {
-		panic(err) // plain data: cannot fail
-	}
+	b := r.encode()
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
@@ -201,9 +198,7 @@ func (r *Record) sort() {
 
 // Equal reports whether two records say the same.
 func (r Record) Equal(o Record) bool {
-	a, _ := json.Marshal(r)
-	b, _ := json.Marshal(o)
-	return string(a) == string(b)
+	return bytes.Equal(r.encode(), o.encode())
 }
 
 func (r Record) clone() Record {

@@ -23,6 +23,10 @@ type unknown map[string]json.RawMessage
 // matches a field as encoding/json matches them: its tag's name, in any
 // case.
 func splitUnknown(b []byte, v any) (unknown, error) {
+	// Most records have no member this gnsh does not know: one pass.
+	if onlyKnown(b, v) {
+		return nil, nil
+	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return nil, err
 	}
@@ -40,6 +44,14 @@ func splitUnknown(b []byte, v any) (unknown, error) {
 		return nil, nil
 	}
 	return all, nil
+}
+
+// onlyKnown decodes b into v if b is one JSON value whose every member v's
+// fields name; false else (v then holds anything: decode b again).
+func onlyKnown(b []byte, v any) bool {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	return d.Decode(v) == nil && len(bytes.TrimSpace(b[d.InputOffset():])) == 0
 }
 
 // withUnknown appends the members of u (by name) to b, the encoding of a
@@ -120,21 +132,87 @@ func (e *Entry) UnmarshalJSON(b []byte) error {
 // recordJSON is Record without its methods.
 type recordJSON Record
 
+// plainRecord is a record whose entries are encoded as plain structs, in
+// one pass (a record of a thousand entries is encoded and decoded with
+// every decision): its Holders and Waiters stand for Record's.
+type plainRecord struct {
+	recordJSON
+	Holders []entryJSON `json:"holders"`
+	Waiters []entryJSON `json:"waiters"`
+}
+
+func plainEntries(es []Entry) []entryJSON {
+	if es == nil {
+		return nil
+	}
+	p := make([]entryJSON, len(es))
+	for i, e := range es {
+		p[i] = entryJSON(e)
+	}
+	return p
+}
+
+func entriesOf(ps []entryJSON) []Entry {
+	if ps == nil {
+		return nil
+	}
+	es := make([]Entry, len(ps))
+	for i, p := range ps {
+		es[i] = Entry(p)
+	}
+	return es
+}
+
 // MarshalJSON writes the record, the members it was read with that this
 // gnsh does not know included.
 func (r Record) MarshalJSON() ([]byte, error) {
-	p := recordJSON(r)
-	p.unknown = nil
-	b, err := json.Marshal(p)
+	var b []byte
+	var err error
+	if r.entriesKnown() {
+		b, err = json.Marshal(plainRecord{recordJSON: recordJSON(r), Holders: plainEntries(r.Holders), Waiters: plainEntries(r.Waiters)})
+	} else {
+		b, err = json.Marshal(recordJSON(r)) // each entry through Entry.MarshalJSON
+	}
 	if err != nil {
 		return nil, err
 	}
 	return withUnknown(b, r.unknown), nil
 }
 
+// encode is r's JSON (MarshalJSON, without the check json.Marshal makes of
+// what it returns: a second pass over a record that may be 200 KiB).
+func (r Record) encode() []byte {
+	b, err := r.MarshalJSON()
+	if err != nil {
+		panic(err) // plain data: cannot fail
+	}
+	return b
+}
+
+// entriesKnown reports whether no entry has members this gnsh does not
+// know.
+func (r Record) entriesKnown() bool {
+	for _, es := range [][]Entry{r.Holders, r.Waiters} {
+		for _, e := range es {
+			if len(e.unknown) > 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // UnmarshalJSON reads a record over r (what r holds stays where b says
 // nothing), and keeps the members this gnsh does not know.
 func (r *Record) UnmarshalJSON(b []byte) error {
+	// Most records have no member this gnsh does not know: one pass.
+	fast := plainRecord{recordJSON: recordJSON(*r)}
+	if onlyKnown(b, &fast) {
+		p := fast.recordJSON
+		p.Holders, p.Waiters, p.unknown = entriesOf(fast.Holders), entriesOf(fast.Waiters), nil
+		*r = Record(p)
+		return nil
+	}
 	p := recordJSON(*r)
 	u, err := splitUnknown(b, &p)
 	if err != nil {

@@ -181,3 +181,25 @@ func TestUnknownFieldsSurviveGateWrites(t *testing.T) {
 	}
 	sameUnknown(t, "a release", unknownOf(t, ann()), want, "b")
 }
+
+// A record with no unknown member is encoded in one pass (plainRecord):
+// the same JSON as entry by entry; and its decoding refuses what
+// json.Unmarshal refuses.
+func TestPlainRecordSameJSON(t *testing.T) {
+	at := time.Date(2026, 1, 1, 10, 8, 0, 0, time.UTC)
+	rec := Record{Version: Schema, Next: 3, Holders: []Entry{{Node: "a", UID: "uid-a", Boot: "boot-a", Phase: Draining, When: &at, Run: "r", Warned: true}},
+		Waiters: []Entry{{Node: "b", UID: "uid-b", Ticket: 2, Renew: 30}}}
+	fast := rec.encode()
+	slow, err := json.Marshal(recordJSON(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(fast) != string(slow) {
+		t.Fatalf("one pass:\n%s\nentry by entry:\n%s", fast, slow)
+	}
+	for _, bad := range []string{`{"version":1} x`, `{"version":1,"holders":[{"node":"a"}]`, `{"version":1,"holders":{}}`} {
+		if _, err := Decode(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{Annotation: bad}}}); err == nil {
+			t.Errorf("%s: decoded", bad)
+		}
+	}
+}
