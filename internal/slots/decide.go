@@ -162,6 +162,8 @@ func (b Block) String() string {
 		return "etcd would lose its quorum: " + strings.Join(s, ", ") + " (--force-quorum overrides)"
 	case LimitQueue:
 		return "earlier in the queue: " + strings.Join(s, ", ")
+	case LimitQueueFull:
+		return fmt.Sprintf("the queue is full: %d nodes wait, as many as the slots record holds (%d KiB); this node asks again to join it as they go", b.Max, MaxRecordBytes>>10)
 	}
 	return fmt.Sprintf("%s limit %d: %s", b.Limit, b.Max, strings.Join(s, ", "))
 }
@@ -172,7 +174,21 @@ const (
 	LimitControlPlane = "control plane"
 	LimitQuorum       = "etcd quorum"
 	LimitQueue        = "queue"
+	LimitQueueFull    = "queue full"
 )
+
+// MaxRecordBytes bounds the record (its JSON) for a waiter's join: a
+// Lease's annotations hold 256 KiB in all (the API server refuses more),
+// about 900 entries. A join that would take the record past 200 KiB is
+// not written (Verdict.Unrecorded); holders and admissions are always
+// written: the 56 KiB left are room for about 200 entries more, holders
+// that the limits let out beyond a full queue.
+const MaxRecordBytes = 200 << 10
+
+// tooLarge reports whether r is larger than MaxRecordBytes encoded.
+func tooLarge(r Record) bool {
+	return len(r.encode()) > MaxRecordBytes
+}
 
 // Freed is a holder whose slot the rules free, or a waiter they drop.
 type Freed struct {
@@ -195,9 +211,17 @@ type Verdict struct {
 	// gone (a caller confirms that with a fresh read before writing).
 	Reclaimed []Freed
 	Dropped   []Freed
+	// Fit are the waiters ahead of the node that the rules would admit
+	// (first fit), stalled ones included: the caller's Tracker.Fits
+	// measures how long each has been so.
+	Fit []Entry
 	// QuorumWarning: the node is a control-plane node of an etcd of one or
 	// two members, which loses its quorum whatever the order.
 	QuorumWarning string
+	// Unrecorded: it waits without a place, the queue being full (its
+	// waiter entry would take the record past MaxRecordBytes): nothing
+	// of it is written, Place is 0, it asks again.
+	Unrecorded bool
 }
 
 // Decide is the gate's rule: from the record, the cluster and what this
@@ -224,9 +248,11 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 		if v.Already {
 			// A sign of life now: an observer that watched its earlier
 			// taker stop renewing must not free it under this one. The
-			// schedule is the latest asked for (shutdown -r +9 after +8).
+			// schedule (When) stays the one that stands until this
+			// request's own does (shutdown -r +9 after +8): Slot.Keep
+			// writes it once handed off; a request refused after it
+			// joined leaves it as logind still has it.
 			h.Beat++
-			h.When = me.When
 		}
 		v.Record.Holders = append(without(v.Record.Holders, me.Node), h)
 		v.Record.Waiters = without(v.Record.Waiters, me.Node)
@@ -234,13 +260,18 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 		v.finish(rec)
 		return v
 	}
+	// in: its waiter entry stands (a renewal, not a join); newTicket: it
+	// is given the next ticket now.
+	in, newTicket := false, false
 	if ws, ok := v.Record.Waiter(me.Node); ok && ws.UID == me.UID && ws.Boot == me.Boot {
 		me.Ticket, me.Beat, me.Since = ws.Ticket, ws.Beat, ws.Since
+		in = true
 	} else if a.HasTicket && a.Ticket < v.Record.Next {
 		me.Ticket = a.Ticket
 	} else {
 		me.Ticket = v.Record.Next
 		v.Record.Next++
+		newTicket = true
 	}
 	v.Record.Waiters = without(v.Record.Waiters, me.Node)
 
@@ -269,6 +300,10 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 			continue
 		}
 		if len(blocks(n, sim, w, lim, !w.EtcdKnown)) == 0 {
+			v.Fit = append(v.Fit, e)
+			if stalled(e, n, w, obs) {
+				continue
+			}
 			sim[e.Node] = "waiting before it"
 			ahead = append(ahead, Out{Node: e.Node, Why: "waiting since " + e.Since.Local().Format("15:04:05")})
 		}
@@ -289,9 +324,23 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 	}
 	v.Blocks = bs
 	me.Phase = ""
-	me.Renew = a.Entry.Renew * WaiterRenewFactor
+	me.Renew = int64(WaiterPeriod(time.Duration(a.Entry.Renew)*time.Second) / time.Second)
 	v.Record.Waiters = append(v.Record.Waiters, me)
 	v.Self = me
+	if !in && tooLarge(v.Record) {
+		// The queue is full: the record would outgrow its bound. It
+		// waits without a place (nothing written for it) and asks
+		// again; it is admitted only by a write that records it as a
+		// holder, where a new node would be.
+		v.Record.Waiters = v.Record.Waiters[:len(v.Record.Waiters)-1]
+		if newTicket {
+			v.Record.Next--
+		}
+		v.Unrecorded = true
+		v.Blocks = append(v.Blocks, Block{Limit: LimitQueueFull, Max: len(v.Record.Waiters)})
+		v.finish(rec)
+		return v
+	}
 	v.finish(rec)
 	for i, e := range v.Record.Waiters {
 		if e.Node == me.Node {
@@ -326,7 +375,12 @@ func (v *Verdict) reclaim(w World, lim Limits, obs Observations) {
 		switch {
 		case !ok || n.UID != e.UID:
 			v.Dropped = append(v.Dropped, Freed{e, WhyGone})
-		case obs.Silent(e) >= 3*e.renewPeriod():
+		case n.Boot != "" && e.Boot != "" && n.Boot != e.Boot:
+			// Its node went down and came back (power-cycled, reset)
+			// while it waited: the request that waited is gone with the
+			// boot it was made in.
+			v.Dropped = append(v.Dropped, Freed{e, "its node is up on another boot than the one it asked in"})
+		case obs.Silent(e) >= waiterSilence(e):
 			v.Dropped = append(v.Dropped, Freed{e, fmt.Sprintf("its waiter stopped renewing %s ago", obs.Silent(e).Round(time.Second))})
 		default:
 			waiting = append(waiting, e)
@@ -337,9 +391,66 @@ func (v *Verdict) reclaim(w World, lim Limits, obs Observations) {
 
 // WaiterRenewFactor: a waiter renews its entry this many times less often
 // than a holder (one write per waiter every 30 s by default: a queue of a
-// hundred nodes does not crowd out the writes that admit and free). A
-// waiter that died holds the queue up to three of its periods at most.
+// hundred nodes does not crowd out the writes that admit and free), and at
+// least every MaxWaiterRenew (WaiterPeriod).
 const WaiterRenewFactor = 3
+
+// MaxWaiterRenew bounds a waiter's period whatever slots.renew (up to 10m,
+// which gives holders 30 min before others free a given-up slot): a waiter
+// that died must not keep its place for that long. 30 s is the default
+// period (3 × 10 s); a waiter's renewal is one small write, and a write
+// that fails is tried again within the period (renew ≥ apiTimeout).
+const MaxWaiterRenew = 30 * time.Second
+
+// MaxWaiterSilence bounds how long a waiter's silence is waited out, the
+// entry's own period whatever (an older gnsh's waiter renewing every
+// 30 min with slots.renew: 10m included): 3 × MaxWaiterRenew, three
+// renewals missed by a waiter of this gnsh. A live waiter dropped by
+// mistake (its API server slow) comes back in its place with its next
+// decision (Ask.Ticket).
+const MaxWaiterSilence = 3 * MaxWaiterRenew
+
+// WaiterPeriod is how often a waiter renews its entry when holders renew
+// every renew.
+func WaiterPeriod(renew time.Duration) time.Duration {
+	return min(WaiterRenewFactor*renew, MaxWaiterRenew)
+}
+
+// waiterSilence is how long e may be silent before it is dropped: 3 of
+// its periods, at most MaxWaiterSilence.
+func waiterSilence(e Entry) time.Duration {
+	return min(3*e.renewPeriod(), MaxWaiterSilence)
+}
+
+// fitObserver is an Observations that also says how long a waiter has
+// been seen fitting (Tracker.Fitting); without it, none is stalled.
+type fitObserver interface {
+	Fitting(e Entry) time.Duration
+}
+
+// stalled reports whether the waiter e, which the rules would admit (it
+// fits, first in arrival order), has been seen so for longer than it
+// takes a live waiter to take its slot: its next decision (within a
+// second: its watch, its tick) and one write (at most apiTimeout, which is
+// at most a holder period). Its holder period is e's period over
+// WaiterRenewFactor (at most 10 s with MaxWaiterRenew), at least a second.
+// A stalled waiter (killed, hung, its node going down) keeps its place but
+// does not hold back those behind it: a slot is only given to it in
+// simulation, its own write takes it. Only where its every limit was
+// checked here: a control-plane waiter whose etcd quorum this observer
+// could not read keeps holding its place (its own view may hold it back).
+func stalled(e Entry, n NodeState, w World, obs Observations) bool {
+	f, ok := obs.(fitObserver)
+	if !ok || n.ControlPlane && !w.EtcdKnown {
+		return false
+	}
+	return f.Fitting(e) >= stallAfter(e)
+}
+
+// stallAfter is how long a waiter that fits is given to take its slot.
+func stallAfter(e Entry) time.Duration {
+	return max(e.renewPeriod()/WaiterRenewFactor, time.Second)
+}
 
 // WhyGone is why the entry of a node whose Node is gone is freed.
 const WhyGone = "its Node is gone"

@@ -391,14 +391,15 @@ func TestTrackerMeasuresLocally(t *testing.T) {
 }
 
 // Asked again in the same boot for another schedule (shutdown -r +9 after
-// +8): the entry names the latest.
+// +8): the entry keeps the schedule that stands until the new one does
+// (Slot.Keep writes it: when_test.go).
 func TestDecideAskedAgainTakesTheNewSchedule(t *testing.T) {
 	at8, at9 := time.Date(2026, 1, 1, 10, 8, 0, 0, time.UTC), time.Date(2026, 1, 1, 10, 9, 0, 0, time.UTC)
 	rec := Record{Next: 1, Holders: []Entry{{Node: "a", UID: "uid-a", Boot: "boot-a", Phase: ShuttingDown, Renew: 10, When: &at8}}}
 	a := ask("a")
 	a.Entry.When = &at9
 	v := Decide(rec, world(node("a")), one, still{}, a)
-	if !v.Already || v.Self.When == nil || !v.Self.When.Equal(at9) {
+	if !v.Already || v.Self.When == nil || !v.Self.When.Equal(at8) {
 		t.Fatalf("%+v", v.Self)
 	}
 	// Holders whose Node could not be read count in every pool.

@@ -217,6 +217,7 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 		}
 		a.answered = true
 		v = a.decide(ctx, snap)
+		a.tr.Fits(v.Fit)
 		if w, ok := snap.rec.Waiter(a.r.Entry.Node); ok && w.UID == a.r.Entry.UID && w.Boot == a.r.Entry.Boot {
 			// Its waiter entry stands (its write landed, whether or not
 			// the answer came back): renewed from now on, and its place
@@ -226,7 +227,7 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 			}
 			a.r.Ask.Ticket, a.r.Ask.HasTicket = w.Ticket, true
 		}
-		if !v.Admitted && g.clock().Since(a.lastBeat) >= WaiterRenewFactor*g.Renew && v.Self.Ticket < v.Record.Next {
+		if !v.Admitted && g.clock().Since(a.lastBeat) >= WaiterPeriod(g.Renew) && v.Self.Ticket < v.Record.Next {
 			// Renew its waiter entry (its first write counts as one).
 			for i := range v.Record.Waiters {
 				if v.Record.Waiters[i].Node == a.r.Entry.Node && !a.lastBeat.IsZero() {
@@ -237,7 +238,7 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 		}
 		if v.Changed {
 			err := a.write(ctx, snap, v)
-			if err == nil && !v.Admitted {
+			if err == nil && !v.Admitted && !v.Unrecorded {
 				// Its place: kept if others ever drop it by mistake.
 				a.r.Ask.Ticket, a.r.Ask.HasTicket = v.Self.Ticket, true
 			}
@@ -289,7 +290,9 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 			if a.r.ForceQuorum && a.r.Self.ControlPlane {
 				g.event(ctx, a.r.Entry.Node, "Warning", ReasonQuorumOverride, "%s requested by %s with --force-quorum: the etcd quorum guard is overridden", a.r.Entry.Action, a.r.Entry.Who)
 			}
-			return g.hold(v.Self, v.Already), v, nil
+			s := g.hold(v.Self, v.Already)
+			s.when = a.r.Entry.When
+			return s, v, nil
 		}
 		a.tell(ctx, v)
 		if !g.clock().Now().Before(deadline) {
@@ -463,15 +466,23 @@ func (a *acquirer) tell(ctx context.Context, v Verdict) {
 		why = append(why, b.String())
 		quorum = quorum || b.Limit == LimitQuorum
 	}
-	state := fmt.Sprintf("waiting for a reboot slot (place %d in the queue of %s): %s", v.Place, g.Where(), strings.Join(why, "; "))
+	place := fmt.Sprintf("place %d in the queue of %s", v.Place, g.Where())
+	if v.Unrecorded {
+		place = "no place yet in the full queue of " + g.Where()
+	}
+	state := fmt.Sprintf("waiting for a reboot slot (%s): %s", place, strings.Join(why, "; "))
 	if state != a.lastState && g.Status != nil {
 		g.Status(state)
 	}
 	a.lastState = state
 	if !a.waited {
 		a.waited = true
-		g.event(ctx, a.r.Entry.Node, "Normal", ReasonWaiting, "%s requested by %s waits for a reboot slot (place %d): %s",
-			a.r.Entry.Action, a.r.Entry.Who, v.Place, strings.Join(why, "; "))
+		place = fmt.Sprintf("place %d", v.Place)
+		if v.Unrecorded {
+			place = "no place yet: the queue is full"
+		}
+		g.event(ctx, a.r.Entry.Node, "Normal", ReasonWaiting, "%s requested by %s waits for a reboot slot (%s): %s",
+			a.r.Entry.Action, a.r.Entry.Who, place, strings.Join(why, "; "))
 	}
 	if quorum && !a.quorum {
 		a.quorum = true
@@ -1020,6 +1031,9 @@ type Slot struct {
 	// Before: the node held this slot before this process asked (asked
 	// again): it is the earlier taker's, not this process's to free.
 	Before bool
+	// when is the schedule this process asked for (Entry.When): Keep
+	// writes it, a slot it shares keeping the earlier one until then.
+	when *time.Time
 }
 
 func (g *Gate) hold(e Entry, before bool) *Slot {
@@ -1132,15 +1146,17 @@ func (s *Slot) halt() {
 // this process asked: its earlier taker's, or the node agent's to free).
 func (s *Slot) Halt() { s.halt() }
 
-// Keep stops renewing and leaves the slot held, its phase written
-// (bounded by ctx): after a hand-off, the node agent keeps it and frees
-// it after the next boot.
+// Keep stops renewing and leaves the slot held, its phase and the
+// schedule this process asked for written (bounded by ctx): after a
+// hand-off (the shutdown, or its schedule, stands), the node agent keeps
+// it and frees it after the next boot.
 func (s *Slot) Keep(ctx context.Context, p Phase) error {
 	s.halt()
 	s.mu.Lock()
-	s.entry.Phase = p
+	s.entry.Phase, s.entry.When = p, s.when
+	when := s.when
 	s.mu.Unlock()
-	return s.write(ctx, func(h *Entry) { h.Beat++ })
+	return s.write(ctx, func(h *Entry) { h.Beat++; h.When = when })
 }
 
 // Release stops renewing and frees the slot (when it is still this

@@ -24,8 +24,8 @@
 package slots
 
 import (
+	"bytes"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -43,6 +43,14 @@ const Annotation = "gnsh.io/slots"
 // version was written by a newer gnsh: this one never overwrites it, and
 // refuses to take a slot until the node is upgraded (a newer gnsh's
 // holders cannot be read for sure, so none of its limits can be kept).
+//
+// The rule for a new member of the record or of an entry: one that an
+// older gnsh may ignore safely (its limits and its freeing rules stay
+// right without it, as with "when" and "run") stays in this schema; an
+// older gnsh keeps it as it read it through every rewrite (unknown.go), so
+// that a renewal by a node not upgraded yet strips it from nobody. One
+// that an older gnsh must understand to keep the limits bumps the schema,
+// which older gnsh refuse to write.
 const Schema = 1
 
 // Phase is where a holder is.
@@ -104,6 +112,10 @@ type Entry struct {
 	// any other (renewed, kept, freed after the boot). A gnsh that does not
 	// know the field sees a plain holder, which counts all the same.
 	Bypass bool `json:"bypass,omitempty"`
+
+	// unknown: members of a newer gnsh's entry that this one does not
+	// know, written back as read (unknown.go).
+	unknown unknown
 }
 
 // key identifies one entry over its life: a new boot, a new Node of the
@@ -128,6 +140,10 @@ type Record struct {
 	Next    int64   `json:"next"` // the next ticket
 	Holders []Entry `json:"holders"`
 	Waiters []Entry `json:"waiters"`
+
+	// unknown: members of a newer gnsh's record that this one does not
+	// know, written back as read (unknown.go).
+	unknown unknown
 }
 
 // NewerError is a record written by a newer gnsh.
@@ -148,7 +164,7 @@ func Decode(l *coordinationv1.Lease) (Record, error) {
 	if !ok || strings.TrimSpace(s) == "" {
 		return r, nil
 	}
-	if err := json.Unmarshal([]byte(s), &r); err != nil {
+	if err := r.UnmarshalJSON([]byte(s)); err != nil {
 		return Record{}, fmt.Errorf("the slots record in Lease %s/%s (annotation %s) is %w (%v): whose slots it holds is unknown; "+
 			"'%s' (admin credentials) starts a new one", l.Namespace, l.Name, Annotation, errBadRecord, err, ResetCommand)
 	}
@@ -164,10 +180,7 @@ func Decode(l *coordinationv1.Lease) (Record, error) {
 // Lease's holderIdentity (what `kubectl get lease` shows).
 func (r Record) Encode(l *coordinationv1.Lease) {
 	r.sort()
-	b, err := json.Marshal(r)
-	if err != nil {
-		panic(err) // plain data: cannot fail
-	}
+	b := r.encode()
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
@@ -192,9 +205,7 @@ func (r *Record) sort() {
 
 // Equal reports whether two records say the same.
 func (r Record) Equal(o Record) bool {
-	a, _ := json.Marshal(r)
-	b, _ := json.Marshal(o)
-	return string(a) == string(b)
+	return bytes.Equal(r.encode(), o.encode())
 }
 
 func (r Record) clone() Record {

@@ -20,6 +20,7 @@ type Tracker struct {
 	seen    map[string]time.Time
 	warned  map[string]bool
 	alive   map[string]aliveSeen
+	fit     map[string]time.Time
 }
 
 type beatSeen struct {
@@ -192,3 +193,35 @@ func (t *Tracker) Overdue(rec Record, after time.Duration) []Entry {
 // Unwarn forgets that h was reported here (its warning could not be
 // posted): it is reported again at the next look.
 func (t *Tracker) Unwarn(h Entry) { delete(t.warned, trackKey(h)) }
+
+// Fits takes in the waiters a decision found fitting (Verdict.Fit): each
+// is fitting since it was first seen so without a break.
+func (t *Tracker) Fits(es []Entry) {
+	now := t.now()
+	if t.fit == nil {
+		t.fit = map[string]time.Time{}
+	}
+	live := map[string]bool{}
+	for _, e := range es {
+		k := trackKey(e)
+		live[k] = true
+		if _, ok := t.fit[k]; !ok {
+			t.fit[k] = now
+		}
+	}
+	for k := range t.fit {
+		if !live[k] {
+			delete(t.fit, k)
+		}
+	}
+}
+
+// Fitting is how long e has been seen fitting (Fits) without taking its
+// slot.
+func (t *Tracker) Fitting(e Entry) time.Duration {
+	s, ok := t.fit[trackKey(e)]
+	if !ok {
+		return 0
+	}
+	return t.now().Sub(s)
+}
