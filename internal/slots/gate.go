@@ -205,6 +205,7 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 	tick := g.clock().NewTicker(time.Second)
 	defer tick.Stop()
 	var v Verdict
+	late := 0 // conflicts once the wait ran out
 	for {
 		snap, err := a.read(ctx)
 		if err != nil {
@@ -249,13 +250,25 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 				// once), the Lease read again.
 				a.fresh = nil
 				if !g.clock().Now().Before(deadline) {
-					a.withdraw()
-					return nil, v, &WaitError{Waited: g.clock().Since(a.start), Blocks: v.Blocks, Err: err}
+					// A conflict says only that another node wrote
+					// first (a routine renewal, often), never that there
+					// is no slot: even with no wait left (the agent's
+					// "too near" path asks with none) it is decided again
+					// from fresh state, a few times and for at most
+					// apiTimeout past the wait.
+					late++
+					if late > conflictTries || g.clock().Since(deadline) >= g.APITimeout {
+						a.withdraw()
+						return nil, v, &WaitError{Waited: g.clock().Since(a.start), Blocks: v.Blocks, Err: err}
+					}
 				}
 				if err := a.sleep(ctx, jitter(backoff)); err != nil {
 					return nil, v, a.fail(ctx, err)
 				}
 				backoff = min(2*backoff, maxBackoff)
+				if !a.watching && late > 0 {
+					continue // no wait left to watch in: read again
+				}
 				if !a.watching {
 					if err := a.watch(ctx); err != nil {
 						if err := a.trouble(ctx, err, deadline, v); err != nil {
@@ -380,6 +393,11 @@ func (a *acquirer) fail(ctx context.Context, err error) error {
 // earlyTries is how many reads a gate that never answered gets before it
 // counts as unavailable.
 const earlyTries = 3
+
+// conflictTries is how many conflicts a request whose wait ran out
+// decides again after (each from fresh state), within apiTimeout: a crowd
+// that always writes first still ends it.
+const conflictTries = 5
 
 // maxBackoff bounds the pause after a conflict (doubling from 10 ms, with
 // jitter): long enough to spread a crowd, short enough that the head of the
