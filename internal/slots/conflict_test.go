@@ -98,3 +98,53 @@ func TestConflictsWithNoWaitLeftAreBounded(t *testing.T) {
 		t.Fatalf("%d writes: want a fresh decision after the first conflict, at most %d", n, conflictTries+1)
 	}
 }
+
+// A node that must wait reads the Lease and the Nodes once: its watches go
+// on from that read (no list again), and a conflict is resolved from the
+// watch (no read of the Lease again), so that a queue of a hundred nodes
+// does not multiply its requests by each write that lands.
+func TestWaiterReadsOnce(t *testing.T) {
+	g, c, r := gateRig(t)
+	r.Wait = 1500 * time.Millisecond
+	casLeases(c)
+	var updates atomic.Int32
+	c.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if updates.Add(1) == 1 {
+			// node2's renewal lands first (written after this reactor
+			// returns: the fake clientset serialises its requests).
+			go func() {
+				o, err := c.Tracker().Get(leasesGVR, "gnsh", "reboot-slots")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				l := o.(*coordinationv1.Lease).DeepCopy()
+				rec, _ := Decode(l)
+				rec.Holders[0].Beat++
+				rec.Encode(l)
+				if _, err := c.CoordinationV1().Leases("gnsh").Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+					t.Error(err)
+				}
+			}()
+			return true, nil, apierrors.NewConflict(leasesGVR.GroupResource(), "reboot-slots", errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
+	_, _, err := g.Acquire(context.Background(), r)
+	var we *WaitError
+	if !errors.As(err, &we) {
+		t.Fatalf("got %v, want a WaitError (node2 holds the only slot)", err)
+	}
+	n := map[string]int{}
+	for _, a := range c.Actions() {
+		n[a.GetVerb()+" "+a.GetResource().Resource]++
+	}
+	// The Lease read twice: at first, and by its withdrawal at the end
+	// of the wait (Update reads it).
+	if n["get leases"] != 2 || n["list leases"] != 0 || n["list nodes"] != 1 || n["watch leases"] != 1 || n["watch nodes"] != 1 {
+		t.Fatalf("requests %v: want the Lease read once (and once to withdraw), the Nodes listed once, each watched once", n)
+	}
+	if n["update leases"] < 3 {
+		t.Fatalf("requests %v: want its join conflicting, node2's renewal, its join", n)
+	}
+}
