@@ -274,9 +274,11 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 				}
 				if a.lastBeat.IsZero() && !v.Admitted {
 					// Joining the queue, as a crowd does that asked at
-					// once: spread wider (its place is taken when its
-					// write lands, and it would wait anyway).
-					backoff = min(2*backoff, maxJoinBackoff)
+					// once: spread wider, the wider the longer the queue
+					// (its place is taken when its write lands, and it
+					// would wait anyway; the writes that admit and free
+					// go first).
+					backoff = min(2*backoff, max(maxJoinBackoff, time.Duration(len(v.Record.Waiters))*joinBackoffPerWaiter))
 				} else {
 					backoff = min(2*backoff, maxBackoff)
 				}
@@ -423,6 +425,10 @@ const maxBackoff = 250 * time.Millisecond
 // asking at once need more than maxBackoff to write one after the other
 // rather than all again after each write that landed.
 const maxJoinBackoff = 8 * time.Second
+
+// joinBackoffPerWaiter widens maxJoinBackoff for a long queue: a node
+// joining a queue of 500 would wait behind them for far longer than 50 s.
+const joinBackoffPerWaiter = 100 * time.Millisecond
 
 func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d) }
 
@@ -877,7 +883,7 @@ func (a *acquirer) followHearts(ctx context.Context, rec Record) {
 		if a.hearts == nil {
 			a.hearts = map[string]heartWatch{}
 		}
-		store, ctrl := leaseInformer(a.g.C, NodeLeaseNamespace, node, a.poke)
+		store, ctrl := leaseInformerFrom(a.g.C, NodeLeaseNamespace, node, nil, a.g.APITimeout, a.poke)
 		hctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		go ctrl.RunWithContext(hctx)
 		a.hearts[node] = heartWatch{store: store, stop: stop}
