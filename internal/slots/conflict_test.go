@@ -148,3 +148,43 @@ func TestWaiterReadsOnce(t *testing.T) {
 		t.Fatalf("requests %v: want its join conflicting, node2's renewal, its join", n)
 	}
 }
+
+// An API server that answers 429 Too Many Requests (its limit of requests
+// in flight, as 1,000 nodes asking at once make it) is there and busy:
+// the node waits it out and takes its slot, and is never told the gate is
+// unavailable (which the optional gate goes past, without a slot).
+func TestBusyAPIServerIsNotUnavailable(t *testing.T) {
+	g, c, r := gateRig(t)
+	l, _ := c.CoordinationV1().Leases("gnsh").Get(context.Background(), "reboot-slots", metav1.GetOptions{})
+	Record{Version: Schema}.Encode(l) // the slot is free
+	if _, err := c.CoordinationV1().Leases("gnsh").Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r.Wait = 30 * time.Second
+	var gets atomic.Int32
+	c.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if gets.Add(1) <= earlyTries+1 {
+			return true, nil, apierrors.NewTooManyRequests("too many requests, please try again later", 1)
+		}
+		return false, nil, nil
+	})
+	s, _, err := g.Acquire(context.Background(), r)
+	var ue *UnavailableError
+	if errors.As(err, &ue) || err != nil {
+		t.Fatalf("after %d reads answered 429: %v, want the slot", gets.Load(), err)
+	}
+	s.Halt()
+
+	// With no wait left, a busy server refuses (a WaitError), never
+	// "unavailable".
+	g, c, r = gateRig(t)
+	r.Wait = 0
+	c.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewTooManyRequests("too many requests, please try again later", 1)
+	})
+	_, _, err = g.Acquire(context.Background(), r)
+	var we *WaitError
+	if !errors.As(err, &we) {
+		t.Fatalf("busy, no wait left: %v, want a WaitError", err)
+	}
+}

@@ -375,8 +375,12 @@ func (a *acquirer) trouble(ctx context.Context, err error, deadline time.Time, v
 		// Refused before it ever wrote: these credentials cannot use the
 		// gate (no place was taken, nobody was told to wait).
 		return a.fail(ctx, err)
-	case !a.answered:
-		// Never answered yet: a moment's failure (a 5xx as etcd changes
+	case !a.answered && !apierrors.IsTooManyRequests(err):
+		// A 429 is an answer: the API server is there and busy (its
+		// limit of requests in flight, as a fleet asking at once makes
+		// it), so it is waited out until the wait ends, and then
+		// refuses; never "unavailable", which the optional gate goes
+		// past. Never answered yet: a moment's failure (a 5xx as etcd changes
 		// leader, which control-plane reboots cause) is tried again a
 		// few times, for at most 2×apiTimeout, before the gate counts as
 		// unavailable (and the optional gate lets the shutdown go on).
