@@ -69,7 +69,8 @@ fuzz:
 	sh test/fuzz.sh $(FUZZTIME)
 
 # gnsh drain vs kubectl drain on a local control plane with kwok (110 and
-# 1,000 pods; about 10 minutes); writes test/bench/RESULTS.md.
+# 1,000 pods; about 10 minutes), and the reboot-slot gate (a free slot; 100
+# and 1,000 nodes asking); writes test/bench/RESULTS.md and RESULTS-slots.md.
 bench: k8s
 	GNSH_REQUIRE_RIGS=1 $(GO) test -run '^$$' -bench 'Drain|Slots' -benchtime 1x -timeout 60m ./test/bench/ -args -results RESULTS.md
 

@@ -57,7 +57,11 @@ type singleShot struct {
 }
 
 func (s *singleShot) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx, cancel := context.WithTimeout(req.Context(), s.timeout)
+	timeout := s.timeout
+	if d, ok := req.Context().Value(boundKey{}).(time.Duration); ok && d > 0 {
+		timeout = d
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), timeout)
 	resp, err := s.next.RoundTrip(req.WithContext(ctx))
 	if err == nil && ctx.Err() != nil && req.Context().Err() == nil {
 		// The bound ran out while the response came in. net/http can
@@ -78,7 +82,7 @@ func (s *singleShot) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		e := &attemptError{err: err}
 		if timedOut {
-			e.timeout = s.timeout
+			e.timeout = timeout
 		}
 		return nil, e
 	}
@@ -87,6 +91,17 @@ func (s *singleShot) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
 	return resp, nil
+}
+
+// boundKey carries a request's own bound (WithBound).
+type boundKey struct{}
+
+// WithBound bounds the requests made with ctx by d instead of the client's
+// Timeout: for a watch meant to stay open longer than one request (a
+// waiter's, which sets its own timeoutSeconds for the API server to end
+// it), so that it is not cut and started again every few seconds.
+func WithBound(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, boundKey{}, d)
 }
 
 // cancelBody releases the request's deadline once the body is closed.

@@ -268,6 +268,29 @@ func TestRequestTimeout(t *testing.T) {
 			t.Errorf("%d watch requests in all, want 2", n)
 		}
 	})
+	t.Run("watch with its own bound", func(t *testing.T) {
+		// A waiter's watch (WithBound) outlives the client's timeout,
+		// and ends at its own bound.
+		const bound = 3 * timeout
+		ctx := WithBound(context.Background(), bound)
+		w, err := c.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{FieldSelector: "headers"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		start := time.Now()
+		select {
+		case ev, ok := <-w.ResultChan():
+			if ok {
+				t.Errorf("event %v", ev)
+			}
+			if took := time.Since(start); took < 2*timeout {
+				t.Errorf("ended after %v, within the client's timeout (%v), not at its own bound (%v)", took, timeout, bound)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the watch outlived its own bound")
+		}
+	})
 }
 
 func TestWarnings(t *testing.T) {

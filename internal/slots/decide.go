@@ -102,6 +102,10 @@ type World struct {
 	// Heartbeats are the kubelets' heartbeats (their Leases in
 	// kube-node-lease) of the holders this observer follows, by node.
 	Heartbeats map[string]Heartbeat
+	// outs are the Nodes that are out (NodeState.Out), found once per
+	// decision (Decide): its first fit checks the limits for each waiter
+	// ahead, and a thousand Nodes each time would be most of its cost.
+	outs []NodeState
 }
 
 // Heartbeat is a kubelet's Lease as last seen.
@@ -230,6 +234,7 @@ type Verdict struct {
 // arrival order). Stale entries are freed first. It changes nothing it is
 // given.
 func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
+	w.outs = outNodes(w.Nodes)
 	v := Verdict{Record: rec.clone()}
 	v.Record.Version = Schema
 	v.reclaim(w, lim, obs)
@@ -479,6 +484,26 @@ func freeWhy(h Entry, w World, settle time.Duration, obs Observations) string {
 	return ""
 }
 
+// outNodes lists the nodes that are out (NotReady, cordoned, being
+// deleted).
+func outNodes(nodes map[string]NodeState) []NodeState {
+	o := []NodeState{} // not nil: found
+	for _, s := range nodes {
+		if !s.Ready || s.Unschedulable || s.Deleting {
+			o = append(o, s)
+		}
+	}
+	return o
+}
+
+// outs are w's nodes that are out: as found by Decide, else found now.
+func outs(w World) []NodeState {
+	if w.outs != nil {
+		return w.outs
+	}
+	return outNodes(w.Nodes)
+}
+
 // holdersOut maps each holder to why it counts. The time is when its
 // request was made (Since: a waiter admitted keeps its waiter entry's),
 // not when it was admitted, and is labelled so.
@@ -521,7 +546,7 @@ func blocks(n NodeState, held map[string]string, w World, lim Limits, forceQuoru
 			seen[node] = true
 			out = append(out, Out{node, why})
 		}
-		for _, s := range w.Nodes {
+		for _, s := range outs(w) {
 			if seen[s.Name] || !in(s) {
 				continue
 			}

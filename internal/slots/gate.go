@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/gnsh/gnsh/internal/kube"
 )
 
 // Event reasons the gate posts on Nodes.
@@ -184,6 +186,11 @@ type acquirer struct {
 	etcdKnown bool
 	etcdAt    time.Time
 	fresh     *coordinationv1.Lease // read after a conflict: newer than the watch's
+	// seedLease and seedNodes are the Lease and the Nodes as last read
+	// before the watches start: their first list (no request), which
+	// they watch on from.
+	seedLease *coordinationv1.Lease
+	seedNodes *corev1.NodeList
 	// hearts follows the kubelet heartbeat Leases of the holders that
 	// have gone silent, by node (the given-up rule needs them).
 	hearts map[string]heartWatch
@@ -207,6 +214,7 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 	tick := g.clock().NewTicker(time.Second)
 	defer tick.Stop()
 	var v Verdict
+	late := 0 // conflicts once the wait ran out
 	for {
 		snap, err := a.read(ctx)
 		if err != nil {
@@ -252,13 +260,34 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 				// once), the Lease read again.
 				a.fresh = nil
 				if !g.clock().Now().Before(deadline) {
-					a.withdraw()
-					return nil, v, &WaitError{Waited: g.clock().Since(a.start), Blocks: v.Blocks, Err: err}
+					// A conflict says only that another node wrote
+					// first (a routine renewal, often), never that there
+					// is no slot: even with no wait left (the agent's
+					// "too near" path asks with none) it is decided again
+					// from fresh state, a few times and for at most
+					// apiTimeout past the wait.
+					late++
+					if late > conflictTries || g.clock().Since(deadline) >= g.APITimeout {
+						a.withdraw()
+						return nil, v, &WaitError{Waited: g.clock().Since(a.start), Blocks: v.Blocks, Err: err}
+					}
 				}
 				if err := a.sleep(ctx, jitter(backoff)); err != nil {
 					return nil, v, a.fail(ctx, err)
 				}
-				backoff = min(2*backoff, maxBackoff)
+				if a.lastBeat.IsZero() && !v.Admitted {
+					// Joining the queue, as a crowd does that asked at
+					// once: spread wider, the wider the longer the queue
+					// (its place is taken when its write lands, and it
+					// would wait anyway; the writes that admit and free
+					// go first).
+					backoff = min(2*backoff, max(maxJoinBackoff, time.Duration(len(v.Record.Waiters))*joinBackoffPerWaiter))
+				} else {
+					backoff = min(2*backoff, maxBackoff)
+				}
+				if !a.watching && late > 0 {
+					continue // no wait left to watch in: read again
+				}
 				if !a.watching {
 					if err := a.watch(ctx); err != nil {
 						if err := a.trouble(ctx, err, deadline, v); err != nil {
@@ -267,7 +296,7 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 						continue
 					}
 				}
-				a.refetch(ctx)
+				a.awaitNewer(ctx, snap.lease, err)
 				continue
 			case err != nil:
 				if err := a.trouble(ctx, err, deadline, v); err != nil {
@@ -351,8 +380,12 @@ func (a *acquirer) trouble(ctx context.Context, err error, deadline time.Time, v
 		// Refused before it ever wrote: these credentials cannot use the
 		// gate (no place was taken, nobody was told to wait).
 		return a.fail(ctx, err)
-	case !a.answered:
-		// Never answered yet: a moment's failure (a 5xx as etcd changes
+	case !a.answered && !apierrors.IsTooManyRequests(err):
+		// A 429 is an answer: the API server is there and busy (its
+		// limit of requests in flight, as a fleet asking at once makes
+		// it), so it is waited out until the wait ends, and then
+		// refuses; never "unavailable", which the optional gate goes
+		// past. Never answered yet: a moment's failure (a 5xx as etcd changes
 		// leader, which control-plane reboots cause) is tried again a
 		// few times, for at most 2×apiTimeout, before the gate counts as
 		// unavailable (and the optional gate lets the shutdown go on).
@@ -386,10 +419,25 @@ func (a *acquirer) fail(ctx context.Context, err error) error {
 // counts as unavailable.
 const earlyTries = 3
 
+// conflictTries is how many conflicts a request whose wait ran out
+// decides again after (each from fresh state), within apiTimeout: a crowd
+// that always writes first still ends it.
+const conflictTries = 5
+
 // maxBackoff bounds the pause after a conflict (doubling from 10 ms, with
 // jitter): long enough to spread a crowd, short enough that the head of the
 // queue is not kept waiting by it.
 const maxBackoff = 250 * time.Millisecond
+
+// maxJoinBackoff bounds the pause after a conflict of a node joining the
+// queue (it must wait, and is not in the record yet): a hundred nodes
+// asking at once need more than maxBackoff to write one after the other
+// rather than all again after each write that landed.
+const maxJoinBackoff = 8 * time.Second
+
+// joinBackoffPerWaiter widens maxJoinBackoff for a long queue: a node
+// joining a queue of 500 would wait behind them for far longer than 50 s.
+const joinBackoffPerWaiter = 100 * time.Millisecond
 
 func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d) }
 
@@ -562,6 +610,7 @@ func (a *acquirer) read(ctx context.Context) (snapshot, error) {
 			return snap, err
 		}
 		snap.lease, nodes = l, nl.Items
+		a.seedLease, a.seedNodes = l, nl
 	}
 	snap.world.Nodes = make(map[string]NodeState, len(nodes)+1)
 	for i := range nodes {
@@ -688,11 +737,25 @@ func (a *acquirer) watch(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.stopWatch = cancel
 	nodes := g.C.CoreV1().Nodes()
+	// The first list is the one just read (no request: a queue of a
+	// hundred nodes would list them all again at once); a list again
+	// only if the watch cannot go on from it.
+	var seedNodes runtime.Object
+	if a.seedNodes != nil {
+		seedNodes = a.seedNodes
+	}
+	var seedLease runtime.Object
+	if a.seedLease != nil {
+		seedLease = &coordinationv1.LeaseList{ListMeta: metav1.ListMeta{ResourceVersion: a.seedLease.ResourceVersion},
+			Items: []coordinationv1.Lease{*a.seedLease}}
+	}
+	a.seedLease, a.seedNodes = nil, nil
 	nodeLW := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		ListWithContextFunc: seeded(seedNodes, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return nodes.List(ctx, o)
-		},
+		}),
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			ctx = longWatch(ctx, &o, g.APITimeout)
 			return nodes.Watch(ctx, o)
 		},
 	}
@@ -700,7 +763,7 @@ func (a *acquirer) watch(ctx context.Context) error {
 	a.leases, ctrls = nil, nil
 	// A plain list, then a watch: the lists are small (one Lease, the
 	// Nodes), and fake clientsets have no streaming lists.
-	ls, lc := g.leaseInformer(a.poke)
+	ls, lc := leaseInformerFrom(g.C, g.Namespace, g.Name, seedLease, g.APITimeout, a.poke)
 	ns, nc := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: cache.ToListWatcherWithWatchListSemantics(nodeLW, listThenWatch{}),
 		ObjectType: &corev1.Node{}, Handler: onChange(a.poke)})
 	a.leases, a.nodes = ls, ns
@@ -725,22 +788,30 @@ func (a *acquirer) watch(ctx context.Context) error {
 
 // leaseInformer watches the Lease: changed is called for each change.
 func (g *Gate) leaseInformer(changed func()) (cache.Store, cache.Controller) {
-	return leaseInformer(g.C, g.Namespace, g.Name, changed)
+	return leaseInformerFrom(g.C, g.Namespace, g.Name, nil, g.APITimeout, changed)
 }
 
 // leaseInformer watches the Lease ns/name alone (a list and a watch with
 // a metadata.name field selector, which RBAC authorizes for that name):
 // changed is called for each change.
 func leaseInformer(c kubernetes.Interface, ns, name string, changed func()) (cache.Store, cache.Controller) {
+	return leaseInformerFrom(c, ns, name, nil, 0, changed)
+}
+
+// leaseInformerFrom is leaseInformer whose first list is first when that
+// is not nil (a Lease just read), and whose watches stay open for
+// watchSeconds, each bounded by that plus apiTimeout (longWatch).
+func leaseInformerFrom(c kubernetes.Interface, ns, name string, first runtime.Object, apiTimeout time.Duration, changed func()) (cache.Store, cache.Controller) {
 	byName := fields.OneTermEqualSelector("metadata.name", name).String()
 	leases := c.CoordinationV1().Leases(ns)
 	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		ListWithContextFunc: seeded(first, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = byName
 			return leases.List(ctx, o)
-		},
+		}),
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = byName
+			ctx = longWatch(ctx, &o, apiTimeout)
 			return leases.Watch(ctx, o)
 		},
 	}
@@ -754,6 +825,40 @@ func onChange(f func()) cache.ResourceEventHandlerFuncs {
 		UpdateFunc: func(any, any) { f() },
 		DeleteFunc: func(any) { f() },
 	}
+}
+
+// seeded is list whose first call returns first instead (when not nil):
+// state just read, which the watch goes on from.
+func seeded(first runtime.Object, list func(context.Context, metav1.ListOptions) (runtime.Object, error)) func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+	var mu sync.Mutex
+	return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		mu.Lock()
+		f := first
+		first = nil
+		mu.Unlock()
+		if f != nil {
+			return f, nil
+		}
+		return list(ctx, o)
+	}
+}
+
+// watchSeconds is how long the API server keeps one watch of the gate
+// open (then it is started again from where it ended, without a list).
+const watchSeconds = 120
+
+// longWatch lets a watch stay open for watchSeconds instead of one
+// request's bound (apiTimeout: a client of gnsh's ends every request,
+// watches included, after it, and a queue of waiters would start all its
+// watches again every few seconds); the client still ends it apiTimeout
+// after the API server should have. An apiTimeout of 0 changes nothing.
+func longWatch(ctx context.Context, o *metav1.ListOptions, apiTimeout time.Duration) context.Context {
+	if apiTimeout <= 0 {
+		return ctx
+	}
+	s := int64(watchSeconds)
+	o.TimeoutSeconds = &s
+	return kube.WithBound(ctx, watchSeconds*time.Second+apiTimeout)
 }
 
 // listThenWatch tells client-go's reflector not to use streaming lists.
@@ -808,7 +913,7 @@ func (a *acquirer) followHearts(ctx context.Context, rec Record) {
 		if a.hearts == nil {
 			a.hearts = map[string]heartWatch{}
 		}
-		store, ctrl := leaseInformer(a.g.C, NodeLeaseNamespace, node, a.poke)
+		store, ctrl := leaseInformerFrom(a.g.C, NodeLeaseNamespace, node, nil, a.g.APITimeout, a.poke)
 		hctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		go ctrl.RunWithContext(hctx)
 		a.hearts[node] = heartWatch{store: store, stop: stop}
@@ -835,6 +940,36 @@ func (a *acquirer) heartbeats() map[string]Heartbeat {
 	}
 	return m
 }
+
+// awaitNewer waits, after a write over old conflicted (err), until the
+// watch has a newer Lease than old (the version that won), at most
+// awaitWatch: no read per conflict, which a queue of a hundred nodes
+// joining at once would multiply. Failing that (or the Lease deleted) it
+// reads the Lease.
+func (a *acquirer) awaitNewer(ctx context.Context, old *coordinationv1.Lease, err error) {
+	if !apierrors.IsNotFound(err) {
+		t := a.g.clock().NewTimer(awaitWatch)
+		defer t.Stop()
+		for {
+			if l := a.leaseNow(); l != nil && (old == nil || newer(l, old)) {
+				return
+			}
+			select {
+			case <-a.kick:
+				continue
+			case <-ctx.Done():
+				return
+			case <-t.C():
+			}
+			break
+		}
+	}
+	a.refetch(ctx)
+}
+
+// awaitWatch bounds the wait for the watch to bring the version of the
+// Lease that won over a write (it usually comes within milliseconds).
+const awaitWatch = time.Second
 
 // refetch reads the Lease after a conflict: the watch may not have the
 // version that won yet.

@@ -2,15 +2,19 @@ package bench
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -32,6 +36,12 @@ func slotsResults() string {
 
 const saUser = "system:serviceaccount:kube-system:gnsh"
 
+var (
+	crowdSizes  = flag.String("crowds", "100,1000", "the contended cases of BenchmarkSlots: how many nodes ask at once")
+	crowdSpread = flag.Duration("spread", 10*time.Second, "BenchmarkSlots: the 1,000 nodes' arrivals spread over this")
+	crowdBudget = flag.Duration("crowd-budget", 10*time.Minute, "BenchmarkSlots: each contended case ends after this (the nodes not admitted by then withdraw)")
+)
+
 // BenchmarkSlots measures the reboot-slot gate on a fresh control plane
 // with gnsh's own identity (install/kubernetes/rbac.yaml, a ServiceAccount
 // token), requests counted in the audit log by that user:
@@ -39,9 +49,9 @@ const saUser = "system:serviceaccount:kube-system:gnsh"
 //   - free: what the gate adds to a shutdown when a slot is free, one node
 //     at a time taking and freeing a slot, 50 times (its client already
 //     connected, as after the wrapper's Node read);
-//   - contended: 100 nodes asking at once against a limit of 5, each
-//     holding its slot 100 ms: admissions per second, requests and
-//     conflicts per admission.
+//   - contended: 100, then 1,000 nodes asking at once against a limit of
+//     5, each holding its slot 100 ms: admissions per second, requests and
+//     conflicts per admission, the largest record seen.
 func BenchmarkSlots(b *testing.B) {
 	root := moduleRoot(b)
 	cp := controlplane.StartWith(b, controlplane.Options{Audit: true})
@@ -60,8 +70,8 @@ func BenchmarkSlots(b *testing.B) {
 	kc := cp.TokenKubeconfig(b, token)
 	ctx := b.Context()
 	var nodes []*corev1.Node
-	for i := range 100 {
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%03d", i)}}
+	for i := range 1000 {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%04d", i)}}
 		n, err := admin.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
 		if err != nil {
 			b.Fatal(err)
@@ -129,60 +139,188 @@ func BenchmarkSlots(b *testing.B) {
 	med, p95 := lat[len(lat)/2], lat[len(lat)*95/100]
 	b.Logf("free slot: median %v, p95 %v; %d requests for 50 acquire+release %v", med, p95, freeReq, freeKinds)
 
-	// 100 contenders, limit 5.
-	from = mark()
-	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, len(nodes))
-	for _, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s, _, err := gate(client(), 5).Acquire(ctx, ask(n))
-			if err != nil {
-				errs <- err
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-			if err := s.Release(context.Background(), "bench"); err != nil {
-				errs <- err
-			}
-		}()
+	// 100 and 1,000 contenders, limit 5.
+	var crowds []crowd
+	for _, n := range []int{100, 1000} {
+		if !slices.Contains(strings.Split(*crowdSizes, ","), fmt.Sprint(n)) {
+			continue
+		}
+		// 1,000 first reads at the same instant (each a list of 1,000
+		// Nodes) keep an API server on two cores from answering some of
+		// them within apiTimeout: the fleet's arrivals spread over 10 s.
+		var spread time.Duration
+		if n >= 1000 {
+			spread = *crowdSpread
+		}
+		crowds = append(crowds, contend(b, admin, nodes, n, spread, client, gate, ask, mark, count))
 	}
-	wg.Wait()
-	wall := time.Since(start)
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
-	to = mark()
-	total, conflicts, kinds := count(from, to)
-	perSec := float64(len(nodes)) / wall.Seconds()
-	b.Logf("100 contenders, limit 5: %.1f s, %.1f admissions/s, %d requests (%.1f per admission; %d conflicts) %v",
-		wall.Seconds(), perSec, total, float64(total)/float64(len(nodes)), conflicts, kinds)
 	b.ReportMetric(float64(med.Microseconds())/1000, "free-median-ms")
-	b.ReportMetric(perSec, "admissions/s")
-	b.ReportMetric(float64(total)/float64(len(nodes)), "requests/admission")
+	for _, c := range crowds {
+		b.ReportMetric(c.perAdmission(), fmt.Sprintf("requests/admission-%d", c.n))
+	}
+	if *keepDir != "" {
+		keep(b, "slots", cp.AuditLog)
+	}
 
+	var rows, byKind strings.Builder
+	for _, c := range crowds {
+		at := "at once"
+		if c.spread > 0 {
+			at = fmt.Sprintf("arriving within %s", c.spread)
+		}
+		done := fmt.Sprintf("%d of %d admitted in %.1f s, %.1f admissions/s", c.admitted, c.n, c.wall.Seconds(), float64(c.admitted)/c.wall.Seconds())
+		if c.admitted < c.n {
+			done += fmt.Sprintf(" (the case ends after %s: the others withdrew)", *crowdBudget)
+		}
+		if c.unavailable > 0 {
+			done += fmt.Sprintf("; %d told the gate was unavailable (no first answer within apiTimeout)", c.unavailable)
+		}
+		if c.releaseFailures > 0 {
+			done += fmt.Sprintf("; %d releases failed and were made again", c.releaseFailures)
+		}
+		fmt.Fprintf(&rows, "| %d nodes %s, limit 5, each holding 100 ms | %s; %.1f requests per admission "+
+			"(%d answered 409 Conflict, %.1f per admission); the record at most %d bytes, %d waiters |\n",
+			c.n, at, done, c.perAdmission(), c.conflicts,
+			float64(c.conflicts)/float64(max(c.admitted, 1)), c.maxBytes, c.maxWaiters)
+		fmt.Fprintf(&byKind, "- %d contenders: %s.\n", c.n, kindsString(c.kinds))
+	}
 	md := fmt.Sprintf(`# Reboot-slot gate benchmark
 
-Run on %s by `+"`make bench`"+` on %s at %s, on a fresh control plane (etcd, kube-apiserver with an audit
-log), gnsh's own identity (install/kubernetes/rbac.yaml, a ServiceAccount token: requests counted in the audit
-log by that user, a watch once), 100 Ready Nodes, the client as the wrapper builds it.
+Run by `+"`make bench`"+` on %s at %s, on a fresh control plane (etcd, kube-apiserver with an audit log),
+gnsh's own identity (install/kubernetes/rbac.yaml, a ServiceAccount token: requests counted in the audit log by
+that user, a watch once), 1,000 Ready Nodes, each contender with its own client as the wrapper builds it.
 
 | case | result |
 |---|---|
 | a free slot, 50 times one node (the gate's latency: read the Lease, list the Nodes, one write) | median %.1f ms, p95 %.1f ms; %.1f requests per acquire and release |
-| 100 nodes at once, limit 5, each holding 100 ms | %.1f s in all, %.1f admissions/s; %.1f requests per admission (%d answered 409 Conflict) |
+%s
+Requests of the contended cases by kind:
 
-Requests of the contended case by kind: %s.
-`, time.Now().UTC().Format("2006-01-02 15:04 MST"), cpuModel(), revision(root),
+%s`, cpuModel(), revision(root),
 		float64(med.Microseconds())/1000, float64(p95.Microseconds())/1000, float64(freeReq)/50,
-		wall.Seconds(), perSec, float64(total)/float64(len(nodes)), conflicts, kindsString(kinds))
+		rows.String(), byKind.String())
 	fmt.Print("\n" + md)
 	if f := slotsResults(); f != "" {
 		if err := os.WriteFile(f, []byte(md), 0o644); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// crowd is one contended case's outcome.
+type crowd struct {
+	n        int
+	admitted int // within the budget
+	// releaseFailures are releases that failed and were tried again.
+	releaseFailures int
+	// unavailable are nodes told the gate cannot be used (no answer
+	// within apiTimeout at first): slots.gate decides.
+	unavailable int
+	spread      time.Duration
+	wall        time.Duration
+	requests    int
+	conflicts   int
+	kinds       map[string]int
+	maxBytes    int // the largest record seen (its annotation)
+	maxWaiters  int
+}
+
+func (c crowd) perAdmission() float64 { return float64(c.requests) / float64(max(c.admitted, 1)) }
+
+// contend has the first n nodes ask at once against a limit of 5, each
+// holding its slot 100 ms, and counts the requests; an admin's watch of the
+// Lease follows the record's size.
+func contend(b *testing.B, admin kubernetes.Interface, nodes []*corev1.Node, n int, spread time.Duration,
+	client func() kubernetes.Interface, gate func(kubernetes.Interface, int) *slots.Gate, ask func(*corev1.Node) slots.Request,
+	mark func() time.Time, count func(from, to time.Time) (int, int, map[string]int)) crowd {
+	ctx := b.Context()
+	c := crowd{n: n, spread: spread}
+	wctx, stop := context.WithCancel(ctx)
+	sized := make(chan struct{})
+	w, err := admin.CoordinationV1().Leases("gnsh").Watch(wctx, metav1.ListOptions{FieldSelector: "metadata.name=reboot-slots"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		defer close(sized)
+		for ev := range w.ResultChan() {
+			l, ok := ev.Object.(*coordinationv1.Lease)
+			if !ok {
+				continue
+			}
+			c.maxBytes = max(c.maxBytes, len(l.Annotations[slots.Annotation]))
+			if rec, err := slots.Decode(l); err == nil {
+				c.maxWaiters = max(c.maxWaiters, len(rec.Waiters))
+			}
+		}
+	}()
+	// Each contender's client connected, as the wrapper's is after its
+	// Node read (not counted).
+	clients := make([]kubernetes.Interface, n)
+	for i := range clients {
+		clients[i] = client()
+		if _, err := clients[i].CoreV1().Nodes().Get(ctx, nodes[i].Name, metav1.GetOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	from := mark()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	var admitted, releaseFailures, unavailable atomic.Int32
+	actx, cancel := context.WithTimeout(ctx, *crowdBudget)
+	defer cancel()
+	for i, nd := range nodes[:n] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Arrivals spread evenly over spread (0: all at once).
+			time.Sleep(spread * time.Duration(i) / time.Duration(n))
+			s, _, err := gate(clients[i], 5).Acquire(actx, ask(nd))
+			if errors.Is(err, context.DeadlineExceeded) && actx.Err() != nil {
+				return // not admitted within the budget: withdrawn
+			}
+			var ue *slots.UnavailableError
+			switch {
+			case errors.As(err, &ue):
+				// With slots.gate: optional this node would go on
+				// without a slot; required refuses it.
+				unavailable.Add(1)
+				b.Logf("%s: %v", nd.Name, err)
+				return
+			case err != nil:
+				errs <- fmt.Errorf("%s: %w", nd.Name, err)
+				return
+			}
+			admitted.Add(1)
+			time.Sleep(100 * time.Millisecond)
+			// A release that fails (a request past its bound on a busy
+			// API server) is tried again, as the node agent would free
+			// the slot later; the case counts them.
+			for err := s.Release(context.Background(), "bench"); err != nil; err = s.Release(context.Background(), "bench") {
+				releaseFailures.Add(1)
+				if ctx.Err() != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	c.wall = time.Since(start)
+	c.releaseFailures = int(releaseFailures.Load())
+	c.unavailable = int(unavailable.Load())
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	to := mark()
+	stop()
+	w.Stop()
+	<-sized
+	c.requests, c.conflicts, c.kinds = count(from, to)
+	c.admitted = int(admitted.Load())
+	b.Logf("%d contenders arriving within %s, limit 5: %d admitted in %.1f s, %.1f admissions/s, %d requests (%.1f per admission; %d conflicts) %v; record at most %d bytes, %d waiters; %d releases failed, %d told unavailable",
+		n, spread, c.admitted, c.wall.Seconds(), float64(c.admitted)/c.wall.Seconds(), c.requests, c.perAdmission(), c.conflicts, c.kinds, c.maxBytes, c.maxWaiters, c.releaseFailures, c.unavailable)
+	return c
 }
