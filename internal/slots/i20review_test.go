@@ -13,7 +13,10 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gnsh/gnsh/internal/config"
 )
 
 // A node that hosts an etcd pod but carries no role label (its labels
@@ -177,3 +180,67 @@ func TestReviewBypassTouchesOnlyItsNode(t *testing.T) {
 }
 
 var _ = types.UID("")
+
+// The absolute bounds on a waiter (hole 5) against what a valid
+// configuration lets one write take: slots.renew 10m and apiTimeout 2m
+// are accepted (renew ≥ apiTimeout). That node's waiter renews every
+// WaiterPeriod (30 s), and one renewal may take 2×apiTimeout (Slot.renew's
+// bound; Acquire's write is bounded by apiTimeout, and a conflict reads
+// and writes again). It is dropped after 90 s of silence, and counted
+// stalled after 10 s of fitting (stallAfter takes its "holder period" as
+// the waiter period over 3, which the 30 s cap made 10 s, not 10 m): a
+// live waiter whose API server answers slowly, within apiTimeout, is
+// dropped from the queue and passed by those behind it. The comments on
+// MaxWaiterRenew and stalled rely on "renew ≥ apiTimeout", which the cap
+// no longer gives.
+func TestReviewWaiterBoundsVsAPITimeout(t *testing.T) {
+	cfg, err := config.Parse([]byte("apiTimeout: 2m\nslots:\n  gate: required\n  renew: 10m\n"))
+	if err != nil {
+		t.Fatalf("config refused: %v", err)
+	}
+	api := cfg.APITimeout.D()
+	e := Entry{Renew: int64(WaiterPeriod(cfg.Slots.Renew.D()) / time.Second)}
+	if got, need := waiterSilence(e), WaiterPeriod(cfg.Slots.Renew.D())+2*api; got < need {
+		t.Errorf("a waiter of this node is dropped after %s of silence; a renewal due after %s may land %s later (2×apiTimeout): a live waiter is dropped", got, WaiterPeriod(cfg.Slots.Renew.D()), 2*api)
+	}
+	if got := stallAfter(e); got < api {
+		t.Errorf("a waiter of this node that fits is stalled after %s; its admission's write alone may take apiTimeout (%s)", got, api)
+	}
+}
+
+// The record's bound (issue 20): joins stop at 200 KiB, "holders and
+// admissions are always written: the 56 KiB left are room for about 200
+// entries more". Nothing bounds those admissions but maxUnavailable: a
+// full queue of waiters held back by their pool's limit (gpu: 1), and
+// nodes outside that pool arriving after it filled, each admitted
+// unrecorded where the cluster's limit (here 400 of a large fleet) lets
+// it: the record passes the 256 KiB a Lease's annotations may hold, and
+// from then on every write of it (an admission, a renewal whose Beat
+// gains a digit, a release) is refused by the API server.
+func TestReviewAdmissionsPastRecordBound(t *testing.T) {
+	rec, w, k := fullQueue(t, 1000)
+	gpu := map[string]string{"pool": "gpu"}
+	for name, s := range w.Nodes {
+		if name == "h" || strings.HasPrefix(name, "worker-0") && name < fleetName(k) {
+			s.Labels = gpu
+			w.Nodes[name] = s
+		}
+	}
+	sel, _ := labels.Parse("pool=gpu")
+	lim := Limits{Max: 400, Pools: []Pool{{Name: "gpu", Selector: sel, Max: 1}}}
+	admitted := 0
+	for i := k; i < 1000 && admitted < 390; i++ {
+		v := Decide(rec, w, lim, still{}, fleetAsk(i))
+		if !v.Admitted {
+			continue
+		}
+		admitted++
+		rec = v.Record
+	}
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "reboot-slots", Namespace: "gnsh"}}
+	rec.Encode(l)
+	if sz := len(l.Annotations[Annotation]); sz > 256<<10 {
+		t.Fatalf("%d waiters recorded, %d nodes admitted after the queue filled (maxUnavailable %d): the record is %d bytes, over the 262144 a Lease's annotations hold",
+			len(rec.Waiters), admitted, lim.Max, sz)
+	}
+}
