@@ -244,3 +244,18 @@ func TestReviewAdmissionsPastRecordBound(t *testing.T) {
 			len(rec.Waiters), admitted, lim.Max, sz)
 	}
 }
+
+// Another boot at once, with an empty boot ID on either side (a Node whose
+// kubelet reports none, an entry without one): never dropped for it.
+func TestReviewAnotherBootEmptyIDsKeepWaiter(t *testing.T) {
+	for _, c := range []struct{ node, entry string }{{"", "boot-w"}, {"boot-w", ""}, {"", ""}} {
+		n := node("w")
+		n.Boot = c.node
+		e := Entry{Node: "w", UID: "uid-w", Boot: c.entry, Ticket: 1, Renew: 30}
+		rec := Record{Next: 2, Holders: []Entry{holder("h", 0)}, Waiters: []Entry{e}}
+		v := Decide(rec, world(node("h"), n, node("o")), one, still{}, ask("o"))
+		if len(v.Dropped) != 0 {
+			t.Errorf("Node boot %q, entry boot %q: dropped %+v", c.node, c.entry, v.Dropped)
+		}
+	}
+}
