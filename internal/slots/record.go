@@ -153,7 +153,8 @@ func (e *NewerError) Error() string {
 	return fmt.Sprintf("the slots record is version %d, written by a newer gnsh (this one writes %d): upgrade gnsh on this node", e.Version, Schema)
 }
 
-// errBadRecord is a record that is not valid JSON.
+// errBadRecord is a record that cannot be read: not JSON, not a JSON
+// object, or an entry that names no node.
 var errBadRecord = errors.New("not a valid record")
 
 // Decode reads the record of a Lease. A Lease without one has an empty
