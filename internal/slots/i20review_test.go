@@ -199,7 +199,15 @@ func TestReviewWaiterBoundsVsAPITimeout(t *testing.T) {
 		t.Fatalf("config refused: %v", err)
 	}
 	api := cfg.APITimeout.D()
-	e := Entry{Renew: int64(WaiterPeriod(cfg.Slots.Renew.D()) / time.Second)}
+	// The waiter entry as this node writes it (Acquire gives the ask its
+	// gate's apiTimeout; the bounds cannot know it from the period alone).
+	a := ask("w")
+	a.Entry.Renew, a.Entry.APITimeout = int64(cfg.Slots.Renew.D()/time.Second), int64(api/time.Second)
+	v := Decide(Record{Next: 1, Holders: []Entry{holder("h", 0)}}, world(node("h"), node("w")), one, still{}, a)
+	e, ok := v.Record.Waiter("w")
+	if !ok || time.Duration(e.Renew)*time.Second != WaiterPeriod(cfg.Slots.Renew.D()) {
+		t.Fatalf("w's waiter entry: %+v", v)
+	}
 	if got, need := waiterSilence(e), WaiterPeriod(cfg.Slots.Renew.D())+2*api; got < need {
 		t.Errorf("a waiter of this node is dropped after %s of silence; a renewal due after %s may land %s later (2×apiTimeout): a live waiter is dropped", got, WaiterPeriod(cfg.Slots.Renew.D()), 2*api)
 	}

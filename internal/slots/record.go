@@ -89,6 +89,11 @@ type Entry struct {
 	// process's own clock, is gone (tracker.go).
 	Beat  int64 `json:"beat"`
 	Renew int64 `json:"renewSeconds"`
+	// APITimeout (seconds) is a waiter's apiTimeout, which bounds each of
+	// its writes, where the bounds others put on a waiter (waiterSilence,
+	// stallAfter) must be longer for it; left out where they cover it
+	// (the default apiTimeout), and in holders.
+	APITimeout int64 `json:"apiTimeoutSeconds,omitempty"`
 	// WasUnschedulable: the node was cordoned (not by this gnsh) when it
 	// was admitted, so no cordon of gnsh's is lifted after its boot.
 	WasUnschedulable bool `json:"wasUnschedulable,omitempty"`
