@@ -164,6 +164,8 @@ func (b Block) String() string {
 		return "earlier in the queue: " + strings.Join(s, ", ")
 	case LimitQueueFull:
 		return fmt.Sprintf("the queue is full: %d nodes wait, as many as the slots record holds (%d KiB); this node asks again to join it as they go", b.Max, MaxRecordBytes>>10)
+	case LimitRecordFull:
+		return fmt.Sprintf("the slots record is full: %d holders and the waiters fill the %d KiB it may take of the Lease's 256 KiB; this node asks again as slots are freed", b.Max, MaxHeldBytes>>10)
 	}
 	return fmt.Sprintf("%s limit %d: %s", b.Limit, b.Max, strings.Join(s, ", "))
 }
@@ -175,19 +177,39 @@ const (
 	LimitQuorum       = "etcd quorum"
 	LimitQueue        = "queue"
 	LimitQueueFull    = "queue full"
+	LimitRecordFull   = "record full"
 )
 
-// MaxRecordBytes bounds the record (its JSON) for a waiter's join: a
-// Lease's annotations hold 256 KiB in all (the API server refuses more),
-// about 900 entries. A join that would take the record past 200 KiB is
-// not written (Verdict.Unrecorded); holders and admissions are always
-// written: the 56 KiB left are room for about 200 entries more, holders
-// that the limits let out beyond a full queue.
+// MaxRecordBytes bounds the record's footprint (its JSON, and room for
+// its holders to grow: footprint) for a waiter's join: a Lease's
+// annotations hold 256 KiB in all (the API server refuses more), about
+// 900 entries. A join that would take the record past 200 KiB is not
+// written (Verdict.Unrecorded). Admissions go on up to MaxHeldBytes: the
+// 40 KiB between are room for about 100 holders more, that the limits let
+// out beyond a full queue.
 const MaxRecordBytes = 200 << 10
 
-// tooLarge reports whether r is larger than MaxRecordBytes encoded.
+// MaxHeldBytes bounds the record's footprint for an admission: one that
+// would take it further waits (LimitRecordFull), recorded if it was, and
+// asks again as slots are freed. The 16 KiB left below the Lease's 256 KiB
+// are for the writes that are never refused (the node agent's holder for
+// a shutdown that bypassed gnsh, a renewal's beat gaining a digit) and the
+// Lease's other annotations.
+const MaxHeldBytes = 240 << 10
+
+// holderGrowth is what a holder's entry may still grow by once written
+// (its phase, its schedule's when, the warned mark, its beat's digits:
+// about 80 bytes), with room to spare.
+const holderGrowth = 128
+
+// footprint is r's size encoded, and room for each holder to grow.
+func footprint(r Record) int {
+	return len(r.encode()) + holderGrowth*len(r.Holders)
+}
+
+// tooLarge reports whether r's footprint is over MaxRecordBytes.
 func tooLarge(r Record) bool {
-	return len(r.encode()) > MaxRecordBytes
+	return footprint(r) > MaxRecordBytes
 }
 
 // Freed is a holder whose slot the rules free, or a waiter they drop.
@@ -310,16 +332,23 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 	}
 	bs := blocks(self, sim, w, lim, a.ForceQuorum)
 	if len(bs) == 0 {
-		v.Admitted = true
-		me.Phase, me.Beat, me.Renew, me.APITimeout = Admitted, 0, a.Entry.Renew, 0
+		h := me
+		h.Phase, h.Beat, h.Renew, h.APITimeout = Admitted, 0, a.Entry.Renew, 0
 		// Its earlier boot's entry, if any, gives way to this one.
-		v.Record.Holders = append(without(v.Record.Holders, me.Node), me)
-		v.Self = me
-		v.QuorumWarning = quorumWarning(self, w)
-		v.finish(rec)
-		return v
-	}
-	if len(blocks(self, held, w, lim, a.ForceQuorum)) == 0 {
+		admitted := v.Record
+		admitted.Holders = append(without(v.Record.Holders, me.Node), h)
+		if footprint(admitted) <= MaxHeldBytes {
+			v.Admitted = true
+			v.Record = admitted
+			v.Self = h
+			v.QuorumWarning = quorumWarning(self, w)
+			v.finish(rec)
+			return v
+		}
+		// The record cannot take one more holder: the API server would
+		// refuse it, and every write after it (renewals, releases).
+		bs = []Block{{Limit: LimitRecordFull, Max: len(v.Record.Holders)}}
+	} else if len(blocks(self, held, w, lim, a.ForceQuorum)) == 0 {
 		bs = []Block{{Limit: LimitQueue, Out: ahead}}
 	}
 	v.Blocks = bs
@@ -328,6 +357,7 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 	if bare := withoutAPI(me); waiterSilence(bare) >= waiterSilence(me) && stallAfter(bare) >= stallAfter(me) {
 		me.APITimeout = 0 // the bounds cover its apiTimeout: not written
 	}
+	others := v.Record.Waiters
 	v.Record.Waiters = append(v.Record.Waiters, me)
 	v.Self = me
 	if !in && tooLarge(v.Record) {
@@ -335,12 +365,14 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 		// waits without a place (nothing written for it) and asks
 		// again; it is admitted only by a write that records it as a
 		// holder, where a new node would be.
-		v.Record.Waiters = v.Record.Waiters[:len(v.Record.Waiters)-1]
+		v.Record.Waiters = others // as read: none stays null
 		if newTicket {
 			v.Record.Next--
 		}
 		v.Unrecorded = true
-		v.Blocks = append(v.Blocks, Block{Limit: LimitQueueFull, Max: len(v.Record.Waiters)})
+		if bs[0].Limit != LimitRecordFull {
+			v.Blocks = append(v.Blocks, Block{Limit: LimitQueueFull, Max: len(v.Record.Waiters)})
+		}
 		v.finish(rec)
 		return v
 	}
