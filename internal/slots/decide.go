@@ -168,6 +168,8 @@ func (b Block) String() string {
 		return "earlier in the queue: " + strings.Join(s, ", ")
 	case LimitQueueFull:
 		return fmt.Sprintf("the queue is full: %d nodes wait, as many as the slots record holds (%d KiB); this node asks again to join it as they go", b.Max, MaxRecordBytes>>10)
+	case LimitRecordFull:
+		return fmt.Sprintf("the slots record is full: %d holders and the waiters fill the %d KiB it may take of the Lease's 256 KiB; this node asks again as slots are freed", b.Max, MaxHeldBytes>>10)
 	}
 	return fmt.Sprintf("%s limit %d: %s", b.Limit, b.Max, strings.Join(s, ", "))
 }
@@ -179,19 +181,39 @@ const (
 	LimitQuorum       = "etcd quorum"
 	LimitQueue        = "queue"
 	LimitQueueFull    = "queue full"
+	LimitRecordFull   = "record full"
 )
 
-// MaxRecordBytes bounds the record (its JSON) for a waiter's join: a
-// Lease's annotations hold 256 KiB in all (the API server refuses more),
-// about 900 entries. A join that would take the record past 200 KiB is
-// not written (Verdict.Unrecorded); holders and admissions are always
-// written: the 56 KiB left are room for about 200 entries more, holders
-// that the limits let out beyond a full queue.
+// MaxRecordBytes bounds the record's footprint (its JSON, and room for
+// its holders to grow: footprint) for a waiter's join: a Lease's
+// annotations hold 256 KiB in all (the API server refuses more), about
+// 900 entries. A join that would take the record past 200 KiB is not
+// written (Verdict.Unrecorded). Admissions go on up to MaxHeldBytes: the
+// 40 KiB between are room for about 100 holders more, that the limits let
+// out beyond a full queue.
 const MaxRecordBytes = 200 << 10
 
-// tooLarge reports whether r is larger than MaxRecordBytes encoded.
+// MaxHeldBytes bounds the record's footprint for an admission: one that
+// would take it further waits (LimitRecordFull), recorded if it was, and
+// asks again as slots are freed. The 16 KiB left below the Lease's 256 KiB
+// are for the writes that are never refused (the node agent's holder for
+// a shutdown that bypassed gnsh, a renewal's beat gaining a digit) and the
+// Lease's other annotations.
+const MaxHeldBytes = 240 << 10
+
+// holderGrowth is what a holder's entry may still grow by once written
+// (its phase, its schedule's when, the warned mark, its beat's digits:
+// about 80 bytes), with room to spare.
+const holderGrowth = 128
+
+// footprint is r's size encoded, and room for each holder to grow.
+func footprint(r Record) int {
+	return len(r.encode()) + holderGrowth*len(r.Holders)
+}
+
+// tooLarge reports whether r's footprint is over MaxRecordBytes.
 func tooLarge(r Record) bool {
-	return len(r.encode()) > MaxRecordBytes
+	return footprint(r) > MaxRecordBytes
 }
 
 // Freed is a holder whose slot the rules free, or a waiter they drop.
@@ -237,7 +259,7 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 	w.outs = outNodes(w.Nodes)
 	v := Verdict{Record: rec.clone()}
 	v.Record.Version = Schema
-	v.reclaim(w, lim, obs)
+	v.reclaim(w, lim, obs, a.Entry)
 	me := a.Entry
 
 	// Asked again on the same boot: the node holds a slot (two admins, a
@@ -315,21 +337,32 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 	}
 	bs := blocks(self, sim, w, lim, a.ForceQuorum)
 	if len(bs) == 0 {
-		v.Admitted = true
-		me.Phase, me.Beat, me.Renew = Admitted, 0, a.Entry.Renew
+		h := me
+		h.Phase, h.Beat, h.Renew, h.APITimeout = Admitted, 0, a.Entry.Renew, 0
 		// Its earlier boot's entry, if any, gives way to this one.
-		v.Record.Holders = append(without(v.Record.Holders, me.Node), me)
-		v.Self = me
-		v.QuorumWarning = quorumWarning(self, w)
-		v.finish(rec)
-		return v
-	}
-	if len(blocks(self, held, w, lim, a.ForceQuorum)) == 0 {
+		admitted := v.Record
+		admitted.Holders = append(without(v.Record.Holders, me.Node), h)
+		if footprint(admitted) <= MaxHeldBytes {
+			v.Admitted = true
+			v.Record = admitted
+			v.Self = h
+			v.QuorumWarning = quorumWarning(self, w)
+			v.finish(rec)
+			return v
+		}
+		// The record cannot take one more holder: the API server would
+		// refuse it, and every write after it (renewals, releases).
+		bs = []Block{{Limit: LimitRecordFull, Max: len(v.Record.Holders)}}
+	} else if len(blocks(self, held, w, lim, a.ForceQuorum)) == 0 {
 		bs = []Block{{Limit: LimitQueue, Out: ahead}}
 	}
 	v.Blocks = bs
 	me.Phase = ""
 	me.Renew = int64(WaiterPeriod(time.Duration(a.Entry.Renew)*time.Second) / time.Second)
+	if bare := withoutAPI(me); waiterSilence(bare) >= waiterSilence(me) && stallAfter(bare) >= stallAfter(me) {
+		me.APITimeout = 0 // the bounds cover its apiTimeout: not written
+	}
+	others := v.Record.Waiters
 	v.Record.Waiters = append(v.Record.Waiters, me)
 	v.Self = me
 	if !in && tooLarge(v.Record) {
@@ -337,12 +370,14 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 		// waits without a place (nothing written for it) and asks
 		// again; it is admitted only by a write that records it as a
 		// holder, where a new node would be.
-		v.Record.Waiters = v.Record.Waiters[:len(v.Record.Waiters)-1]
+		v.Record.Waiters = others // as read: none stays null
 		if newTicket {
 			v.Record.Next--
 		}
 		v.Unrecorded = true
-		v.Blocks = append(v.Blocks, Block{Limit: LimitQueueFull, Max: len(v.Record.Waiters)})
+		if bs[0].Limit != LimitRecordFull {
+			v.Blocks = append(v.Blocks, Block{Limit: LimitQueueFull, Max: len(v.Record.Waiters)})
+		}
 		v.finish(rec)
 		return v
 	}
@@ -363,8 +398,9 @@ func (v *Verdict) finish(old Record) {
 // reclaim frees the slots of holders that are gone, back and settled
 // without their agent's release, or whose shutdown was given up, and drops
 // waiters that are gone. A holder whose node is down (NotReady) keeps its
-// slot whatever the time.
-func (v *Verdict) reclaim(w World, lim Limits, obs Observations) {
+// slot whatever the time. The asking node's own waiter entry (self's
+// node, UID and boot) is never dropped: it is alive, asking now.
+func (v *Verdict) reclaim(w World, lim Limits, obs Observations, self Entry) {
 	keep := v.Record.Holders[:0:0]
 	for _, h := range v.Record.Holders {
 		if why := freeWhy(h, w, lim.Settle, obs); why != "" {
@@ -377,14 +413,28 @@ func (v *Verdict) reclaim(w World, lim Limits, obs Observations) {
 	waiting := v.Record.Waiters[:0:0]
 	for _, e := range v.Record.Waiters {
 		n, ok := w.Nodes[e.Node]
+		// The Node shows another boot ID than the one the waiter asked
+		// in: its node went down and came back (power-cycled, reset)
+		// while it waited, or the Node is not up to date yet (a waiter
+		// rebooted, its kubelet has not posted its new boot ID: the
+		// reason an admin reboots again). Which one, the IDs cannot
+		// tell.
+		other := ok && n.Boot != "" && e.Boot != "" && n.Boot != e.Boot
 		switch {
+		case e.Node == self.Node && e.UID == self.UID && e.Boot == self.Boot:
+			waiting = append(waiting, e)
 		case !ok || n.UID != e.UID:
 			v.Dropped = append(v.Dropped, Freed{e, WhyGone})
-		case n.Boot != "" && e.Boot != "" && n.Boot != e.Boot:
-			// Its node went down and came back (power-cycled, reset)
-			// while it waited: the request that waited is gone with the
+		case other && bootMoved(e, n, obs):
+			// This observer saw the Node's boot ID change while the
+			// waiter stood: the request that waited is gone with the
 			// boot it was made in.
 			v.Dropped = append(v.Dropped, Freed{e, "its node is up on another boot than the one it asked in"})
+		case other && obs.Silent(e) >= waiterLate(e):
+			// Not seen to change here (the Node was so when this
+			// observer first saw the waiter), and a renewal missed: a
+			// live waiter in a boot its Node does not show yet renews.
+			v.Dropped = append(v.Dropped, Freed{e, fmt.Sprintf("its node shows another boot than the one it asked in, and its waiter stopped renewing %s ago", obs.Silent(e).Round(time.Second))})
 		case obs.Silent(e) >= waiterSilence(e):
 			v.Dropped = append(v.Dropped, Freed{e, fmt.Sprintf("its waiter stopped renewing %s ago", obs.Silent(e).Round(time.Second))})
 		default:
@@ -403,16 +453,18 @@ const WaiterRenewFactor = 3
 // MaxWaiterRenew bounds a waiter's period whatever slots.renew (up to 10m,
 // which gives holders 30 min before others free a given-up slot): a waiter
 // that died must not keep its place for that long. 30 s is the default
-// period (3 × 10 s); a waiter's renewal is one small write, and a write
-// that fails is tried again within the period (renew ≥ apiTimeout).
+// period (3 × 10 s); a waiter's renewal is one small write, which may take
+// up to 2 × apiTimeout to land (an apiTimeout longer than the period is
+// valid: waiterSilence counts it).
 const MaxWaiterRenew = 30 * time.Second
 
 // MaxWaiterSilence bounds how long a waiter's silence is waited out, the
 // entry's own period whatever (an older gnsh's waiter renewing every
 // 30 min with slots.renew: 10m included): 3 × MaxWaiterRenew, three
-// renewals missed by a waiter of this gnsh. A live waiter dropped by
-// mistake (its API server slow) comes back in its place with its next
-// decision (Ask.Ticket).
+// renewals missed by a waiter of this gnsh; longer only for a waiter whose
+// apiTimeout needs it (waiterSilence). A live waiter dropped by mistake
+// (its API server slow) comes back in its place with its next decision
+// (Ask.Ticket).
 const MaxWaiterSilence = 3 * MaxWaiterRenew
 
 // WaiterPeriod is how often a waiter renews its entry when holders renew
@@ -422,9 +474,58 @@ func WaiterPeriod(renew time.Duration) time.Duration {
 }
 
 // waiterSilence is how long e may be silent before it is dropped: 3 of
-// its periods, at most MaxWaiterSilence.
+// its periods, at most MaxWaiterSilence; and at least one period (at most
+// MaxWaiterRenew) and one renewal's write (2 × its apiTimeout, as the
+// entry says), so that a live waiter whose API server answers slowly,
+// within its apiTimeout, is not dropped.
 func waiterSilence(e Entry) time.Duration {
-	return min(3*e.renewPeriod(), MaxWaiterSilence)
+	return max(min(3*e.renewPeriod(), MaxWaiterSilence), min(e.renewPeriod(), MaxWaiterRenew)+2*e.apiTimeout())
+}
+
+// waiterLate is how long e may be silent while its Node shows another
+// boot before it is dropped: one period (at most MaxWaiterRenew) and one
+// renewal's write. An entry that does not say its apiTimeout has one that
+// the bounds cover, at most a third of its period (Decide leaves it out
+// only then).
+func waiterLate(e Entry) time.Duration {
+	p, api := min(e.renewPeriod(), MaxWaiterRenew), e.apiTimeout()
+	if e.APITimeout == 0 {
+		api = p / WaiterRenewFactor
+	}
+	return p + 2*api
+}
+
+// maxEntryAPITimeout bounds the apiTimeout an entry is given credit for
+// (slots.renew's bound): a waiter that died keeps its place for
+// 30 s + 2 × 10 min at the very most.
+const maxEntryAPITimeout = 10 * time.Minute
+
+// apiTimeout is e's APITimeout, at most maxEntryAPITimeout.
+func (e Entry) apiTimeout() time.Duration {
+	return time.Duration(min(max(e.APITimeout, 0), int64(maxEntryAPITimeout/time.Second))) * time.Second
+}
+
+func withoutAPI(e Entry) Entry {
+	e.APITimeout = 0
+	return e
+}
+
+// bootObserver is an Observations that also says which boot ID a
+// waiter's Node showed when this observer first saw the waiter
+// (Tracker.FirstBoot); without it, no Node is seen to change boot.
+type bootObserver interface {
+	FirstBoot(e Entry) string
+}
+
+// bootMoved reports whether obs saw e's Node (n) change its boot ID since
+// it first saw e.
+func bootMoved(e Entry, n NodeState, obs Observations) bool {
+	b, ok := obs.(bootObserver)
+	if !ok {
+		return false
+	}
+	first := b.FirstBoot(e)
+	return first != "" && first != n.Boot
 }
 
 // fitObserver is an Observations that also says how long a waiter has
@@ -436,9 +537,8 @@ type fitObserver interface {
 // stalled reports whether the waiter e, which the rules would admit (it
 // fits, first in arrival order), has been seen so for longer than it
 // takes a live waiter to take its slot: its next decision (within a
-// second: its watch, its tick) and one write (at most apiTimeout, which is
-// at most a holder period). Its holder period is e's period over
-// WaiterRenewFactor (at most 10 s with MaxWaiterRenew), at least a second.
+// second: its watch, its tick) and one write (at most its apiTimeout):
+// stallAfter.
 // A stalled waiter (killed, hung, its node going down) keeps its place but
 // does not hold back those behind it: a slot is only given to it in
 // simulation, its own write takes it. Only where its every limit was
@@ -452,9 +552,12 @@ func stalled(e Entry, n NodeState, w World, obs Observations) bool {
 	return f.Fitting(e) >= stallAfter(e)
 }
 
-// stallAfter is how long a waiter that fits is given to take its slot.
+// stallAfter is how long a waiter that fits is given to take its slot:
+// its holder period (e's period over WaiterRenewFactor, at most 10 s with
+// MaxWaiterRenew), at least a second, and at least a second more than its
+// apiTimeout (as the entry says).
 func stallAfter(e Entry) time.Duration {
-	return max(e.renewPeriod()/WaiterRenewFactor, time.Second)
+	return max(e.renewPeriod()/WaiterRenewFactor, time.Second+e.apiTimeout())
 }
 
 // WhyGone is why the entry of a node whose Node is gone is freed.

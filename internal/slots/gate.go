@@ -157,6 +157,9 @@ func (g *Gate) Acquire(ctx context.Context, r Request) (*Slot, Verdict, error) {
 	if r.Entry.Run == "" {
 		r.Entry.Run = newRun()
 	}
+	if r.Entry.APITimeout == 0 { // its waiter entry says so where it matters (Decide)
+		r.Entry.APITimeout = int64((g.APITimeout + time.Second - 1) / time.Second)
+	}
 	a := &acquirer{g: g, r: r, tr: &Tracker{Clock: g.clock()}, start: g.clock().Now(), kick: make(chan struct{}, 1)}
 	s, v, err := a.run(ctx)
 	a.stopWatches()

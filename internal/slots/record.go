@@ -89,6 +89,11 @@ type Entry struct {
 	// process's own clock, is gone (tracker.go).
 	Beat  int64 `json:"beat"`
 	Renew int64 `json:"renewSeconds"`
+	// APITimeout (seconds) is a waiter's apiTimeout, which bounds each of
+	// its writes, where the bounds others put on a waiter (waiterSilence,
+	// stallAfter) must be longer for it; left out where they cover it
+	// (the default apiTimeout), and in holders.
+	APITimeout int64 `json:"apiTimeoutSeconds,omitempty"`
 	// WasUnschedulable: the node was cordoned (not by this gnsh) when it
 	// was admitted, so no cordon of gnsh's is lifted after its boot.
 	WasUnschedulable bool `json:"wasUnschedulable,omitempty"`
@@ -153,7 +158,8 @@ func (e *NewerError) Error() string {
 	return fmt.Sprintf("the slots record is version %d, written by a newer gnsh (this one writes %d): upgrade gnsh on this node", e.Version, Schema)
 }
 
-// errBadRecord is a record that is not valid JSON.
+// errBadRecord is a record that cannot be read: not JSON, not a JSON
+// object, or an entry that names no node.
 var errBadRecord = errors.New("not a valid record")
 
 // Decode reads the record of a Lease. A Lease without one has an empty

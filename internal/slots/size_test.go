@@ -4,7 +4,8 @@ package slots
 // and a Lease's annotations hold 256 KiB at most, about 900 entries. A
 // fleet whose every node asks at once must not push it past that: a
 // waiter that cannot be recorded waits unrecorded and asks again; it is
-// never admitted unrecorded; holders and admissions always go in.
+// never admitted unrecorded; admissions go in up to MaxHeldBytes
+// (sizeadmit_test.go).
 
 import (
 	"context"

@@ -21,6 +21,9 @@ type Tracker struct {
 	warned  map[string]bool
 	alive   map[string]aliveSeen
 	fit     map[string]time.Time
+	// boots: the boot ID each waiter's Node showed when first seen here
+	// with one (FirstBoot).
+	boots map[string]string
 }
 
 type beatSeen struct {
@@ -53,7 +56,7 @@ func (t *Tracker) Observe(rec Record, w World) {
 	now := t.now()
 	if t.beats == nil {
 		t.beats, t.settled, t.seen, t.warned = map[string]beatSeen{}, map[string]time.Time{}, map[string]time.Time{}, map[string]bool{}
-		t.alive = map[string]aliveSeen{}
+		t.alive, t.boots = map[string]aliveSeen{}, map[string]string{}
 	}
 	live := map[string]bool{}
 	for _, e := range append(rec.Holders[:len(rec.Holders):len(rec.Holders)], rec.Waiters...) {
@@ -66,6 +69,11 @@ func (t *Tracker) Observe(rec Record, w World) {
 		}
 		if _, ok := t.seen[k]; !ok {
 			t.seen[k] = now
+		}
+		if _, ok := t.boots[k]; !ok && e.Phase == "" {
+			if n, ok := w.Nodes[e.Node]; ok && n.UID == e.UID && n.Boot != "" {
+				t.boots[k] = n.Boot
+			}
 		}
 	}
 	for _, h := range rec.Holders {
@@ -103,6 +111,7 @@ func (t *Tracker) Observe(rec Record, w World) {
 			delete(t.seen, k)
 			delete(t.warned, k)
 			delete(t.alive, k)
+			delete(t.boots, k)
 		}
 	}
 }
@@ -147,6 +156,12 @@ func (t *Tracker) Silent(e Entry) time.Duration {
 	}
 	return t.now().Sub(b.since)
 }
+
+// FirstBoot is the boot ID e's Node showed when this process first saw
+// the waiter e with its Node showing one; "" if none was seen. A Node
+// whose boot ID has changed since has rebooted while e waited; one that
+// showed another boot than e's from the start may only be out of date.
+func (t *Tracker) FirstBoot(e Entry) string { return t.boots[trackKey(e)] }
 
 // Alive is how long e's node's kubelet has been seen renewing its
 // heartbeat since e's Beat was last seen to change (Observations.Alive).

@@ -3,6 +3,7 @@ package slots
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -204,14 +205,21 @@ func (r Record) entriesKnown() bool {
 
 // UnmarshalJSON reads a record over r (what r holds stays where b says
 // nothing), and keeps the members this gnsh does not know.
+//
+// A record that is not a JSON object (null included, which encoding/json
+// reads into a struct as nothing), or an entry without a node name (null,
+// {}), is an error: read as nothing, it would free every slot it holds.
 func (r *Record) UnmarshalJSON(b []byte) error {
+	if t := bytes.TrimSpace(b); len(t) == 0 || t[0] != '{' {
+		return fmt.Errorf("%.20s is not a JSON object", t)
+	}
 	// Most records have no member this gnsh does not know: one pass.
 	fast := plainRecord{recordJSON: recordJSON(*r)}
 	if onlyKnown(b, &fast) {
 		p := fast.recordJSON
 		p.Holders, p.Waiters, p.unknown = entriesOf(fast.Holders), entriesOf(fast.Waiters), nil
 		*r = Record(p)
-		return nil
+		return r.named()
 	}
 	p := recordJSON(*r)
 	u, err := splitUnknown(b, &p)
@@ -220,5 +228,21 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 	}
 	p.unknown = u
 	*r = Record(p)
+	return r.named()
+}
+
+// named checks that every entry names its node (a null entry reads as one
+// that does not).
+func (r Record) named() error {
+	for _, l := range []struct {
+		name string
+		es   []Entry
+	}{{"holders", r.Holders}, {"waiters", r.Waiters}} {
+		for i, e := range l.es {
+			if e.Node == "" {
+				return fmt.Errorf("%s[%d] names no node (null, or no \"node\")", l.name, i)
+			}
+		}
+	}
 	return nil
 }

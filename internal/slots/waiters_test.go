@@ -21,10 +21,14 @@ func waiter(n string, ticket int64, renew int64) Entry {
 }
 
 // x waited; its node was power-cycled and is up on another boot: whoever
-// reads it drops it at once, and y, behind it, takes the free slot.
+// saw its Node change boot while x waited drops it at once, and y, behind
+// it, takes the free slot. (One that did not see the change cannot tell a
+// Node on a newer boot from one not up to date yet: waitboot_test.go.)
 func TestWaiterOnAnotherBootIsDropped(t *testing.T) {
 	rec := Record{Next: 2, Waiters: []Entry{waiter("x", 1, 30)}}
-	v := Decide(rec, world(node("x", rebooted), node("y")), one, still{}, ask("y"))
+	tr := &Tracker{}
+	tr.Observe(rec, world(node("x"), node("y")))
+	v := Decide(rec, world(node("x", rebooted), node("y")), one, tr, ask("y"))
 	if !v.Admitted {
 		t.Fatalf("y not admitted: %s", names(v.Blocks))
 	}
