@@ -218,6 +218,10 @@ type Verdict struct {
 	// QuorumWarning: the node is a control-plane node of an etcd of one or
 	// two members, which loses its quorum whatever the order.
 	QuorumWarning string
+	// Guarded: the node was decided as a control-plane node (its labels,
+	// an etcd pod on it, or in doubt whether it has one), so that
+	// --force-quorum overrode its quorum guard.
+	Guarded bool
 	// Unrecorded: it waits without a place, the queue being full (its
 	// waiter entry would take the record past MaxRecordBytes): nothing
 	// of it is written, Place is 0, it asks again.
@@ -279,6 +283,7 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 	if !ok { // the caller read its own Node; a world without it is a bug
 		self = NodeState{Name: me.Node, UID: me.UID}
 	}
+	v.Guarded = self.ControlPlane
 	held := holdersOut(v.Record.Holders)
 	// Earlier waiters that fit go first: this node takes a slot only if it
 	// fits beside them (first fit in arrival order). Its own earlier
