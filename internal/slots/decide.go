@@ -558,8 +558,9 @@ func blocks(n NodeState, held map[string]string, w World, lim Limits, forceQuoru
 }
 
 // quorum checks that etcd keeps a majority with n down besides the held
-// nodes: its members that remain (each Ready, not on n, not on a held node)
-// must be more than half of all. With one or two members no majority can
+// nodes: its members that remain (each Ready, on a Node, not on n, not on
+// a held node) must be more than half of all (one member per node:
+// setEtcd). With one or two members no majority can
 // be kept and it does not hold n back (quorumWarning says so); with none
 // (etcd runs elsewhere) there is nothing to keep. Members that could not
 // be read hold n back: --force-quorum goes without the guard.
@@ -574,8 +575,15 @@ func quorum(n NodeState, held map[string]string, w World) (Block, bool) {
 	}
 	var down []Out
 	for _, m := range w.Etcd {
-		switch _, h := held[m.Node]; {
+		_, h := held[m.Node]
+		_, isNode := w.Nodes[m.Node]
+		switch {
 		case m.Node == n.Name:
+		case !isNode:
+			// A pod bound to a node that is not a Node (deleted, its
+			// mirror pod not collected yet): a member that may be down,
+			// never one known to be up.
+			down = append(down, Out{m.Pod, "its node " + m.Node + " is not a Node"})
 		case !m.Ready:
 			down = append(down, Out{m.Pod, w.notReady(m)})
 		case h:
