@@ -101,7 +101,7 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 	if v.QuorumWarning != "" {
 		r.warn("%s", v.QuorumWarning)
 	}
-	if r.forceQuorum && req.Self.ControlPlane {
+	if r.forceQuorum && (req.Self.ControlPlane || v.Guarded) {
 		r.warn("--force-quorum: the etcd quorum guard was not applied to this control-plane or etcd node")
 	}
 	return drained, true

@@ -56,11 +56,21 @@ func keepSlots(ctx context.Context, d *drainer.Drainer, cfg config.Config, conne
 				return slots.NodeState{}, nil, false, err
 			}
 			st := slots.StateOf(n)
-			if !st.ControlPlane {
+			if st.ControlPlane {
+				ms, err := g.EtcdMembers(ctx)
+				return st, ms, err == nil, nil
+			}
+			// Not labelled so: the etcd pods on this node, if any (one
+			// small list, whatever the layout); a node that hosts one
+			// waits for it (the keeper guards it). One that cannot tell
+			// (the pods not listed) waits too: in doubt, guarded, its
+			// member unknown, its slot not freed yet.
+			ms, err := g.EtcdMembersOn(ctx, node)
+			if err != nil {
+				st.ControlPlane = true
 				return st, nil, false, nil
 			}
-			ms, err := g.EtcdMembers(ctx)
-			return st, ms, err == nil, nil
+			return st, ms, true, nil
 		},
 		Needed: func(ctx context.Context, h slots.Entry, free func() error) (bool, string, error) {
 			return slotNeeded(ctx, d, node, h, cfg, free)

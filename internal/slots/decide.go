@@ -244,6 +244,10 @@ type Verdict struct {
 	// QuorumWarning: the node is a control-plane node of an etcd of one or
 	// two members, which loses its quorum whatever the order.
 	QuorumWarning string
+	// Guarded: the node was decided as a control-plane node (its labels,
+	// an etcd pod on it, or in doubt whether it has one), so that
+	// --force-quorum overrode its quorum guard.
+	Guarded bool
 	// Unrecorded: it waits without a place, the queue being full (its
 	// waiter entry would take the record past MaxRecordBytes): nothing
 	// of it is written, Place is 0, it asks again.
@@ -306,6 +310,7 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 	if !ok { // the caller read its own Node; a world without it is a bug
 		self = NodeState{Name: me.Node, UID: me.UID}
 	}
+	v.Guarded = self.ControlPlane
 	held := holdersOut(v.Record.Holders)
 	// Earlier waiters that fit go first: this node takes a slot only if it
 	// fits beside them (first fit in arrival order). Its own earlier
@@ -681,8 +686,9 @@ func blocks(n NodeState, held map[string]string, w World, lim Limits, forceQuoru
 }
 
 // quorum checks that etcd keeps a majority with n down besides the held
-// nodes: its members that remain (each Ready, not on n, not on a held node)
-// must be more than half of all. With one or two members no majority can
+// nodes: its members that remain (each Ready, on a Node, not on n, not on
+// a held node) must be more than half of all (one member per node:
+// setEtcd). With one or two members no majority can
 // be kept and it does not hold n back (quorumWarning says so); with none
 // (etcd runs elsewhere) there is nothing to keep. Members that could not
 // be read hold n back: --force-quorum goes without the guard.
@@ -697,8 +703,15 @@ func quorum(n NodeState, held map[string]string, w World) (Block, bool) {
 	}
 	var down []Out
 	for _, m := range w.Etcd {
-		switch _, h := held[m.Node]; {
+		_, h := held[m.Node]
+		_, isNode := w.Nodes[m.Node]
+		switch {
 		case m.Node == n.Name:
+		case !isNode:
+			// A pod bound to a node that is not a Node (deleted, its
+			// mirror pod not collected yet): a member that may be down,
+			// never one known to be up.
+			down = append(down, Out{m.Pod, "its node " + m.Node + " is not a Node"})
 		case !m.Ready:
 			down = append(down, Out{m.Pod, w.notReady(m)})
 		case h:

@@ -35,18 +35,30 @@ func hasRole(labels map[string]string, key string) bool {
 }
 
 // setEtcd records in w the etcd pods as read (EtcdKnown) and what they and
-// the labels say about the members: each node that hosts an etcd pod is
-// guarded, and each Node labelled etcd that has no pod is a member too.
+// the labels say about the members, one per node: each node that hosts an
+// etcd pod is guarded, and each Node labelled etcd that has no pod is a
+// member too. A pod on a node that is not a Node stays a member (quorum
+// counts it as down).
 // With no etcd pod in the cluster (k3s's embedded etcd) such a member is
 // as Ready as its Node; beside the pods of other members (kubeadm, RKE2)
 // its pod not seen (not started yet, its mirror pod not made yet) is a
 // member that is not Ready. Nothing else of w changes but the flags of
 // its Nodes (w.Nodes is the caller's own map).
 func (w *World) setEtcd(pods []Member) {
-	ms := append([]Member(nil), pods...)
-	hosts := map[string]bool{}
+	var ms []Member
+	hosts := map[string]int{} // node: its member's index in ms
 	for _, m := range pods {
-		hosts[m.Node] = true
+		// One member per node: a node has one etcd member, however many
+		// pods claim it (an old mirror pod beside the new one); it is
+		// Ready only if each of them is.
+		if i, ok := hosts[m.Node]; ok {
+			if ms[i].Ready && !m.Ready {
+				ms[i] = m
+			}
+			continue
+		}
+		hosts[m.Node] = len(ms)
+		ms = append(ms, m)
 		if s, ok := w.Nodes[m.Node]; ok && !s.ControlPlane {
 			s.ControlPlane = true
 			w.Nodes[m.Node] = s
@@ -54,7 +66,7 @@ func (w *World) setEtcd(pods []Member) {
 	}
 	var labelled []string
 	for _, s := range w.Nodes {
-		if s.EtcdRole && !hosts[s.Name] {
+		if _, ok := hosts[s.Name]; s.EtcdRole && !ok {
 			labelled = append(labelled, s.Name)
 		}
 	}

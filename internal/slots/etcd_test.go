@@ -198,25 +198,29 @@ func TestWorkerKeepsUnsettledControlPlaneHolder(t *testing.T) {
 	}
 }
 
-// A worker judging nothing of etcd's never lists kube-system: behind a
-// control-plane holder still on the boot that took the slot, or a worker
-// holder back on a new boot.
+// A worker judging nothing of etcd's never lists the etcd members: behind
+// a control-plane holder still on the boot that took the slot, or a
+// worker holder back on a new boot. Its one list is of its own node's
+// pods of kube-system (whether it hosts a member).
 func TestWorkerListsEtcdOnlyToJudgeAHolder(t *testing.T) {
 	c1, w, x := labelled("c1", kubeadmCP), readyNode("w", ""), readyNode("x", "")
 	hx := held(x, 1)
 	hx.Boot = "b-x-before"
 	g, c := etcdRig(t, 2, []Entry{held(c1, 0), hx}, c1, w, x, etcdPod("c1", true))
 	g.Limits.Settle = time.Hour // x is back, and not settled long enough
-	var lists atomic.Int32
-	c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+	var lists, members atomic.Int32
+	c.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		lists.Add(1)
+		if a.(k8stesting.ListAction).GetListRestrictions().Fields.String() != "spec.nodeName=w" {
+			members.Add(1)
+		}
 		return false, nil, nil
 	})
 	if _, err := acquire(t, g, w, 2*time.Second); err == nil {
 		t.Fatalf("w admitted beside c1 and x, maxUnavailable 2")
 	}
-	if lists.Load() != 0 {
-		t.Fatalf("w listed the pods of kube-system %d times with nothing of etcd's to judge", lists.Load())
+	if members.Load() != 0 || lists.Load() != 1 {
+		t.Fatalf("w listed the pods of kube-system %d times, %d of them not only its own node's, with nothing of etcd's to judge; want one, of its own", lists.Load(), members.Load())
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -188,6 +189,12 @@ type acquirer struct {
 	etcd      []Member
 	etcdKnown bool
 	etcdAt    time.Time
+	// Whether this node hosts an etcd member though its labels do not say
+	// so (selfHosts), once known (selfKnown): read once per request
+	// (checkSelf, or any read of the members).
+	selfHosts bool
+	selfKnown bool
+	selfAt    time.Time
 	fresh     *coordinationv1.Lease // read after a conflict: newer than the watch's
 	// seedLease and seedNodes are the Lease and the Nodes as last read
 	// before the watches start: their first list (no request), which
@@ -319,7 +326,7 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 				g.event(ctx, a.r.Entry.Node, "Normal", ReasonTaken, "Took a reboot slot of %s for %s requested by %s%s",
 					g.Where(), a.r.Entry.Action, a.r.Entry.Who, a.waitedFor())
 			}
-			if a.r.ForceQuorum && a.r.Self.ControlPlane {
+			if a.r.ForceQuorum && (a.r.Self.ControlPlane || v.Guarded) {
 				g.event(ctx, a.r.Entry.Node, "Warning", ReasonQuorumOverride, "%s requested by %s with --force-quorum: the etcd quorum guard is overridden", a.r.Entry.Action, a.r.Entry.Who)
 			}
 			s := g.hold(v.Self, v.Already)
@@ -636,23 +643,37 @@ func (a *acquirer) read(ctx context.Context) (snapshot, error) {
 		a.followHearts(ctx, snap.rec)
 		snap.world.Heartbeats = a.heartbeats()
 	}
-	if a.needEtcd(snap) {
+	if a.needEtcd(ctx, snap) {
 		a.readEtcd(ctx)
 		if a.etcdKnown {
 			snap.world.setEtcd(a.etcd)
 		}
 	}
+	// A node whose labels do not make it guarded but that hosts an etcd
+	// pod is guarded (setEtcd marks it when the members are known); so is
+	// one that could not learn whether it does: in doubt, guarded, and its
+	// quorum unknown holds it back until the pods can be read.
+	if s, ok := snap.world.Nodes[a.r.Self.Name]; ok && !s.ControlPlane && (a.selfHosts || !a.selfKnown) {
+		s.ControlPlane = true
+		snap.world.Nodes[s.Name] = s
+	}
 	return snap, nil
 }
 
 // needEtcd says whether this decision needs the etcd members: this node
-// is guarded (a control-plane node, or one hosting an etcd member: the
-// quorum guard), or a guarded holder is back on a new boot and Ready (is
-// it settled? its etcd member must be Ready). A worker with no such holder
-// to judge never lists kube-system; it leaves earlier guarded waiters
-// their place (Decide).
-func (a *acquirer) needEtcd(snap snapshot) bool {
+// is guarded (a control-plane node by its labels, or one hosting an etcd
+// pod, or one that could not find out: the quorum guard), or a guarded
+// holder is back on a new boot and Ready (is it settled? its etcd member
+// must be Ready). Whether a node not labelled so hosts an etcd pod is
+// read once per request (checkSelf: the pods of kube-system on this node
+// alone); a worker with no holder to judge lists no other etcd pod; it
+// leaves earlier guarded waiters their place (Decide).
+func (a *acquirer) needEtcd(ctx context.Context, snap snapshot) bool {
 	if a.r.Self.ControlPlane {
+		return true
+	}
+	a.checkSelf(ctx)
+	if a.selfHosts || !a.selfKnown {
 		return true
 	}
 	for _, h := range snap.rec.Holders {
@@ -682,6 +703,22 @@ func (a *acquirer) readEtcd(ctx context.Context) {
 		return
 	}
 	a.etcd, a.etcdKnown = ms, true
+	a.selfHosts, a.selfKnown = slices.ContainsFunc(ms, func(m Member) bool { return m.Node == a.r.Self.Name }), true
+}
+
+// checkSelf learns, once per request, whether this node hosts an etcd pod
+// (retried every etcdEvery while the pods cannot be listed).
+func (a *acquirer) checkSelf(ctx context.Context) {
+	if a.selfKnown || !a.selfAt.IsZero() && a.g.clock().Since(a.selfAt) < etcdEvery {
+		return
+	}
+	a.selfAt = a.g.clock().Now()
+	hosts, err := a.g.hostsEtcd(ctx, a.r.Self.Name)
+	if err != nil {
+		a.g.debugf("whether %s hosts an etcd member is not known: %v", a.r.Self.Name, err)
+		return
+	}
+	a.selfHosts, a.selfKnown = hosts, true
 }
 
 // etcdEvery is how often a decision that needs the etcd members lists
@@ -704,9 +741,43 @@ func (g *Gate) EtcdMembers(ctx context.Context) ([]Member, error) {
 	if err != nil {
 		return nil, err
 	}
+	return etcdPods(pl.Items, ""), nil
+}
+
+// hostsEtcd reports whether node hosts an etcd pod, from the API
+// server's cache (a static pod is there for as long as the node runs it).
+func (g *Gate) hostsEtcd(ctx context.Context, node string) (bool, error) {
+	ms, err := g.etcdOn(ctx, node, "0")
+	return len(ms) > 0, err
+}
+
+// EtcdMembersOn lists the etcd pods on node (one small list of the pods of
+// kube-system on that node, whatever the layout): the node agent of a
+// node not labelled control-plane or etcd finds so whether it hosts a
+// member, and whether it is Ready.
+func (g *Gate) EtcdMembersOn(ctx context.Context, node string) ([]Member, error) {
+	return g.etcdOn(ctx, node, "")
+}
+
+// etcdOn lists the etcd pods on node, at resourceVersion rv.
+func (g *Gate) etcdOn(ctx context.Context, node, rv string) ([]Member, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.APITimeout)
+	defer cancel()
+	pl, err := g.C.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(), ResourceVersion: rv})
+	if err != nil {
+		return nil, err
+	}
+	return etcdPods(pl.Items, node), nil
+}
+
+// etcdPods are the members among pods (those of node only, unless ""):
+// static etcd pods, named etcd-NODE, mirror pods or labelled
+// component=etcd.
+func etcdPods(pods []corev1.Pod, node string) []Member {
 	var ms []Member
-	for _, p := range pl.Items {
-		if !strings.HasPrefix(p.Name, "etcd-") || p.Spec.NodeName == "" {
+	for _, p := range pods {
+		if !strings.HasPrefix(p.Name, "etcd-") || p.Spec.NodeName == "" || node != "" && p.Spec.NodeName != node {
 			continue
 		}
 		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; !mirror && p.Labels["component"] != "etcd" {
@@ -720,7 +791,7 @@ func (g *Gate) EtcdMembers(ctx context.Context) ([]Member, error) {
 		}
 		ms = append(ms, m)
 	}
-	return ms, nil
+	return ms
 }
 
 // write stores v.Record with a compare-and-swap on the snapshot's

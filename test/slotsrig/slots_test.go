@@ -39,6 +39,7 @@ func TestSlotsRig(t *testing.T) {
 		{"slots_command", testSlotsCommand},
 		{"control_plane", testControlPlane},
 		{"etcd_only", testEtcdOnly},
+		{"etcd_unlabelled", testEtcdUnlabelled},
 		{"slots_reset", testSlotsReset},
 	} {
 		r.reset(t)
