@@ -738,7 +738,7 @@ func (r *run) Finish(ctx context.Context, err error) {
 		r.event(ctx, "Warning", ReasonDrainFailed, "%s requested by %s was not handed off: %v", r.verb, r.d.who().User, err)
 	}
 	if err == nil {
-		r.keepSlot()
+		r.keepSlot(context.Background())
 	}
 	r.end()
 }
