@@ -2,6 +2,7 @@ package drainer
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,7 +30,10 @@ func (r *run) bypasses() bool {
 // cannot use the gate, a debug line) and the drain goes on. The slot is
 // renewed while the drain runs and kept (shutting-down) after it, as a
 // wrapper's: the keeper frees it after the boot, or once the shutdown is
-// cancelled (ShutdownDrain.Undo frees it first).
+// cancelled (ShutdownDrain.Undo frees it first). A write whose answer was
+// lost is read back and adopted when it landed (slots.Gate.Bypass); when
+// that cannot be told, the entry that may stand is remembered all the
+// same, so that Undo frees it.
 func (r *run) markBypass(ctx context.Context, n *corev1.Node, o *drain.Ownership) {
 	g := r.gate()
 	ctx, cancel := context.WithTimeout(ctx, bypassBound(ctx, r.cfg.APITimeout.D()))
@@ -37,9 +41,14 @@ func (r *run) markBypass(ctx context.Context, n *corev1.Node, o *drain.Ownership
 	s, err := g.Bypass(ctx, slots.Entry{Node: n.Name, UID: n.UID, Boot: r.own.BootID, Action: r.verb,
 		Since: r.d.now().UTC().Truncate(time.Second), Renew: int64(r.cfg.Slots.Renew.D() / time.Second),
 		WasUnschedulable: cordonStays(n, o)})
+	var u *slots.UnconfirmedError
 	switch {
 	case err != nil && kubeletIdentity(err):
 		r.debug("reboot slots: %v", &slots.UnavailableError{Where: g.Where(), Err: err})
+	case errors.As(err, &u):
+		r.bypass = u.Entry
+		r.warn("this %s (it bypassed gnsh) may not be recorded in the reboot slots of %s (the answer to its write was lost, and the record could not be read back: %v): other nodes may be admitted while it drains ('gnsh slots' shows whether %s holds a slot); draining all the same",
+			r.verb, g.Where(), u.Err, n.Name)
 	case err != nil:
 		r.warn("this %s (it bypassed gnsh) is not recorded in the reboot slots of %s (%v): other nodes may be admitted while it drains; draining all the same",
 			r.verb, g.Where(), &slots.UnavailableError{Where: g.Where(), Err: err})
@@ -64,8 +73,9 @@ func bypassBound(ctx context.Context, apiTimeout time.Duration) time.Duration {
 	return apiTimeout
 }
 
-// freeBypass frees the holder entry markBypass wrote, if it is still
-// that one: the shutdown it was written for was cancelled. Bounded by
+// freeBypass frees the holder entry markBypass wrote (or may have), if
+// it is still that one (its Run): the shutdown it was written for was
+// cancelled. Bounded by
 // 2×apiTimeout; a failure is a debug line (the keeper frees it once
 // nothing relies on it).
 func (r *run) freeBypass(why string) {
@@ -77,7 +87,7 @@ func (r *run) freeBypass(why string) {
 	g := r.gate()
 	me := r.bypass
 	freed, err := g.Free(ctx, func(h slots.Entry) bool {
-		return h.Node == me.Node && h.UID == me.UID && h.Boot == me.Boot && h.Ticket == me.Ticket
+		return h.Node == me.Node && h.UID == me.UID && h.Boot == me.Boot && h.Run == me.Run
 	})
 	switch {
 	case err != nil:

@@ -13,6 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -24,17 +25,19 @@ import (
 // slow Lease (each write 2.5 s, under apiTimeout) the drain returns well
 // past its budget, and past logind's delay: the agent overruns the bound
 // that the margin was there to keep.
+//
+// (Corrected: the slow updates were a reactor sleeping 2.5 s whatever the
+// caller's context, which no client-go call does: a request ends with
+// its context. Now they end so too, slowLeases.)
 func TestReviewBypassKeepOverrunsBudget(t *testing.T) {
 	f := newFakeNode(false, nil)
 	otherHolder(t, f)
 	var updates atomic.Int32
-	f.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if updates.Add(1) > 1 { // the bypass write itself is fast
-			time.Sleep(2500 * time.Millisecond)
-		}
-		return false, nil, nil
-	})
+	c := slowLeases{Interface: f, delay: 2500 * time.Millisecond, slow: func() bool {
+		return updates.Add(1) > 1 // the bypass write itself is fast
+	}}
 	d := newDrainer(t, f, "")
+	d.Connect = func(context.Context) (kubernetes.Interface, string, error) { return c, "node1", nil }
 	d.Agent = true
 	budget := 3 * time.Second
 	start := time.Now()

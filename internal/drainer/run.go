@@ -513,6 +513,7 @@ func (r *run) waitForAgent(ctx context.Context, held *Holder) (*Lock, error) {
 	for {
 		select {
 		case <-ctx.Done():
+			r.lastLook(cur)
 			return nil, ctx.Err()
 		case <-t.C():
 		}
@@ -534,6 +535,26 @@ func (r *run) waitForAgent(ctx context.Context, held *Holder) (*Lock, error) {
 			return nil, err
 		}
 	}
+}
+
+// lastLook is waitForAgent's look at the drain lock when a signal ends
+// the wait: the hold last seen (cur, at the last poll, up to
+// agentWaitPoll ago) may have given way since, the agent's bookkeeping to
+// a drain of its own for a shutdown that bypassed gnsh, which found the
+// node holding a slot and relies on it. agentKind stays cur's only if
+// that very hold (its PID, Since and kind) still stands, so that no other
+// hold came between; otherwise it is "" (unknown), and lockNode leaves
+// the slot to the agent's keeper, which frees it once nothing relies on
+// it. A lock found free is let go at once.
+func (r *run) lastLook(cur Holder) {
+	l, err := r.d.lock(r.verb, r.sess.node, true, time.Time{})
+	var held *HeldError
+	if errors.As(err, &held) && held.Holder != nil && held.Holder.PID == cur.PID &&
+		held.Holder.Since.Equal(cur.Since) && held.Holder.Kind == cur.Kind {
+		return
+	}
+	l.Release()
+	r.agentKind = ""
 }
 
 // adopt takes over gnsh's cordon left from an earlier boot, so that the
@@ -738,7 +759,7 @@ func (r *run) Finish(ctx context.Context, err error) {
 		r.event(ctx, "Warning", ReasonDrainFailed, "%s requested by %s was not handed off: %v", r.verb, r.d.who().User, err)
 	}
 	if err == nil {
-		r.keepSlot()
+		r.keepSlot(context.Background())
 	}
 	r.end()
 }

@@ -439,8 +439,14 @@ func (d *Drainer) drainWithin(ctx context.Context, action string, when *time.Tim
 	// The slot stays held whatever the drain's outcome: the schedule (or
 	// the shutdown under way) still takes the node down. The node agent's
 	// keeper renews it while that schedule stands, and frees it once the
-	// schedule is cancelled or the node is back.
-	r.keepSlot()
+	// schedule is cancelled or the node is back. The entry written for a
+	// shutdown that bypassed gnsh is kept within the budget (logind waits
+	// no longer): a late Keep is skipped, the keeper renews it as it stands.
+	keepWithin := context.Background()
+	if r.bypasses() {
+		keepWithin = ctx
+	}
+	r.keepSlot(keepWithin)
 	if when != nil && (o == drained || o == drainedBefore) {
 		if err := d.writeMarker(action, when); err != nil {
 			r.debug("marker %s not written: %v", MarkerName, err)
@@ -493,7 +499,7 @@ func (d *Drainer) SlotForSchedule(ctx context.Context, action string, at time.Ti
 		return r.slotRefusal(r.unslotted(out, r.err))
 	}
 	out, ok := r.takeSlot(ctx, n, o)
-	r.keepSlot()
+	r.keepSlot(context.Background())
 	if !ok {
 		return r.slotRefusal(out)
 	}

@@ -233,12 +233,16 @@ func (r *run) slotPhase(p slots.Phase) {
 
 // keepSlot leaves the slot held after a hand-off, its phase
 // shutting-down: the node agent frees it after the next boot (or others
-// do, internal/slots).
-func (r *run) keepSlot() {
+// do, internal/slots). Bounded by 2×apiTimeout and by bound (the agent's
+// drain for a shutdown that bypassed gnsh: what is left of its budget);
+// a Keep too late for bound is skipped, the entry left as last renewed
+// (the node agent's keeper renews it while the shutdown is under way, and
+// frees it after the boot).
+func (r *run) keepSlot(bound context.Context) {
 	if r.slot == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*r.cfg.APITimeout.D())
+	ctx, cancel := context.WithTimeout(bound, 2*r.cfg.APITimeout.D())
 	defer cancel()
 	if err := r.slot.Keep(ctx, slots.ShuttingDown); err != nil {
 		r.debug("reboot slot: phase not written: %v", err)

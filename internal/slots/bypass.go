@@ -1,6 +1,12 @@
 package slots
 
-import "context"
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
 
 // BypassWho is who asked, in a holder written for a shutdown that
 // bypassed gnsh (Entry.Bypass): gnsh was not asked, and logind does not
@@ -17,6 +23,11 @@ const BypassWho = "systemctl or logind (bypassed gnsh)"
 // e.Boot) already there stands for it: nothing is written, and the Slot is
 // nil. A holder of an earlier boot (still settling) gives way to it, as
 // to any admission. The Slot is renewed until Keep or Release, as any.
+//
+// A write whose answer was lost (a timeout, a broken connection, a 5xx)
+// may have landed: the record is read back (within ctx) and a holder with
+// this request's Run is adopted as written. When that read fails too, the
+// error is an *UnconfirmedError naming the entry that may stand.
 func (g *Gate) Bypass(ctx context.Context, e Entry) (*Slot, error) {
 	e.Run = newRun()
 	e.Phase, e.Beat, e.Bypass, e.Who = Admitted, 0, true, BypassWho
@@ -34,8 +45,44 @@ func (g *Gate) Bypass(ctx context.Context, e Entry) (*Slot, error) {
 		rec.Holders = append(without(rec.Holders, e.Node), e)
 		return true
 	})
+	if err != nil && maybeWritten(err) {
+		rec, _, rerr := g.Read(ctx)
+		if rerr != nil {
+			return nil, &UnconfirmedError{Entry: e, Err: err}
+		}
+		if h, ok := rec.Holder(e.Node); ok && h.UID == e.UID && h.Boot == e.Boot {
+			if h.Run == e.Run {
+				return g.hold(h, false), nil
+			}
+			return nil, nil // another of this boot's stands for it
+		}
+	}
 	if err != nil || held {
 		return nil, err
 	}
 	return g.hold(e, false), nil
+}
+
+// UnconfirmedError is a write whose answer was lost and whose outcome
+// could not be read back: Entry (its Run this request's own) may stand in
+// the record.
+type UnconfirmedError struct {
+	Entry Entry
+	Err   error
+}
+
+func (e *UnconfirmedError) Error() string { return e.Err.Error() }
+func (e *UnconfirmedError) Unwrap() error { return e.Err }
+
+// maybeWritten reports whether a write that failed with err may have
+// landed all the same: its answer was lost on the way (the context's end,
+// a broken connection) or the API server gave up waiting for storage (a
+// timeout, a 5xx). A 4xx other than 408 is a write refused.
+func maybeWritten(err error) bool {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		c := st.Status().Code
+		return c == 0 || c == http.StatusRequestTimeout || c >= http.StatusInternalServerError
+	}
+	return true
 }

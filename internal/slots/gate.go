@@ -1234,6 +1234,10 @@ type Slot struct {
 	stop    chan struct{}
 	done    chan struct{}
 	stopped bool
+	// ctx bounds every renewal; halt cancels it, so that a renewal in
+	// flight does not hold up Keep or Release (its write is moot then).
+	ctx    context.Context
+	cancel context.CancelFunc
 	// lostFn, if set, is called once when the slot is found freed by
 	// someone else.
 	lostFn func(string)
@@ -1247,6 +1251,7 @@ type Slot struct {
 
 func (g *Gate) hold(e Entry, before bool) *Slot {
 	s := &Slot{g: g, entry: e, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), Before: before}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	go s.renew()
 	return s
 }
@@ -1291,10 +1296,10 @@ func (s *Slot) renew() {
 		case <-t.C():
 		case <-s.kick:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*s.g.APITimeout)
+		ctx, cancel := context.WithTimeout(s.ctx, 2*s.g.APITimeout)
 		err := s.write(ctx, func(h *Entry) { h.Beat++ })
 		cancel()
-		if err != nil {
+		if err != nil && s.ctx.Err() == nil {
 			s.g.debugf("renewing the slot of %s: %v", s.entry.Node, err)
 		}
 		if s.isLost() {
@@ -1339,7 +1344,11 @@ func (s *Slot) write(ctx context.Context, change func(*Entry)) error {
 	return nil
 }
 
-// halt stops the renewals and waits for the last one to end.
+// halt stops the renewals and waits for the last one to end: one in
+// flight is cancelled (what comes next, Keep's write or Release's, is
+// made from fresh state, compare-and-swap), so that halt takes no
+// request's time (it used to wait up to 2×apiTimeout for it, outside
+// Keep's bound).
 func (s *Slot) halt() {
 	s.mu.Lock()
 	stopped := s.stopped
@@ -1347,6 +1356,7 @@ func (s *Slot) halt() {
 	s.mu.Unlock()
 	if !stopped {
 		close(s.stop)
+		s.cancel()
 	}
 	<-s.done
 }
@@ -1358,9 +1368,14 @@ func (s *Slot) Halt() { s.halt() }
 // Keep stops renewing and leaves the slot held, its phase and the
 // schedule this process asked for written (bounded by ctx): after a
 // hand-off (the shutdown, or its schedule, stands), the node agent keeps
-// it and frees it after the next boot.
+// it and frees it after the next boot. With ctx already done nothing is
+// written (ctx's error): the entry stands as last renewed, which the node
+// agent's keeper renews and frees as any.
 func (s *Slot) Keep(ctx context.Context, p Phase) error {
 	s.halt()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	s.entry.Phase, s.entry.When = p, s.when
 	when := s.when
