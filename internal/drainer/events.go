@@ -22,6 +22,11 @@ const (
 	ReasonScheduleCancelled = "GnshScheduleCancelled"
 	// ReasonScheduleUncancelled: one it could not cancel before its time.
 	ReasonScheduleUncancelled = "GnshScheduleNotCancelled"
+	// ReasonSlotNotChecked: a shutdown went on without a reboot slot
+	// because the gate was unavailable (slots.gate: optional): the
+	// warning line's text, on the Node. Not for the kubelet's own
+	// credentials, which cannot use the gate by design.
+	ReasonSlotNotChecked = "GnshSlotNotChecked"
 )
 
 // eventNamespace is where Node events live (kubectl describe node reads

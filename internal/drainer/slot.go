@@ -84,7 +84,7 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 		r.debug("reboot slots: %v", err)
 		return drained, true
 	default:
-		r.warn("reboot slots not checked: %v; going on without a slot (slots.gate: optional)", err)
+		r.ungated(ctx, err)
 		return drained, true
 	}
 	r.slot = s
@@ -146,7 +146,7 @@ func (r *run) slotStands(ctx context.Context, last bool) (st slotState, o outcom
 			}
 			return slotUnknown, r.fail(gateDown, ue)
 		}
-		r.warn("reboot slots not checked: %v; going on without a slot (slots.gate: optional)", ue)
+		r.ungated(ctx, ue)
 		r.slot = nil
 		return slotUnknown, drained
 	}
@@ -164,6 +164,20 @@ func (r *run) slotStands(ctx context.Context, last bool) (st slotState, o outcom
 		r.info("the reboot slot of %s in %s was freed by someone else before the cordon ('gnsh slots release', or a node that found it stale)%s", me.Node, g.Where(), again)
 	}
 	return slotFreed, drained
+}
+
+// ungated says that the run goes on without a reboot slot because the
+// gate is unavailable (err) and slots.gate is optional: the warning line,
+// and the same text as a Warning Event on the Node, so that an admin
+// watching the cluster learns that the node went down ungated. The Event
+// is posted with the credentials that just failed: best effort, bounded
+// by apiTimeout, a failure is a debug line (r.event). Not for the
+// kubelet's own credentials (kubeletGateLine), the normal case of a node
+// without gnsh's identity.
+func (r *run) ungated(ctx context.Context, err error) {
+	r.warn("reboot slots not checked: %v; going on without a slot (slots.gate: optional)", err)
+	r.event(ctx, "Warning", ReasonSlotNotChecked, "%s requested by %s: reboot slots not checked: %v; going on without a slot (slots.gate: optional)",
+		r.own.Request(), r.own.Requester(), err)
 }
 
 // slotState is what slotStands found.

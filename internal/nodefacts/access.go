@@ -103,14 +103,16 @@ func GnshRequests(node string, events bool) []APIRequest {
 // request for that name), update it and create it once; read, list and
 // watch the Nodes; list and watch the kubelets' heartbeat Leases in
 // kube-node-lease (a holder whose kubelet still renews is up, not going
-// down: optional, as the gate does without them); and, for a node the gate
-// guards as a control-plane node (controlPlane: labelled control-plane,
-// master or etcd; slots.StateOf), list the etcd pods of kube-system (the
-// quorum guard). A worker lists them only to judge whether a control-plane
-// or etcd holder back on a new boot has settled (its etcd member Ready);
-// without them it leaves that slot to the holder's agent (not reviewed
-// here: gnsh's rbac.yaml allows it wherever it allows the drain's pod
-// list). leaseExists: the Lease is there, so creating it is not needed.
+// down: optional, as the gate does without them); and, for every node, list
+// the pods of kube-system: a node the gate guards as a control-plane node
+// (controlPlane: labelled control-plane, master or etcd; slots.StateOf)
+// counts the etcd members (the quorum guard); any other lists its own
+// (does it host an etcd member? In doubt it is guarded, and then needs
+// the members too) and the etcd members to judge whether a control-plane
+// or etcd holder back on a new boot has settled. Reviewed as the etcd
+// pods' list: RBAC cannot tell it from the node's own (a field selector)
+// or from the unlabelled fallback's. leaseExists: the Lease is there, so
+// creating it is not needed.
 func SlotRequests(ns, name string, controlPlane, leaseExists bool) []APIRequest {
 	const coord = "coordination.k8s.io"
 	byName := "metadata.name=" + name
@@ -128,11 +130,12 @@ func SlotRequests(ns, name string, controlPlane, leaseExists bool) []APIRequest 
 		{Verb: "list", Group: coord, Resource: "leases", Namespace: corev1.NamespaceNodeLease, For: "follow a silent holder's kubelet heartbeat (up, or going down)", Optional: true},
 		{Verb: "watch", Group: coord, Resource: "leases", Namespace: corev1.NamespaceNodeLease, For: "follow a silent holder's kubelet heartbeat while waiting", Optional: true},
 	}
-	if controlPlane {
-		rs = append(rs, APIRequest{Verb: "list", Resource: "pods", Namespace: metav1.NamespaceSystem, LabelSelector: EtcdSelector,
-			For: "count the etcd members (the quorum guard of a control-plane or etcd node)"})
+	etcd := APIRequest{Verb: "list", Resource: "pods", Namespace: metav1.NamespaceSystem, LabelSelector: EtcdSelector,
+		For: "count the etcd members (the quorum guard of a control-plane or etcd node)"}
+	if !controlPlane {
+		etcd.For = "find whether this node hosts an etcd member, and whether a control-plane or etcd holder has settled"
 	}
-	return rs
+	return append(rs, etcd)
 }
 
 // EtcdSelector is the label selector the gate lists kube-system's static

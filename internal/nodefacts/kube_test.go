@@ -210,8 +210,8 @@ func TestGatherKubeAccess(t *testing.T) {
 
 // The gate's requests are reviewed in full: the Lease (get, list and
 // watch by name, update, create while there is none), the Nodes, the
-// kubelets' heartbeat Leases, and the etcd pods of a control-plane node
-// only. One refused makes the gate unavailable; one whose review failed
+// kubelets' heartbeat Leases, and the pods of kube-system (the etcd
+// members) for every node. One refused makes the gate unavailable; one whose review failed
 // leaves it unknown (a warning), never OK.
 func TestGatherSlotsReviews(t *testing.T) {
 	worker := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}}
@@ -231,8 +231,11 @@ func TestGatherSlotsReviews(t *testing.T) {
 		{name: "worker, all allowed", objs: []runtime.Object{worker}, allow: func(APIRequest) bool { return true },
 			reviews: []string{"list leases.coordination.k8s.io/reboot-slots (metadata.name=reboot-slots) in gnsh",
 				"watch leases.coordination.k8s.io/reboot-slots (metadata.name=reboot-slots) in gnsh", "get nodes",
-				"list leases.coordination.k8s.io in kube-node-lease", "watch leases.coordination.k8s.io in kube-node-lease"},
-			not: []string{etcd}, verdict: OK, msg: "gnsh/reboot-slots answers"},
+				"list leases.coordination.k8s.io in kube-node-lease", "watch leases.coordination.k8s.io in kube-node-lease", etcd},
+			verdict: OK, msg: "gnsh/reboot-slots answers"},
+		{name: "worker, etcd pods refused", objs: []runtime.Object{worker},
+			allow:   func(q APIRequest) bool { return q.Resource != "pods" },
+			reviews: []string{etcd}, verdict: Warn, msg: "may read the Lease gnsh/reboot-slots but not " + etcd},
 		{name: "control plane, etcd pods refused", objs: []runtime.Object{control},
 			allow:   func(q APIRequest) bool { return q.Resource != "pods" },
 			reviews: []string{etcd}, verdict: Warn, msg: "may read the Lease gnsh/reboot-slots but not " + etcd},

@@ -255,7 +255,7 @@ func TestEventsDocumented(t *testing.T) {
 	i := strings.Index(string(example), "\nevents:")
 	comment := string(example)[strings.LastIndex(string(example)[:i], "\n\n"):i]
 	for _, r := range []string{drainer.ReasonDrainStarted, drainer.ReasonDrainFinished, drainer.ReasonDrainFailed, drainer.ReasonHandOff,
-		drainer.ReasonUncordoned, drainer.ReasonScheduleCancelled, drainer.ReasonScheduleUncancelled,
+		drainer.ReasonUncordoned, drainer.ReasonScheduleCancelled, drainer.ReasonScheduleUncancelled, drainer.ReasonSlotNotChecked,
 		slots.ReasonWaiting, slots.ReasonTaken, slots.ReasonReleased, slots.ReasonReclaimed, slots.ReasonHeldLong,
 		slots.ReasonQuorumRefused, slots.ReasonQuorumOverride, slots.ReasonReset} {
 		if !strings.Contains(para, "*"+r+"*") {
