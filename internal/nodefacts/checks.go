@@ -95,6 +95,12 @@ func CheckSlots(r *Report) Check {
 		if sf.Cause == CauseNewer {
 			c.Fix = "upgrade gnsh on this node"
 		}
+	case sf.Cause == CauseEtcdPods:
+		c.Verdict, c.Message = Fail, "gate "+sf.Gate+": every reboot waits for slots.wait and is refused (but with --force-quorum, --no-drain or -f): "+sf.Error
+		c.Fix = "apply the rbac.yaml of this gnsh, which grants it: " + r.Install.applyRBAC()
+		if r.Install.byRole() {
+			c.Fix = "run the Ansible role gnsh again (gnsh_credentials: dedicated applies the rbac.yaml of this gnsh)"
+		}
 	default:
 		c.Verdict, c.Message = Warn, "gate optional, unavailable: reboots go on without a slot: "+sf.Error
 		if sf.Gate == "required" {

@@ -291,12 +291,21 @@ func gatherSlots(ctx context.Context, c kubernetes.Interface, rv Reviewer, cfg c
 	// Reading is not enough: every request the gate makes, reviewed.
 	af := GatherAccess(ctx, rv, SlotRequests(cfg.Slots.Namespace, cfg.Slots.Lease, controlPlane, l != nil), cfg.APITimeout.D())
 	var denied, optional []string
+	onlyPods := true
 	for _, d := range af.Denied {
 		if !d.Optional {
 			denied = append(denied, d.String())
+			onlyPods = onlyPods && d.Resource == "pods" && d.Namespace == metav1.NamespaceSystem
 		} else if d.Namespace == corev1.NamespaceNodeLease {
 			optional = append(optional, d.String())
 		}
+	}
+	if len(denied) > 0 && onlyPods {
+		// The gate works, but no node can judge etcd's quorum (whether it
+		// hosts a member, or a member's state): every reboot waits for it
+		// and is refused after slots.wait, optional gate or not.
+		sf.Cause, sf.Error = CauseEtcdPods, fmt.Sprintf("these credentials may use the Lease %s but not %s, so etcd's quorum cannot be judged", g.Where(), strings.Join(denied, ", "))
+		return
 	}
 	if len(denied) > 0 {
 		sf.Cause, sf.Error = CauseAccess, fmt.Sprintf("these credentials may read the Lease %s but not %s", g.Where(), strings.Join(denied, ", "))

@@ -89,6 +89,7 @@ const (
 	CauseNode       = "node"       // this node's name is unknown
 	CauseLease      = "lease"      // the Lease could not be read
 	CauseAccess     = "access"     // the gate's identity may not make its requests
+	CauseEtcdPods   = "etcd-pods"  // the gate's identity may not list the pods of kube-system: every reboot waits for etcd's quorum
 	// The Lease was read but not its record: every reboot is refused,
 	// whatever slots.gate says.
 	CauseRecord = "record"       // not valid JSON: gnsh slots reset
