@@ -167,7 +167,7 @@ func (b Block) String() string {
 	case LimitQueue:
 		return "earlier in the queue: " + strings.Join(s, ", ")
 	case LimitQueueFull:
-		return fmt.Sprintf("the queue is full: %d nodes wait, as many as the slots record holds (%d KiB); this node asks again to join it as they go", b.Max, MaxRecordBytes>>10)
+		return fmt.Sprintf("the queue is full: %d nodes wait, as many as it records; this node asks again to join it as they go", b.Max)
 	case LimitRecordFull:
 		return fmt.Sprintf("the slots record is full: %d holders and the waiters fill the %d KiB it may take of the Lease's 256 KiB; this node asks again as slots are freed", b.Max, MaxHeldBytes>>10)
 	}
@@ -183,6 +183,19 @@ const (
 	LimitQueueFull    = "queue full"
 	LimitRecordFull   = "record full"
 )
+
+// MaxWaiters bounds the queue the record keeps: a node that finds this many
+// waiters recorded waits without a place (Verdict.Unrecorded), writing
+// nothing, and asks to join as places free. Every node waiting watches the
+// one Lease, and every write of it goes to each of them: a record that
+// grew with a fleet asking at once (a thousand nodes whose unattended
+// upgrades reboot at the same hour) would make each write cost the API
+// server and every waiter in proportion to the crowd, twice over, and the
+// crowd's joins would conflict with one another without end. Bounded, a
+// write stays a few KiB; the nodes beyond it join as places free, spread
+// in time (acquirer.sense), so that the queue is served in arrival order
+// among the nodes that found a place, and the others join in no order.
+const MaxWaiters = 32
 
 // MaxRecordBytes bounds the record's footprint (its JSON, and room for
 // its holders to grow: footprint) for a waiter's join: a Lease's
@@ -370,8 +383,9 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 	others := v.Record.Waiters
 	v.Record.Waiters = append(v.Record.Waiters, me)
 	v.Self = me
-	if !in && tooLarge(v.Record) {
-		// The queue is full: the record would outgrow its bound. It
+	if !in && (len(others) >= MaxWaiters || tooLarge(v.Record)) {
+		// The queue is full: MaxWaiters wait, or the record would
+		// outgrow its bound (long names, many holders). It
 		// waits without a place (nothing written for it) and asks
 		// again; it is admitted only by a write that records it as a
 		// holder, where a new node would be.

@@ -1,6 +1,7 @@
 package slots
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -53,6 +55,9 @@ type Gate struct {
 	Status func(string)
 	// Debug prints a debug line (nil: none).
 	Debug func(string)
+	// senseFirst is the first pause's bound of a node beyond the full
+	// queue (0: senseWindow; tests shorten it).
+	senseFirst time.Duration
 }
 
 func (g *Gate) clock() clock.WithTicker {
@@ -204,6 +209,18 @@ type acquirer struct {
 	// hearts follows the kubelet heartbeat Leases of the holders that
 	// have gone silent, by node (the given-up rule needs them).
 	hearts map[string]heartWatch
+	// full: its last decision found the queue full (Unrecorded): its
+	// next write is spread in time (sense), sensed once that pause is
+	// over; senseWindow is the pause's bound, doubled by each conflict;
+	// decided is when it last decided.
+	// nodeStates are the Nodes' states as last built from the watch;
+	// nodesDirty says the watch brought a change since.
+	nodeStates  map[string]NodeState
+	nodesDirty  atomic.Bool
+	full        bool
+	sensed      bool
+	senseWindow time.Duration
+	decided     time.Time
 }
 
 // heartWatch watches one kubelet Lease.
@@ -226,6 +243,15 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 	var v Verdict
 	late := 0 // conflicts once the wait ran out
 	for {
+		if a.full && !a.sensed && a.watching {
+			// A node beyond the full queue decides at most every
+			// fullEvery, however often the record changes: a crowd of a
+			// thousand would otherwise decide a thousand times for each
+			// write, each over every Node.
+			if err := a.sleep(ctx, min(fullEvery-a.g.clock().Since(a.decided), deadline.Sub(a.g.clock().Now()))); err != nil {
+				return nil, v, a.fail(ctx, err)
+			}
+		}
 		snap, err := a.read(ctx)
 		if err != nil {
 			if err := a.trouble(ctx, err, deadline, v); err != nil {
@@ -234,8 +260,29 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 			continue
 		}
 		a.answered = true
+		a.decided = g.clock().Now()
 		v = a.decide(ctx, snap)
 		a.tr.Fits(v.Fit)
+		if v.Changed && a.full && !a.sensed && a.watching && g.clock().Now().Before(deadline) {
+			// It found no place before and may write now (a place or a
+			// slot came free): so may every node beyond the full queue,
+			// all seeing the same write. Each first waits a random
+			// moment and decides again from what the watch then shows:
+			// the first to end writes, and the others mostly see its
+			// write before theirs (it took the place) instead of all
+			// conflicting.
+			if err := a.sleep(ctx, min(a.sense(), deadline.Sub(g.clock().Now()))); err != nil {
+				return nil, v, a.fail(ctx, err)
+			}
+			a.sensed = true
+			continue
+		}
+		if v.Unrecorded {
+			a.full = true
+			if !v.Changed {
+				a.sensed = false // the place went to another: sense again next time
+			}
+		}
 		if w, ok := snap.rec.Waiter(a.r.Entry.Node); ok && w.UID == a.r.Entry.UID && w.Boot == a.r.Entry.Boot {
 			// Its waiter entry stands (its write landed, whether or not
 			// the answer came back): renewed from now on, and its place
@@ -269,6 +316,12 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 				// after each conflict would be a storm when many ask at
 				// once), the Lease read again.
 				a.fresh = nil
+				if a.sensed {
+					// Another node beyond the full queue wrote in the
+					// same moment: a wider pause next time.
+					a.senseWindow = min(2*a.senseWindow, maxSenseWindow)
+					a.sensed = false
+				}
 				if !g.clock().Now().Before(deadline) {
 					// A conflict says only that another node wrote
 					// first (a routine renewal, often), never that there
@@ -282,15 +335,23 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 						return nil, v, &WaitError{Waited: g.clock().Since(a.start), Blocks: v.Blocks, Err: err}
 					}
 				}
+				first := a.lastBeat.IsZero() // not in the record yet
+				if first {
+					// One of a crowd that asked at once, most likely
+					// (a lone node's write seldom conflicts): their
+					// next writes spread over crowdBackoff at least,
+					// or most of them would conflict again.
+					backoff = max(backoff, crowdBackoff)
+				}
 				if err := a.sleep(ctx, jitter(backoff)); err != nil {
 					return nil, v, a.fail(ctx, err)
 				}
-				if a.lastBeat.IsZero() && !v.Admitted {
-					// Joining the queue, as a crowd does that asked at
-					// once: spread wider, the wider the longer the queue
-					// (its place is taken when its write lands, and it
-					// would wait anyway; the writes that admit and free
-					// go first).
+				if first {
+					// Joining the queue (or admitted at its first ask),
+					// as a crowd does that asked at once: spread wider,
+					// the wider the longer the queue (its place is taken
+					// when its write lands, and it would wait anyway;
+					// the writes that admit and free go first).
 					backoff = min(2*backoff, max(maxJoinBackoff, time.Duration(len(v.Record.Waiters))*joinBackoffPerWaiter))
 				} else {
 					backoff = min(2*backoff, maxBackoff)
@@ -316,7 +377,10 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 			}
 			backoff = 10 * time.Millisecond
 			a.wrote = true
-			if !v.Admitted {
+			if !v.Unrecorded {
+				a.full, a.sensed = false, false
+			}
+			if !v.Admitted && !v.Unrecorded {
 				a.lastBeat = g.clock().Now()
 			}
 			a.report(ctx, v)
@@ -439,6 +503,11 @@ const conflictTries = 5
 // queue is not kept waiting by it.
 const maxBackoff = 250 * time.Millisecond
 
+// crowdBackoff is the least pause after a conflict of a node not yet in
+// the record: a hundred nodes asking at once spread over it write a few
+// at a time instead of all again.
+const crowdBackoff = 500 * time.Millisecond
+
 // maxJoinBackoff bounds the pause after a conflict of a node joining the
 // queue (it must wait, and is not in the record yet): a hundred nodes
 // asking at once need more than maxBackoff to write one after the other
@@ -450,6 +519,27 @@ const maxJoinBackoff = 8 * time.Second
 const joinBackoffPerWaiter = 100 * time.Millisecond
 
 func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d) }
+
+// sense is the random pause of a node beyond the full queue before it
+// writes: up to its window, which starts at senseWindow.
+func (a *acquirer) sense() time.Duration {
+	if a.senseWindow == 0 {
+		a.senseWindow = cmp.Or(a.g.senseFirst, senseWindow)
+	}
+	return rand.N(a.senseWindow)
+}
+
+// senseWindow bounds the first pause of a node beyond the full queue
+// before it writes: with a crowd of a thousand beyond it, the first of
+// them writes within milliseconds, and few others before they see that
+// write. The queue itself (MaxWaiters) is served meanwhile.
+const senseWindow = 8 * time.Second
+
+// maxSenseWindow bounds that pause however often it conflicted.
+const maxSenseWindow = 64 * time.Second
+
+// fullEvery is how often at most a node beyond the full queue decides.
+const fullEvery = time.Second
 
 func (a *acquirer) sleep(ctx context.Context, d time.Duration) error {
 	t := a.g.clock().NewTimer(d)
@@ -594,8 +684,15 @@ func (a *acquirer) read(ctx context.Context) (snapshot, error) {
 	var nodes []corev1.Node
 	if a.watching {
 		snap.lease = a.leaseNow()
-		for _, o := range a.nodes.List() {
-			nodes = append(nodes, *o.(*corev1.Node))
+		if a.nodesDirty.Swap(false) || a.nodeStates == nil {
+			// The Nodes' states, again only when the watch brought a
+			// change: a crowd of waiters decides far more often than
+			// Nodes change, each over every Node.
+			a.nodeStates = map[string]NodeState{}
+			for _, o := range a.nodes.List() {
+				st := StateOf(o.(*corev1.Node))
+				a.nodeStates[st.Name] = st
+			}
 		}
 	} else {
 		// The Lease and the Nodes at once: one round trip's wait.
@@ -622,7 +719,12 @@ func (a *acquirer) read(ctx context.Context) (snapshot, error) {
 		snap.lease, nodes = l, nl.Items
 		a.seedLease, a.seedNodes = l, nl
 	}
-	snap.world.Nodes = make(map[string]NodeState, len(nodes)+1)
+	snap.world.Nodes = make(map[string]NodeState, len(nodes)+len(a.nodeStates)+1)
+	if a.watching {
+		for name, st := range a.nodeStates {
+			snap.world.Nodes[name] = st
+		}
+	}
 	for i := range nodes {
 		s := StateOf(&nodes[i])
 		snap.world.Nodes[s.Name] = s
@@ -838,8 +940,9 @@ func (a *acquirer) watch(ctx context.Context) error {
 	// A plain list, then a watch: the lists are small (one Lease, the
 	// Nodes), and fake clientsets have no streaming lists.
 	ls, lc := leaseInformerFrom(g.C, g.Namespace, g.Name, seedLease, g.APITimeout, a.poke)
+	a.nodeStates = nil // built again from the watch's first list
 	ns, nc := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: cache.ToListWatcherWithWatchListSemantics(nodeLW, listThenWatch{}),
-		ObjectType: &corev1.Node{}, Handler: onChange(a.poke)})
+		ObjectType: &corev1.Node{}, Handler: onChange(func() { a.nodesDirty.Store(true); a.poke() })})
 	a.leases, a.nodes = ls, ns
 	ctrls = append(ctrls, lc, nc)
 	for _, c := range ctrls {
