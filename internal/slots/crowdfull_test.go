@@ -159,3 +159,32 @@ func (r *countConflicts) React(a k8stesting.Action) (bool, runtime.Object, error
 	}
 	return false, nil, nil
 }
+
+// A node beyond the full queue leaves the given-up rule to the queue's
+// nodes: it watches no kubelet heartbeat (in the 1,000-node bench every
+// one of them watched the heartbeat of every holder that went quiet,
+// nearly 6,000 requests).
+func TestBeyondFullQueueWatchesNoHeartbeat(t *testing.T) {
+	late := readyNode("late", "")
+	c := fullLease(t, late)
+	// The holder goes quiet: its renewal period is 1 s.
+	admin := &Gate{C: c, Namespace: "gnsh", Name: "reboot-slots", APITimeout: time.Second}
+	if _, err := admin.Update(context.Background(), func(r *Record) bool {
+		r.Holders[0].Renew = 1
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	g := &Gate{C: c, Namespace: "gnsh", Name: "reboot-slots", Limits: one, Renew: 10 * time.Second, APITimeout: time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 3500*time.Millisecond)
+	defer cancel()
+	_, v, err := g.Acquire(ctx, reqFor(late, 10, time.Minute))
+	if !errors.Is(err, context.DeadlineExceeded) || !v.Unrecorded {
+		t.Fatalf("got %v (unrecorded %v), want it still waiting without a place", err, v.Unrecorded)
+	}
+	for _, a := range c.Actions() {
+		if a.GetResource().Resource == "leases" && a.GetNamespace() == NodeLeaseNamespace {
+			t.Fatalf("a node beyond the full queue read the kubelet heartbeats: %s %s/%s", a.GetVerb(), a.GetNamespace(), a.GetResource().Resource)
+		}
+	}
+}

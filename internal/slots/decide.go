@@ -154,6 +154,9 @@ type Block struct {
 	Limit string // "cluster", "pool gpu", "control plane", "etcd quorum", "queue"
 	Max   int
 	Out   []Out
+	// Bytes: the queue is full for the record's byte bound, not for
+	// MaxWaiters (LimitQueueFull).
+	Bytes bool
 }
 
 func (b Block) String() string {
@@ -167,7 +170,10 @@ func (b Block) String() string {
 	case LimitQueue:
 		return "earlier in the queue: " + strings.Join(s, ", ")
 	case LimitQueueFull:
-		return fmt.Sprintf("the queue is full: %d nodes wait, as many as it records; this node asks again to join it as they go", b.Max)
+		if b.Bytes {
+			return fmt.Sprintf("the queue is full: %d nodes wait, and one more would take the slots record past %d KiB; this node asks again to join it as they go", b.Max, MaxRecordBytes>>10)
+		}
+		return fmt.Sprintf("the queue is full: %d nodes wait, %d at most; this node asks again to join it as they go", b.Max, MaxWaiters)
 	case LimitRecordFull:
 		return fmt.Sprintf("the slots record is full: %d holders and the waiters fill the %d KiB it may take of the Lease's 256 KiB; this node asks again as slots are freed", b.Max, MaxHeldBytes>>10)
 	}
@@ -395,7 +401,7 @@ func Decide(rec Record, w World, lim Limits, obs Observations, a Ask) Verdict {
 		}
 		v.Unrecorded = true
 		if bs[0].Limit != LimitRecordFull {
-			v.Blocks = append(v.Blocks, Block{Limit: LimitQueueFull, Max: len(v.Record.Waiters)})
+			v.Blocks = append(v.Blocks, Block{Limit: LimitQueueFull, Max: len(v.Record.Waiters), Bytes: len(others) < MaxWaiters})
 		}
 		v.finish(rec)
 		return v

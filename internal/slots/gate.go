@@ -218,6 +218,7 @@ type acquirer struct {
 	nodeStates  map[string]NodeState
 	nodesDirty  atomic.Bool
 	full        bool
+	fullSince   time.Time // when it first found the queue full
 	sensed      bool
 	senseWindow time.Duration
 	decided     time.Time
@@ -263,7 +264,14 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 		a.decided = g.clock().Now()
 		v = a.decide(ctx, snap)
 		a.tr.Fits(v.Fit)
-		if v.Changed && a.full && !a.sensed && a.watching && g.clock().Now().Before(deadline) {
+		if v.Changed && !v.Admitted && !v.Unrecorded && a.lastBeat.IsZero() && len(v.Record.Waiters) >= MaxWaiters {
+			// Its join would take the queue's last place, which the
+			// nodes beyond the full queue may be waiting for: it
+			// waits its random moment as they do, or a stream of
+			// newcomers would take every freed place ahead of them.
+			a.full = true
+		}
+		if v.Changed && a.full && !a.sensed && g.clock().Now().Before(deadline) {
 			// It found no place before and may write now (a place or a
 			// slot came free): so may every node beyond the full queue,
 			// all seeing the same write. Each first waits a random
@@ -271,6 +279,14 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 			// the first to end writes, and the others mostly see its
 			// write before theirs (it took the place) instead of all
 			// conflicting.
+			if !a.watching {
+				if err := a.watch(ctx); err != nil {
+					if err := a.trouble(ctx, err, deadline, v); err != nil {
+						return nil, v, err
+					}
+					continue
+				}
+			}
 			if err := a.sleep(ctx, min(a.sense(), deadline.Sub(g.clock().Now()))); err != nil {
 				return nil, v, a.fail(ctx, err)
 			}
@@ -278,6 +294,9 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 			continue
 		}
 		if v.Unrecorded {
+			if a.fullSince.IsZero() {
+				a.fullSince = g.clock().Now()
+			}
 			a.full = true
 			if !v.Changed {
 				a.sensed = false // the place went to another: sense again next time
@@ -335,15 +354,25 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 						return nil, v, &WaitError{Waited: g.clock().Since(a.start), Blocks: v.Blocks, Err: err}
 					}
 				}
-				first := a.lastBeat.IsZero() // not in the record yet
+				// Not in the record yet, with time to wait: one of a
+				// crowd that asked at once, most likely (a lone
+				// node's write seldom conflicts): their next writes
+				// spread over crowdBackoff at least, or most of them
+				// would conflict again. A request with little or no
+				// wait left (the agent's "too near" path, a drain
+				// ahead with little budget) keeps the short pauses.
+				left := deadline.Sub(g.clock().Now())
+				first := a.lastBeat.IsZero() && left >= 2*crowdBackoff
 				if first {
-					// One of a crowd that asked at once, most likely
-					// (a lone node's write seldom conflicts): their
-					// next writes spread over crowdBackoff at least,
-					// or most of them would conflict again.
 					backoff = max(backoff, crowdBackoff)
 				}
-				if err := a.sleep(ctx, jitter(backoff)); err != nil {
+				pause := jitter(backoff)
+				if left > 0 {
+					pause = min(pause, left)
+				} else {
+					pause = min(pause, maxBackoff)
+				}
+				if err := a.sleep(ctx, pause); err != nil {
 					return nil, v, a.fail(ctx, err)
 				}
 				if first {
@@ -450,9 +479,11 @@ func (a *acquirer) trouble(ctx context.Context, err error, deadline time.Time, v
 		// it holds is unknown, so no limit can be kept. A refusal, never
 		// "unavailable" (which the optional gate goes past).
 		return &WaitError{Waited: a.g.clock().Since(a.start), Blocks: v.Blocks, Err: err}
-	case !a.wrote && (apierrors.IsForbidden(err) || apierrors.IsNotFound(err)):
-		// Refused before it ever wrote: these credentials cannot use the
-		// gate (no place was taken, nobody was told to wait).
+	case !a.wrote && !a.waited && (apierrors.IsForbidden(err) || apierrors.IsNotFound(err)):
+		// Refused before it ever wrote or was told to wait: these
+		// credentials cannot use the gate (no place was taken, nobody
+		// was told to wait). One told to wait without a place (the
+		// queue full) waits it out like one that wrote.
 		return a.fail(ctx, err)
 	case !a.answered && !apierrors.IsTooManyRequests(err):
 		// A 429 is an answer: the API server is there and busy (its
@@ -521,12 +552,21 @@ const joinBackoffPerWaiter = 100 * time.Millisecond
 func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d) }
 
 // sense is the random pause of a node beyond the full queue before it
-// writes: up to its window, which starts at senseWindow.
+// writes: up to its window, which starts at senseWindow (doubled by each
+// conflict), and narrows the longer it has waited there (by half after
+// senseWindow, to an eighth after 7 × senseWindow): no order is kept
+// beyond the queue, but the nodes that waited longer mostly go first.
 func (a *acquirer) sense() time.Duration {
+	base := cmp.Or(a.g.senseFirst, senseWindow)
 	if a.senseWindow == 0 {
-		a.senseWindow = cmp.Or(a.g.senseFirst, senseWindow)
+		a.senseWindow = base
 	}
-	return rand.N(a.senseWindow)
+	w := a.senseWindow
+	if !a.fullSince.IsZero() {
+		waited := a.g.clock().Since(a.fullSince)
+		w = time.Duration(float64(w) * float64(base) / float64(base+waited))
+	}
+	return rand.N(max(w, time.Millisecond))
 }
 
 // senseWindow bounds the first pause of a node beyond the full queue
@@ -742,7 +782,14 @@ func (a *acquirer) read(ctx context.Context) (snapshot, error) {
 		snap.rec = rec
 	}
 	if a.watching {
-		a.followHearts(ctx, snap.rec)
+		if a.full {
+			// Beyond the full queue it leaves the given-up rule to the
+			// queue's nodes: a thousand of them would each watch the
+			// heartbeat of every holder that goes quiet.
+			a.followHearts(ctx, Record{})
+		} else {
+			a.followHearts(ctx, snap.rec)
+		}
 		snap.world.Heartbeats = a.heartbeats()
 	}
 	if a.needEtcd(ctx, snap) {
