@@ -218,7 +218,7 @@ type acquirer struct {
 	nodeStates  map[string]NodeState
 	nodesDirty  atomic.Bool
 	full        bool
-	fullSince   time.Time // when it first found the queue full
+	place       int // its place in the queue at its last decision (0: none)
 	sensed      bool
 	senseWindow time.Duration
 	decided     time.Time
@@ -263,6 +263,7 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 		a.answered = true
 		a.decided = g.clock().Now()
 		v = a.decide(ctx, snap)
+		a.place = v.Place
 		a.tr.Fits(v.Fit)
 		if v.Changed && !v.Admitted && !v.Unrecorded && a.lastBeat.IsZero() && len(v.Record.Waiters) >= MaxWaiters {
 			// Its join would take the queue's last place, which the
@@ -290,13 +291,16 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 			if err := a.sleep(ctx, min(a.sense(), deadline.Sub(g.clock().Now()))); err != nil {
 				return nil, v, a.fail(ctx, err)
 			}
+			if !g.clock().Now().Before(deadline) {
+				// Its wait ended in the pause: it refuses without
+				// writing (a join now would be withdrawn at once).
+				a.withdraw()
+				return nil, v, &WaitError{Waited: g.clock().Since(a.start), Blocks: v.Blocks}
+			}
 			a.sensed = true
 			continue
 		}
 		if v.Unrecorded {
-			if a.fullSince.IsZero() {
-				a.fullSince = g.clock().Now()
-			}
 			a.full = true
 			if !v.Changed {
 				a.sensed = false // the place went to another: sense again next time
@@ -552,21 +556,16 @@ const joinBackoffPerWaiter = 100 * time.Millisecond
 func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d) }
 
 // sense is the random pause of a node beyond the full queue before it
-// writes: up to its window, which starts at senseWindow (doubled by each
-// conflict), and narrows the longer it has waited there (by half after
-// senseWindow, to an eighth after 7 × senseWindow): no order is kept
-// beyond the queue, but the nodes that waited longer mostly go first.
+// writes: up to its window, which starts at senseWindow and is doubled by
+// each conflict. No order is kept beyond the queue. (A window that
+// narrowed the longer a node waited, to let the older go first, made the
+// thousand-node bench conflict half as much again: a crowd that arrived
+// together ages together.)
 func (a *acquirer) sense() time.Duration {
-	base := cmp.Or(a.g.senseFirst, senseWindow)
 	if a.senseWindow == 0 {
-		a.senseWindow = base
+		a.senseWindow = cmp.Or(a.g.senseFirst, senseWindow)
 	}
-	w := a.senseWindow
-	if !a.fullSince.IsZero() {
-		waited := a.g.clock().Since(a.fullSince)
-		w = time.Duration(float64(w) * float64(base) / float64(base+waited))
-	}
-	return rand.N(max(w, time.Millisecond))
+	return rand.N(a.senseWindow)
 }
 
 // senseWindow bounds the first pause of a node beyond the full queue
@@ -782,10 +781,12 @@ func (a *acquirer) read(ctx context.Context) (snapshot, error) {
 		snap.rec = rec
 	}
 	if a.watching {
-		if a.full {
-			// Beyond the full queue it leaves the given-up rule to the
-			// queue's nodes: a thousand of them would each watch the
-			// heartbeat of every holder that goes quiet.
+		if a.full || a.place != 1 {
+			// Only the head of the queue applies the given-up rule:
+			// it is the one a freed slot goes to, and a thousand
+			// nodes waiting (or joining) would each watch the
+			// heartbeat of every holder that goes quiet, most when
+			// the API server is slowest to take their releases.
 			a.followHearts(ctx, Record{})
 		} else {
 			a.followHearts(ctx, snap.rec)
