@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -211,5 +212,71 @@ func TestOnlyTheHeadWatchesHeartbeats(t *testing.T) {
 		if a.GetResource().Resource == "leases" && a.GetNamespace() == NodeLeaseNamespace {
 			t.Fatalf("a node in place 2 read the kubelet heartbeats: %s", a.GetVerb())
 		}
+	}
+}
+
+// A node that finds the queue full reads no Node until a place may be had
+// (the 1,000-node bench's arrival: a thousand lists of every Node, most
+// only to wait, made the API server too slow to answer hundreds of first
+// reads); once a place frees it lists them and joins.
+func TestFullQueueListsNoNodesUntilAPlaceFrees(t *testing.T) {
+	late := readyNode("late", "")
+	c := fullLease(t, late)
+	lists := func() (n int) {
+		for _, a := range c.Actions() {
+			if a.GetVerb() == "list" && a.GetResource().Resource == "nodes" {
+				n++
+			}
+		}
+		return n
+	}
+	g := &Gate{C: c, Namespace: "gnsh", Name: "reboot-slots", Limits: one, Renew: 10 * time.Second, APITimeout: time.Second,
+		senseFirst: 100 * time.Millisecond}
+	var lines []string
+	var mu sync.Mutex
+	g.Status = func(s string) { mu.Lock(); lines = append(lines, s); mu.Unlock() }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := g.Acquire(ctx, reqFor(late, 10, time.Minute))
+		done <- err
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	if n := lists(); n != 0 {
+		t.Fatalf("%d lists of the Nodes by a node that found the queue full", n)
+	}
+	mu.Lock()
+	if len(lines) == 0 || !strings.Contains(lines[0], "the queue is full: 32 nodes wait, 32 at most") {
+		t.Errorf("waiting lines: %q", lines)
+	}
+	mu.Unlock()
+	admin := &Gate{C: c, Namespace: "gnsh", Name: "reboot-slots", APITimeout: time.Second}
+	if _, err := admin.Update(context.Background(), func(r *Record) bool {
+		r.Waiters = r.Waiters[1:]
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rec, _, err := admin.Read(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := rec.Waiter("late"); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a place freed, and the node beyond the queue did not take it")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := lists(); n != 1 {
+		t.Errorf("%d lists of the Nodes, want 1 (once a place could be had)", n)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("got %v", err)
 	}
 }

@@ -152,6 +152,9 @@ type snapshot struct {
 	lease *coordinationv1.Lease // nil: there is none yet
 	rec   Record
 	world World
+	// full: the queue is full and this node is not in the record: read
+	// without the Nodes (world is empty), it can only wait.
+	full bool
 }
 
 // Acquire takes a slot for r's node, waiting in arrival order while the
@@ -215,10 +218,15 @@ type acquirer struct {
 	// decided is when it last decided.
 	// nodeStates are the Nodes' states as last built from the watch;
 	// nodesDirty says the watch brought a change since.
-	nodeStates  map[string]NodeState
-	nodesDirty  atomic.Bool
-	full        bool
-	place       int // its place in the queue at its last decision (0: none)
+	nodeStates map[string]NodeState
+	nodesDirty atomic.Bool
+	full       bool
+	// fullRV and fullAt: the record's version while the queue was seen
+	// full from the Lease alone, and since when (fullWithout).
+	fullRV      string
+	fullAt      time.Time
+	wctx        context.Context // the watches' context
+	place       int             // its place in the queue at its last decision (0: none)
 	sensed      bool
 	senseWindow time.Duration
 	decided     time.Time
@@ -261,137 +269,32 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 			continue
 		}
 		a.answered = true
-		a.decided = g.clock().Now()
-		v = a.decide(ctx, snap)
-		a.place = v.Place
-		a.tr.Fits(v.Fit)
-		if v.Changed && !v.Admitted && !v.Unrecorded && a.lastBeat.IsZero() && len(v.Record.Waiters) >= MaxWaiters {
-			// Its join would take the queue's last place, which the
-			// nodes beyond the full queue may be waiting for: it
-			// waits its random moment as they do, or a stream of
-			// newcomers would take every freed place ahead of them.
-			a.full = true
-		}
-		if v.Changed && a.full && !a.sensed && g.clock().Now().Before(deadline) {
-			// It found no place before and may write now (a place or a
-			// slot came free): so may every node beyond the full queue,
-			// all seeing the same write. Each first waits a random
-			// moment and decides again from what the watch then shows:
-			// the first to end writes, and the others mostly see its
-			// write before theirs (it took the place) instead of all
-			// conflicting.
-			if !a.watching {
-				if err := a.watch(ctx); err != nil {
-					if err := a.trouble(ctx, err, deadline, v); err != nil {
-						return nil, v, err
-					}
-					continue
-				}
+		if snap.full {
+			// The queue full, this node not in it: it waits, from the
+			// Lease alone (no Node read yet), until a place may be had.
+			a.decided = g.clock().Now()
+			v = Verdict{Record: snap.rec, Unrecorded: true, Blocks: []Block{{Limit: LimitQueueFull, Max: len(snap.rec.Waiters)}}}
+			a.full, a.place = true, 0
+		} else {
+			a.decided = g.clock().Now()
+			v = a.decide(ctx, snap)
+			a.place = v.Place
+			a.tr.Fits(v.Fit)
+			if v.Changed && !v.Admitted && !v.Unrecorded && a.lastBeat.IsZero() && len(v.Record.Waiters) >= MaxWaiters {
+				// Its join would take the queue's last place, which the
+				// nodes beyond the full queue may be waiting for: it
+				// waits its random moment as they do, or a stream of
+				// newcomers would take every freed place ahead of them.
+				a.full = true
 			}
-			if err := a.sleep(ctx, min(a.sense(), deadline.Sub(g.clock().Now()))); err != nil {
-				return nil, v, a.fail(ctx, err)
-			}
-			if !g.clock().Now().Before(deadline) {
-				// Its wait ended in the pause: it refuses without
-				// writing (a join now would be withdrawn at once).
-				a.withdraw()
-				return nil, v, &WaitError{Waited: g.clock().Since(a.start), Blocks: v.Blocks}
-			}
-			a.sensed = true
-			continue
-		}
-		if v.Unrecorded {
-			a.full = true
-			if !v.Changed {
-				a.sensed = false // the place went to another: sense again next time
-			}
-		}
-		if w, ok := snap.rec.Waiter(a.r.Entry.Node); ok && w.UID == a.r.Entry.UID && w.Boot == a.r.Entry.Boot {
-			// Its waiter entry stands (its write landed, whether or not
-			// the answer came back): renewed from now on, and its place
-			// kept.
-			if a.lastBeat.IsZero() {
-				a.lastBeat = g.clock().Now()
-			}
-			a.r.Ask.Ticket, a.r.Ask.HasTicket = w.Ticket, true
-		}
-		if !v.Admitted && g.clock().Since(a.lastBeat) >= WaiterPeriod(g.Renew) && v.Self.Ticket < v.Record.Next {
-			// Renew its waiter entry (its first write counts as one).
-			for i := range v.Record.Waiters {
-				if v.Record.Waiters[i].Node == a.r.Entry.Node && !a.lastBeat.IsZero() {
-					v.Record.Waiters[i].Beat++
-					v.Changed = true
-				}
-			}
-		}
-		if v.Changed {
-			err := a.write(ctx, snap, v)
-			if err == nil && !v.Admitted && !v.Unrecorded {
-				// Its place: kept if others ever drop it by mistake.
-				a.r.Ask.Ticket, a.r.Ask.HasTicket = v.Self.Ticket, true
-			}
-			switch {
-			case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || snap.lease != nil && apierrors.IsNotFound(err):
-				// Another node wrote first (or deleted the Lease: the
-				// reset the README names; the next decision creates it
-				// again): decide again from fresh state,
-				// from the watches from now on (a re-list of the Nodes
-				// after each conflict would be a storm when many ask at
-				// once), the Lease read again.
-				a.fresh = nil
-				if a.sensed {
-					// Another node beyond the full queue wrote in the
-					// same moment: a wider pause next time.
-					a.senseWindow = min(2*a.senseWindow, maxSenseWindow)
-					a.sensed = false
-				}
-				if !g.clock().Now().Before(deadline) {
-					// A conflict says only that another node wrote
-					// first (a routine renewal, often), never that there
-					// is no slot: even with no wait left (the agent's
-					// "too near" path asks with none) it is decided again
-					// from fresh state, a few times and for at most
-					// apiTimeout past the wait.
-					late++
-					if late > conflictTries || g.clock().Since(deadline) >= g.APITimeout {
-						a.withdraw()
-						return nil, v, &WaitError{Waited: g.clock().Since(a.start), Blocks: v.Blocks, Err: err}
-					}
-				}
-				// Not in the record yet, with time to wait: one of a
-				// crowd that asked at once, most likely (a lone
-				// node's write seldom conflicts): their next writes
-				// spread over crowdBackoff at least, or most of them
-				// would conflict again. A request with little or no
-				// wait left (the agent's "too near" path, a drain
-				// ahead with little budget) keeps the short pauses.
-				left := deadline.Sub(g.clock().Now())
-				first := a.lastBeat.IsZero() && left >= 2*crowdBackoff
-				if first {
-					backoff = max(backoff, crowdBackoff)
-				}
-				pause := jitter(backoff)
-				if left > 0 {
-					pause = min(pause, left)
-				} else {
-					pause = min(pause, maxBackoff)
-				}
-				if err := a.sleep(ctx, pause); err != nil {
-					return nil, v, a.fail(ctx, err)
-				}
-				if first {
-					// Joining the queue (or admitted at its first ask),
-					// as a crowd does that asked at once: spread wider,
-					// the wider the longer the queue (its place is taken
-					// when its write lands, and it would wait anyway;
-					// the writes that admit and free go first).
-					backoff = min(2*backoff, max(maxJoinBackoff, time.Duration(len(v.Record.Waiters))*joinBackoffPerWaiter))
-				} else {
-					backoff = min(2*backoff, maxBackoff)
-				}
-				if !a.watching && late > 0 {
-					continue // no wait left to watch in: read again
-				}
+			if v.Changed && a.full && !a.sensed && g.clock().Now().Before(deadline) {
+				// It found no place before and may write now (a place or a
+				// slot came free): so may every node beyond the full queue,
+				// all seeing the same write. Each first waits a random
+				// moment and decides again from what the watch then shows:
+				// the first to end writes, and the others mostly see its
+				// write before theirs (it took the place) instead of all
+				// conflicting.
 				if !a.watching {
 					if err := a.watch(ctx); err != nil {
 						if err := a.trouble(ctx, err, deadline, v); err != nil {
@@ -400,35 +303,148 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 						continue
 					}
 				}
-				a.awaitNewer(ctx, snap.lease, err)
-				continue
-			case err != nil:
-				if err := a.trouble(ctx, err, deadline, v); err != nil {
-					return nil, v, err
+				if err := a.sleep(ctx, min(a.sense(), deadline.Sub(g.clock().Now()))); err != nil {
+					return nil, v, a.fail(ctx, err)
 				}
+				if !g.clock().Now().Before(deadline) {
+					// Its wait ended in the pause: it refuses without
+					// writing (a join now would be withdrawn at once).
+					a.withdraw()
+					return nil, v, &WaitError{Waited: g.clock().Since(a.start), Blocks: v.Blocks}
+				}
+				a.sensed = true
 				continue
 			}
-			backoff = 10 * time.Millisecond
-			a.wrote = true
-			if !v.Unrecorded {
-				a.full, a.sensed = false, false
+			if v.Unrecorded {
+				a.full = true
+				if !v.Changed {
+					a.sensed = false // the place went to another: sense again next time
+				}
 			}
-			if !v.Admitted && !v.Unrecorded {
-				a.lastBeat = g.clock().Now()
+			if w, ok := snap.rec.Waiter(a.r.Entry.Node); ok && w.UID == a.r.Entry.UID && w.Boot == a.r.Entry.Boot {
+				// Its waiter entry stands (its write landed, whether or not
+				// the answer came back): renewed from now on, and its place
+				// kept.
+				if a.lastBeat.IsZero() {
+					a.lastBeat = g.clock().Now()
+				}
+				a.r.Ask.Ticket, a.r.Ask.HasTicket = w.Ticket, true
 			}
-			a.report(ctx, v)
-		}
-		if v.Admitted {
-			if v.Changed || !v.Already {
-				g.event(ctx, a.r.Entry.Node, "Normal", ReasonTaken, "Took a reboot slot of %s for %s requested by %s%s",
-					g.Where(), a.r.Entry.Action, a.r.Entry.Who, a.waitedFor())
+			if !v.Admitted && g.clock().Since(a.lastBeat) >= WaiterPeriod(g.Renew) && v.Self.Ticket < v.Record.Next {
+				// Renew its waiter entry (its first write counts as one).
+				for i := range v.Record.Waiters {
+					if v.Record.Waiters[i].Node == a.r.Entry.Node && !a.lastBeat.IsZero() {
+						v.Record.Waiters[i].Beat++
+						v.Changed = true
+					}
+				}
 			}
-			if a.r.ForceQuorum && (a.r.Self.ControlPlane || v.Guarded) {
-				g.event(ctx, a.r.Entry.Node, "Warning", ReasonQuorumOverride, "%s requested by %s with --force-quorum: the etcd quorum guard is overridden", a.r.Entry.Action, a.r.Entry.Who)
+			if v.Changed {
+				err := a.write(ctx, snap, v)
+				if err == nil && !v.Admitted && !v.Unrecorded {
+					// Its place: kept if others ever drop it by mistake.
+					a.r.Ask.Ticket, a.r.Ask.HasTicket = v.Self.Ticket, true
+				}
+				switch {
+				case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || snap.lease != nil && apierrors.IsNotFound(err):
+					// Another node wrote first (or deleted the Lease: the
+					// reset the README names; the next decision creates it
+					// again): decide again from fresh state,
+					// from the watches from now on (a re-list of the Nodes
+					// after each conflict would be a storm when many ask at
+					// once), the Lease read again.
+					a.fresh = nil
+					if a.sensed {
+						// Another node beyond the full queue wrote in the
+						// same moment: a wider pause next time.
+						a.senseWindow = min(2*a.senseWindow, maxSenseWindow)
+						a.sensed = false
+					}
+					if !g.clock().Now().Before(deadline) {
+						// A conflict says only that another node wrote
+						// first (a routine renewal, often), never that there
+						// is no slot: even with no wait left (the agent's
+						// "too near" path asks with none) it is decided again
+						// from fresh state, a few times and for at most
+						// apiTimeout past the wait.
+						late++
+						if late > conflictTries || g.clock().Since(deadline) >= g.APITimeout {
+							a.withdraw()
+							return nil, v, &WaitError{Waited: g.clock().Since(a.start), Blocks: v.Blocks, Err: err}
+						}
+					}
+					// Not in the record yet, with time to wait: one of a
+					// crowd that asked at once, most likely (a lone
+					// node's write seldom conflicts): their next writes
+					// spread over crowdBackoff at least, or most of them
+					// would conflict again. A request with little or no
+					// wait left (the agent's "too near" path, a drain
+					// ahead with little budget) keeps the short pauses.
+					left := deadline.Sub(g.clock().Now())
+					first := a.lastBeat.IsZero() && left >= 2*crowdBackoff
+					if first {
+						backoff = max(backoff, crowdBackoff)
+					}
+					pause := jitter(backoff)
+					if left > 0 {
+						pause = min(pause, left)
+					} else {
+						pause = min(pause, maxBackoff)
+					}
+					if err := a.sleep(ctx, pause); err != nil {
+						return nil, v, a.fail(ctx, err)
+					}
+					if first {
+						// Joining the queue (or admitted at its first ask),
+						// as a crowd does that asked at once: spread wider,
+						// the wider the longer the queue (its place is taken
+						// when its write lands, and it would wait anyway;
+						// the writes that admit and free go first).
+						backoff = min(2*backoff, max(maxJoinBackoff, time.Duration(len(v.Record.Waiters))*joinBackoffPerWaiter))
+					} else {
+						backoff = min(2*backoff, maxBackoff)
+					}
+					if !a.watching && late > 0 {
+						continue // no wait left to watch in: read again
+					}
+					if !a.watching {
+						if err := a.watch(ctx); err != nil {
+							if err := a.trouble(ctx, err, deadline, v); err != nil {
+								return nil, v, err
+							}
+							continue
+						}
+					}
+					a.awaitNewer(ctx, snap.lease, err)
+					continue
+				case err != nil:
+					if err := a.trouble(ctx, err, deadline, v); err != nil {
+						return nil, v, err
+					}
+					continue
+				}
+				backoff = 10 * time.Millisecond
+				a.wrote = true
+				if !v.Unrecorded {
+					a.full, a.sensed = false, false
+				}
+				if !v.Admitted && !v.Unrecorded {
+					a.lastBeat = g.clock().Now()
+				}
+				a.report(ctx, v)
 			}
-			s := g.hold(v.Self, v.Already)
-			s.when = a.r.Entry.When
-			return s, v, nil
+			if v.Admitted {
+				if v.Changed || !v.Already {
+					g.event(ctx, a.r.Entry.Node, "Normal", ReasonTaken, "Took a reboot slot of %s for %s requested by %s%s",
+						g.Where(), a.r.Entry.Action, a.r.Entry.Who, a.waitedFor())
+				}
+				if a.r.ForceQuorum && (a.r.Self.ControlPlane || v.Guarded) {
+					g.event(ctx, a.r.Entry.Node, "Warning", ReasonQuorumOverride, "%s requested by %s with --force-quorum: the etcd quorum guard is overridden", a.r.Entry.Action, a.r.Entry.Who)
+				}
+				s := g.hold(v.Self, v.Already)
+				s.when = a.r.Entry.When
+				return s, v, nil
+			}
 		}
 		a.tell(ctx, v)
 		if !g.clock().Now().Before(deadline) {
@@ -723,6 +739,16 @@ func (a *acquirer) read(ctx context.Context) (snapshot, error) {
 	var nodes []corev1.Node
 	if a.watching {
 		snap.lease = a.leaseNow()
+		if a.nodes == nil {
+			// Watching the Lease alone (the queue was full): on while
+			// it is, the Nodes read only once a place may be had.
+			if full, err := a.fullWithout(&snap); full || err != nil {
+				return snap, err
+			}
+			if err := a.watchNodes(ctx); err != nil {
+				return snap, err
+			}
+		}
 		if a.nodesDirty.Swap(false) || a.nodeStates == nil {
 			// The Nodes' states, again only when the watch brought a
 			// change: a crowd of waiters decides far more often than
@@ -734,11 +760,18 @@ func (a *acquirer) read(ctx context.Context) (snapshot, error) {
 			}
 		}
 	} else {
-		// The Lease and the Nodes at once: one round trip's wait.
-		var l *coordinationv1.Lease
-		var lerr error
-		done := make(chan struct{})
-		go func() { defer close(done); l, lerr = g.get(ctx) }()
+		// The Lease first: a node that finds the queue full reads no
+		// Node (a thousand asking at once would each list them all,
+		// most of them only to wait).
+		l, lerr := g.get(ctx)
+		if lerr != nil {
+			return snap, lerr
+		}
+		snap.lease = l
+		if full, err := a.fullWithout(&snap); full || err != nil {
+			a.seedLease = l
+			return snap, err
+		}
 		lctx, cancel := context.WithTimeout(ctx, g.APITimeout)
 		// From the API server's cache (resourceVersion 0): a consistent
 		// list waits about 100 ms for the cache to catch up, which would
@@ -748,10 +781,6 @@ func (a *acquirer) read(ctx context.Context) (snapshot, error) {
 		// holder or waiter missing from the list is read again.
 		nl, err := g.C.CoreV1().Nodes().List(lctx, metav1.ListOptions{ResourceVersion: "0"})
 		cancel()
-		<-done
-		if lerr != nil {
-			return snap, lerr
-		}
 		if err != nil {
 			return snap, err
 		}
@@ -808,6 +837,38 @@ func (a *acquirer) read(ctx context.Context) (snapshot, error) {
 		snap.world.Nodes[s.Name] = s
 	}
 	return snap, nil
+}
+
+// fullWithout decodes snap's Lease into snap.rec and reports whether the
+// queue is full without this node in the record (it can only wait:
+// snap.full). A record whose queue has not changed for MaxWaiterSilence
+// (its waiters renew at least every MaxWaiterRenew) may hold only dead
+// waiters, whom only a decision over the Nodes drops: it is not full then.
+func (a *acquirer) fullWithout(snap *snapshot) (bool, error) {
+	snap.rec = Record{Version: Schema}
+	if snap.lease == nil {
+		return false, nil
+	}
+	rec, err := Decode(snap.lease)
+	if err != nil {
+		return false, err
+	}
+	snap.rec = rec
+	me := a.r.Entry.Node
+	_, waits := rec.Waiter(me)
+	_, holds := rec.Holder(me)
+	if len(rec.Waiters) < MaxWaiters || waits || holds {
+		return false, nil
+	}
+	now := a.g.clock().Now()
+	if rv := snap.lease.ResourceVersion; rv != a.fullRV {
+		a.fullRV, a.fullAt = rv, now
+	}
+	if now.Sub(a.fullAt) >= MaxWaiterSilence {
+		return false, nil
+	}
+	snap.full = true
+	return true, nil
 }
 
 // needEtcd says whether this decision needs the etcd members: this node
@@ -959,7 +1020,23 @@ func (a *acquirer) write(ctx context.Context, snap snapshot, v Verdict) error {
 func (a *acquirer) watch(ctx context.Context) error {
 	g := a.g
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	a.stopWatch = cancel
+	a.stopWatch, a.wctx = cancel, wctx
+	if a.seedNodes == nil && a.seedLease != nil {
+		// Its last read found the queue full: the Lease alone, the
+		// Nodes once a place may be had (watchNodes).
+		first := &coordinationv1.LeaseList{ListMeta: metav1.ListMeta{ResourceVersion: a.seedLease.ResourceVersion},
+			Items: []coordinationv1.Lease{*a.seedLease}}
+		a.seedLease = nil
+		ls, lc := leaseInformerFrom(g.C, g.Namespace, g.Name, first, g.APITimeout, a.poke)
+		a.leases, a.nodes = ls, nil
+		go lc.RunWithContext(wctx)
+		if err := a.synced(ctx, lc); err != nil {
+			cancel()
+			return err
+		}
+		a.watching = true
+		return nil
+	}
 	nodes := g.C.CoreV1().Nodes()
 	// The first list is the one just read (no request: a queue of a
 	// hundred nodes would list them all again at once); a list again
@@ -996,18 +1073,52 @@ func (a *acquirer) watch(ctx context.Context) error {
 	for _, c := range ctrls {
 		go c.RunWithContext(wctx)
 	}
-	sctx, scancel := context.WithTimeout(ctx, 3*g.APITimeout)
+	if err := a.synced(ctx, ctrls...); err != nil {
+		cancel()
+		return err
+	}
+	a.watching = true
+	return nil
+}
+
+// synced waits until ctrls have their first lists, at most 3 × apiTimeout.
+func (a *acquirer) synced(ctx context.Context, ctrls ...cache.Controller) error {
+	sctx, scancel := context.WithTimeout(ctx, 3*a.g.APITimeout)
 	defer scancel()
 	for _, c := range ctrls {
 		if !cache.WaitForCacheSync(sctx.Done(), c.HasSynced) {
-			cancel()
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("watching the Lease %s and the Nodes: not in sync within %s", g.Where(), 3*g.APITimeout)
+			return fmt.Errorf("watching the Lease %s and the Nodes: not in sync within %s", a.g.Where(), 3*a.g.APITimeout)
 		}
 	}
-	a.watching = true
+	return nil
+}
+
+// watchNodes starts watching the Nodes beside the Lease (a node that
+// watched the Lease alone while the queue was full): one list, then a
+// watch.
+func (a *acquirer) watchNodes(ctx context.Context) error {
+	nodes := a.g.C.CoreV1().Nodes()
+	apiTimeout := a.g.APITimeout
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return nodes.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			ctx = longWatch(ctx, &o, apiTimeout)
+			return nodes.Watch(ctx, o)
+		},
+	}
+	a.nodeStates = nil
+	ns, nc := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{}),
+		ObjectType: &corev1.Node{}, Handler: onChange(func() { a.nodesDirty.Store(true); a.poke() })})
+	go nc.RunWithContext(a.wctx)
+	if err := a.synced(ctx, nc); err != nil {
+		return err
+	}
+	a.nodes = ns
 	return nil
 }
 
