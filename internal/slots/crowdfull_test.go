@@ -280,3 +280,47 @@ func TestFullQueueListsNoNodesUntilAPlaceFrees(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// A full queue of dead waiters (none renews): a node beyond it, watching
+// the Lease alone, sees their silence pass its bound, reads the Nodes,
+// drops them and joins (the queue's own nodes, who would drop them, are
+// the dead ones).
+func TestFullQueueOfDeadWaitersIsDropped(t *testing.T) {
+	late := readyNode("late", "")
+	c := fullLease(t, late)
+	admin := &Gate{C: c, Namespace: "gnsh", Name: "reboot-slots", APITimeout: time.Second}
+	if _, err := admin.Update(context.Background(), func(r *Record) bool {
+		for i := range r.Waiters {
+			r.Waiters[i].Renew = 1 // silent past their bound within seconds
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	g := &Gate{C: c, Namespace: "gnsh", Name: "reboot-slots", Limits: one, Renew: 10 * time.Second, APITimeout: time.Second,
+		senseFirst: 100 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := g.Acquire(ctx, reqFor(late, 10, time.Minute))
+		done <- err
+	}()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		rec, _, err := admin.Read(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := rec.Waiter("late"); ok {
+			t.Logf("%d waiters left", len(rec.Waiters))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a queue of dead waiters (%d) held a node beyond it for 15 s", len(rec.Waiters))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	<-done
+}

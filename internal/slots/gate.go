@@ -218,13 +218,9 @@ type acquirer struct {
 	// decided is when it last decided.
 	// nodeStates are the Nodes' states as last built from the watch;
 	// nodesDirty says the watch brought a change since.
-	nodeStates map[string]NodeState
-	nodesDirty atomic.Bool
-	full       bool
-	// fullRV and fullAt: the record's version while the queue was seen
-	// full from the Lease alone, and since when (fullWithout).
-	fullRV      string
-	fullAt      time.Time
+	nodeStates  map[string]NodeState
+	nodesDirty  atomic.Bool
+	full        bool
 	wctx        context.Context // the watches' context
 	place       int             // its place in the queue at its last decision (0: none)
 	sensed      bool
@@ -841,9 +837,10 @@ func (a *acquirer) read(ctx context.Context) (snapshot, error) {
 
 // fullWithout decodes snap's Lease into snap.rec and reports whether the
 // queue is full without this node in the record (it can only wait:
-// snap.full). A record whose queue has not changed for MaxWaiterSilence
-// (its waiters renew at least every MaxWaiterRenew) may hold only dead
-// waiters, whom only a decision over the Nodes drops: it is not full then.
+// snap.full). It follows the waiters' renewals meanwhile: a queue with a
+// waiter silent past its bound (dead, most likely) is not full to it,
+// for only a decision over the Nodes drops that waiter (and its own,
+// with what it observed, does at once).
 func (a *acquirer) fullWithout(snap *snapshot) (bool, error) {
 	snap.rec = Record{Version: Schema}
 	if snap.lease == nil {
@@ -860,12 +857,13 @@ func (a *acquirer) fullWithout(snap *snapshot) (bool, error) {
 	if len(rec.Waiters) < MaxWaiters || waits || holds {
 		return false, nil
 	}
-	now := a.g.clock().Now()
-	if rv := snap.lease.ResourceVersion; rv != a.fullRV {
-		a.fullRV, a.fullAt = rv, now
-	}
-	if now.Sub(a.fullAt) >= MaxWaiterSilence {
-		return false, nil
+	// Renewals only: without the Nodes nothing else it observes counts
+	// (no holder settles, no boot is known), as for a node just started.
+	a.tr.Observe(rec, World{})
+	for _, w := range rec.Waiters {
+		if a.tr.Silent(w) >= waiterSilence(w) {
+			return false, nil
+		}
 	}
 	snap.full = true
 	return true, nil
