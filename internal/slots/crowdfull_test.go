@@ -190,31 +190,6 @@ func TestBeyondFullQueueWatchesNoHeartbeat(t *testing.T) {
 	}
 }
 
-// Only the head of the queue watches a quiet holder's heartbeat: a node in
-// place 2 reads none.
-func TestOnlyTheHeadWatchesHeartbeats(t *testing.T) {
-	first, second := readyNode("first", ""), readyNode("second", "")
-	h := readyNode("h", "")
-	rec := Record{Version: Schema, Next: 2, Holders: []Entry{{Node: "h", UID: h.UID, Boot: "b-h", Phase: Draining, Renew: 1}},
-		Waiters: []Entry{{Node: "first", UID: first.UID, Boot: "b-first", Ticket: 1, Renew: 30}}}
-	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "reboot-slots", Namespace: "gnsh"}}
-	rec.Encode(l)
-	c := fake.NewClientset(first, second, h, l)
-	casLeases(c)
-	g := &Gate{C: c, Namespace: "gnsh", Name: "reboot-slots", Limits: one, Renew: 10 * time.Second, APITimeout: time.Second}
-	ctx, cancel := context.WithTimeout(context.Background(), 3500*time.Millisecond)
-	defer cancel()
-	_, v, err := g.Acquire(ctx, reqFor(second, 10, time.Minute))
-	if !errors.Is(err, context.DeadlineExceeded) || v.Place != 2 {
-		t.Fatalf("got %v (place %d), want it still waiting in place 2", err, v.Place)
-	}
-	for _, a := range c.Actions() {
-		if a.GetResource().Resource == "leases" && a.GetNamespace() == NodeLeaseNamespace {
-			t.Fatalf("a node in place 2 read the kubelet heartbeats: %s", a.GetVerb())
-		}
-	}
-}
-
 // A node that finds the queue full reads no Node until a place may be had
 // (the 1,000-node bench's arrival: a thousand lists of every Node, most
 // only to wait, made the API server too slow to answer hundreds of first

@@ -153,8 +153,9 @@ type snapshot struct {
 	rec   Record
 	world World
 	// full: the queue is full and this node is not in the record: read
-	// without the Nodes (world is empty), it can only wait.
-	full bool
+	// without the Nodes (world is empty), it can only wait. room: read
+	// so too, by a node beyond the full queue, and a place is free.
+	full, room bool
 }
 
 // Acquire takes a slot for r's node, waiting in arrival order while the
@@ -221,8 +222,9 @@ type acquirer struct {
 	nodeStates  map[string]NodeState
 	nodesDirty  atomic.Bool
 	full        bool
-	wctx        context.Context // the watches' context
-	place       int             // its place in the queue at its last decision (0: none)
+	wctx        context.Context    // the watches' context
+	stopNodes   context.CancelFunc // ends the Node watch watchNodes started
+	place       int                // its place in the queue at its last decision (0: none)
 	sensed      bool
 	senseWindow time.Duration
 	decided     time.Time
@@ -265,12 +267,26 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 			continue
 		}
 		a.answered = true
-		if snap.full {
+		if snap.room && g.clock().Now().Before(deadline) {
+			// A place freed while it waited beyond the full queue,
+			// from the Lease alone: its random pause first (sense),
+			// the Nodes then read only if the place is still free.
+			if err := a.sleep(ctx, min(a.sense(), deadline.Sub(g.clock().Now()))); err != nil {
+				return nil, v, a.fail(ctx, err)
+			}
+			if !g.clock().Now().Before(deadline) {
+				a.withdraw()
+				return nil, v, &WaitError{Waited: g.clock().Since(a.start), Blocks: v.Blocks}
+			}
+			a.sensed = true
+			continue
+		}
+		if snap.full || snap.room {
 			// The queue full, this node not in it: it waits, from the
 			// Lease alone (no Node read yet), until a place may be had.
 			a.decided = g.clock().Now()
 			v = Verdict{Record: snap.rec, Unrecorded: true, Blocks: []Block{{Limit: LimitQueueFull, Max: len(snap.rec.Waiters)}}}
-			a.full, a.place = true, 0
+			a.full, a.place, a.sensed = true, 0, false
 		} else {
 			a.decided = g.clock().Now()
 			v = a.decide(ctx, snap)
@@ -315,6 +331,14 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 				a.full = true
 				if !v.Changed {
 					a.sensed = false // the place went to another: sense again next time
+					if a.stopNodes != nil && len(v.Record.Waiters) >= MaxWaiters && len(v.Record.Holders) >= g.Limits.Max {
+						// Back to the Lease alone, as before the place
+						// freed (only where the Lease alone says it
+						// must wait: else it would list the Nodes again
+						// at its next decision).
+						a.stopNodes()
+						a.stopNodes, a.nodes, a.nodeStates = nil, nil, nil
+					}
 				}
 			}
 			if w, ok := snap.rec.Waiter(a.r.Entry.Node); ok && w.UID == a.r.Entry.UID && w.Boot == a.r.Entry.Boot {
@@ -737,10 +761,12 @@ func (a *acquirer) read(ctx context.Context) (snapshot, error) {
 		snap.lease = a.leaseNow()
 		if a.nodes == nil {
 			// Watching the Lease alone (the queue was full): on while
-			// it is, the Nodes read only once a place may be had.
-			if full, err := a.fullWithout(&snap); full || err != nil {
+			// it is, the Nodes read only once a place may be had
+			// (after its random pause: run).
+			if full, err := a.fullWithout(&snap); full || err != nil || snap.room && !a.sensed {
 				return snap, err
 			}
+			snap.room = false
 			if err := a.watchNodes(ctx); err != nil {
 				return snap, err
 			}
@@ -806,12 +832,12 @@ func (a *acquirer) read(ctx context.Context) (snapshot, error) {
 		snap.rec = rec
 	}
 	if a.watching {
-		if a.full || a.place != 1 {
-			// Only the head of the queue applies the given-up rule:
-			// it is the one a freed slot goes to, and a thousand
-			// nodes waiting (or joining) would each watch the
-			// heartbeat of every holder that goes quiet, most when
-			// the API server is slowest to take their releases.
+		if a.full || a.place == 0 {
+			// Only the queue's nodes apply the given-up rule (32 at
+			// most): a thousand nodes beyond it, or joining, would
+			// each watch the heartbeat of every holder that goes
+			// quiet, most when the API server is slowest to take
+			// their releases.
 			a.followHearts(ctx, Record{})
 		} else {
 			a.followHearts(ctx, snap.rec)
@@ -854,7 +880,18 @@ func (a *acquirer) fullWithout(snap *snapshot) (bool, error) {
 	me := a.r.Entry.Node
 	_, waits := rec.Waiter(me)
 	_, holds := rec.Holder(me)
-	if len(rec.Waiters) < MaxWaiters || waits || holds {
+	if waits || holds || len(rec.Holders) < a.g.Limits.Max {
+		// In the record, or a slot may be free (the cluster's limit
+		// not reached by the holders alone): a decision over the
+		// Nodes, which may admit it beyond a full queue.
+		return false, nil
+	}
+	if len(rec.Waiters) < MaxWaiters {
+		if a.full && a.nodes == nil {
+			// A place is free: it may join once its random pause is
+			// over (run), and reads the Nodes only then.
+			snap.room = true
+		}
 		return false, nil
 	}
 	// Renewals only: without the Nodes nothing else it observes counts
@@ -1112,11 +1149,13 @@ func (a *acquirer) watchNodes(ctx context.Context) error {
 	a.nodeStates = nil
 	ns, nc := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{}),
 		ObjectType: &corev1.Node{}, Handler: onChange(func() { a.nodesDirty.Store(true); a.poke() })})
-	go nc.RunWithContext(a.wctx)
+	nctx, stop := context.WithCancel(a.wctx)
+	go nc.RunWithContext(nctx)
 	if err := a.synced(ctx, nc); err != nil {
+		stop()
 		return err
 	}
-	a.nodes = ns
+	a.nodes, a.stopNodes = ns, stop
 	return nil
 }
 
