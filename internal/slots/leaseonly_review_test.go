@@ -31,7 +31,7 @@ import (
 // waiter; its only way out, the record unchanged for MaxWaiterSilence,
 // never comes while the holder renews (every renewal is a new
 // resourceVersion). Nobody in the queue is alive to drop them either.
-func TestReview3RenewingHolderKeepsDeadQueueFull(t *testing.T) {
+func TestDeadQueueNotKeptFullByRenewingHolder(t *testing.T) {
 	rec := Record{Version: Schema, Next: 1, Holders: []Entry{{Node: "h", UID: "u-h", Boot: "b-h", Phase: Draining, Renew: 10}}}
 	for i := range MaxWaiters {
 		e := fleetAsk(i).Entry
@@ -67,7 +67,7 @@ func TestReview3RenewingHolderKeepsDeadQueueFull(t *testing.T) {
 // list the Nodes, as in the 1,000-node arrival). Each retry starts another
 // Node informer and none of the failed ones is stopped: they all run,
 // list and watch every Node, until the request ends.
-func TestReview3FailedNodeWatchesAreNotStopped(t *testing.T) {
+func TestFailedNodeWatchIsStopped(t *testing.T) {
 	late := readyNode("late", "")
 	c := fullLease(t, late)
 	var failing atomic.Bool
@@ -115,7 +115,7 @@ func TestReview3FailedNodeWatchesAreNotStopped(t *testing.T) {
 // the moment it is head. With heads that leave (their waits end, SIGINT,
 // dead heads dropped) the rule's clock restarts each time; with
 // renew: 10m a head needs 30 min at the head.
-func TestReview3NewHeadStartsGivenUpCountAgain(t *testing.T) {
+func TestNewHeadKeepsGivenUpCount(t *testing.T) {
 	na, nb, nh := readyNode("a", ""), readyNode("b", ""), readyNode("h", "")
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "reboot-slots", Namespace: "gnsh"}}
 	Record{Version: Schema, Next: 1, Holders: []Entry{{Node: "h", UID: nh.UID, Boot: nh.Status.NodeInfo.BootID, Phase: Draining, Renew: 1}}}.Encode(l)
@@ -170,7 +170,7 @@ func TestReview3NewHeadStartsGivenUpCountAgain(t *testing.T) {
 // d945ca1 it is admitted at its first decision; now it finds the queue
 // full from the Lease alone, never decides while the record changes (or
 // for 90 s), and is refused after its wait with 9 slots free.
-func TestReview3BeyondFullQueueAdmittedWhenItFits(t *testing.T) {
+func TestBeyondFullQueueAdmittedWhenItFits(t *testing.T) {
 	rec := Record{Version: Schema, Next: 1, Holders: []Entry{{Node: "h", UID: "u-h", Boot: "b-h", Phase: Draining, Renew: 10}}}
 	h := readyNode("h", "")
 	h.Labels = map[string]string{"gpu": "true"}
@@ -215,7 +215,7 @@ func TestReview3BeyondFullQueueAdmittedWhenItFits(t *testing.T) {
 
 // SIGINT while a node waits beyond the full queue reading the Lease alone:
 // it returns at once and writes nothing (it has no entry to withdraw).
-func TestReview3InterruptWhileLeaseOnly(t *testing.T) {
+func TestInterruptWhileWaitingBeyondFullQueue(t *testing.T) {
 	late := readyNode("late", "")
 	c := fullLease(t, late)
 	g := &Gate{C: c, Namespace: "gnsh", Name: "reboot-slots", Limits: one, Renew: 10 * time.Second, APITimeout: time.Second}
@@ -250,7 +250,7 @@ func TestReview3InterruptWhileLeaseOnly(t *testing.T) {
 // API server also takes their sense writes, and none goes back to the
 // Lease alone once the queue is full again. Five nodes beyond the queue,
 // one place freed: five lists and five Node watches.
-func TestReview3OnePlaceFreedAllListNodes(t *testing.T) {
+func TestOnePlaceFreedFewListNodes(t *testing.T) {
 	var late []*corev1.Node
 	for i := range 5 {
 		late = append(late, readyNode("late-"+strconv.Itoa(i), ""))

@@ -28,7 +28,7 @@ import (
 // admitted; crowdBackoff makes the first cost 250-750 ms and the second
 // 500-1500 ms, past the budget: no slot with a slot free, and the agent
 // cancels the admin's schedule (hole 4 again).
-func TestReview2ConflictsWithinShortBudget(t *testing.T) {
+func TestConflictPausesStayShortWithoutWaitLeft(t *testing.T) {
 	n1, n2 := readyNode("node1", ""), readyNode("node2", "")
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "reboot-slots", Namespace: "gnsh"}}
 	Record{Version: Schema, Next: 1, Holders: []Entry{{Node: "node2", UID: n2.UID, Boot: "b-node2", Phase: Draining, Renew: 10}}}.Encode(l)
@@ -124,7 +124,7 @@ func recorded(t *testing.T, admin *Gate, node string) bool {
 // ahead of the nodes that waited beyond the queue (review 2, finding 2: on
 // 713672f the three places freed went to the three newcomers). Its window
 // here is ten hours, so within its 3 s wait it writes nothing.
-func TestReview2NewcomerSensesForTheLastPlace(t *testing.T) {
+func TestNewcomerSensesForTheLastPlace(t *testing.T) {
 	newcomer := readyNode("new-0", "")
 	c := fullLease(t, newcomer)
 	admin := &Gate{C: c, Namespace: "gnsh", Name: "reboot-slots", APITimeout: time.Second}
@@ -156,7 +156,7 @@ func TestReview2NewcomerSensesForTheLastPlace(t *testing.T) {
 // A node beyond the full queue in its sense pause (its window 60 s) is
 // cancelled (SIGINT), or its wait ends: it returns at once, never after
 // its pause.
-func TestReview2SensePauseEndsWithCtxAndWait(t *testing.T) {
+func TestSensePauseEndsWithCtxAndWait(t *testing.T) {
 	for _, cancelIt := range []bool{true, false} {
 		me := readyNode("me", "")
 		c := fullLease(t, me)
@@ -197,7 +197,7 @@ func TestReview2SensePauseEndsWithCtxAndWait(t *testing.T) {
 // The Nodes' states are cached (nodeStates) and built again only when the
 // Node watch reports a change: an uncordon, and a holder's Node deleted,
 // are still seen by a waiting node.
-func TestReview2CachedNodesSeeChanges(t *testing.T) {
+func TestCachedNodeStatesSeeChanges(t *testing.T) {
 	me, h, x := readyNode("me", ""), readyNode("h", ""), readyNode("x", "")
 	x.Spec.Unschedulable = true // an admin's forgotten cordon: counts as out
 	c := fake.NewClientset(me, h, x)
@@ -241,7 +241,7 @@ func TestReview2CachedNodesSeeChanges(t *testing.T) {
 // unavailable, and the optional gate lets the shutdown go on without a
 // slot, as a node never told to wait would. A recorded waiter in the same
 // spot waits it out and is refused at the end of its wait.
-func TestReview2ForbiddenAfterToldToWaitBeyondQueue(t *testing.T) {
+func TestForbiddenAfterToldToWaitIsWaitedOut(t *testing.T) {
 	me := readyNode("me", "")
 	c := fullLease(t, me)
 	admin := &Gate{C: c, Namespace: "gnsh", Name: "reboot-slots", APITimeout: time.Second}
@@ -278,7 +278,7 @@ func TestReview2ForbiddenAfterToldToWaitBeyondQueue(t *testing.T) {
 // whatever made the queue full: a record written by an older gnsh with
 // more than MaxWaiters waiters, or the byte bound reached by many holders
 // with few waiters. Each says something false to the admin.
-func TestReview2QueueFullLineSaysWhy(t *testing.T) {
+func TestQueueFullLineSaysWhichBound(t *testing.T) {
 	ns := []NodeState{}
 	for i := range 1000 {
 		s := node(fleetName(i))
