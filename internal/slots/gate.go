@@ -213,18 +213,19 @@ type acquirer struct {
 	// hearts follows the kubelet heartbeat Leases of the holders that
 	// have gone silent, by node (the given-up rule needs them).
 	hearts map[string]heartWatch
-	// full: its last decision found the queue full (Unrecorded): its
-	// next write is spread in time (sense), sensed once that pause is
-	// over; senseWindow is the pause's bound, doubled by each conflict;
-	// decided is when it last decided.
 	// nodeStates are the Nodes' states as last built from the watch;
 	// nodesDirty says the watch brought a change since.
-	nodeStates  map[string]NodeState
-	nodesDirty  atomic.Bool
+	nodeStates map[string]NodeState
+	nodesDirty atomic.Bool
+	wctx       context.Context    // the watches' context
+	stopNodes  context.CancelFunc // ends the Node watch watchNodes started
+	place      int                // its place in the queue at its last decision (0: none)
+	// full: its last decision found the queue full (Unrecorded), or its
+	// join takes the last place: its next write is spread in time
+	// (sense), sensed once that pause is over; senseWindow is the
+	// pause's bound, doubled by each conflict; decided is when it last
+	// decided.
 	full        bool
-	wctx        context.Context    // the watches' context
-	stopNodes   context.CancelFunc // ends the Node watch watchNodes started
-	place       int                // its place in the queue at its last decision (0: none)
 	sensed      bool
 	senseWindow time.Duration
 	decided     time.Time
