@@ -161,8 +161,10 @@ type snapshot struct {
 // Acquire takes a slot for r's node, waiting in arrival order while the
 // limits hold it back (at most r.Wait: then a *WaitError). Cancelling ctx
 // withdraws its place. A *UnavailableError says the gate cannot be used.
-// The first attempt reads the Lease and the Nodes once and writes once;
-// only a node that must wait watches them.
+// The first attempt reads the Lease, then the Nodes, and writes once; only
+// a node that must wait watches them. A node that finds the queue full
+// (MaxWaiters) while the holders fill the cluster's limit reads and
+// watches the Lease alone until a place frees.
 func (g *Gate) Acquire(ctx context.Context, r Request) (*Slot, Verdict, error) {
 	if r.Entry.Run == "" {
 		r.Entry.Run = newRun()
