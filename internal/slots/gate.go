@@ -274,14 +274,9 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 			// A place freed while it waited beyond the full queue,
 			// from the Lease alone: its random pause first (sense),
 			// the Nodes then read only if the place is still free.
-			if err := a.sleep(ctx, min(a.sense(), deadline.Sub(g.clock().Now()))); err != nil {
-				return nil, v, a.fail(ctx, err)
+			if err := a.sensePause(ctx, deadline, v); err != nil {
+				return nil, v, err
 			}
-			if !g.clock().Now().Before(deadline) {
-				a.withdraw()
-				return nil, v, &WaitError{Waited: g.clock().Since(a.start), Blocks: v.Blocks}
-			}
-			a.sensed = true
 			continue
 		}
 		if snap.full || snap.room {
@@ -318,16 +313,9 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 						continue
 					}
 				}
-				if err := a.sleep(ctx, min(a.sense(), deadline.Sub(g.clock().Now()))); err != nil {
-					return nil, v, a.fail(ctx, err)
+				if err := a.sensePause(ctx, deadline, v); err != nil {
+					return nil, v, err
 				}
-				if !g.clock().Now().Before(deadline) {
-					// Its wait ended in the pause: it refuses without
-					// writing (a join now would be withdrawn at once).
-					a.withdraw()
-					return nil, v, &WaitError{Waited: g.clock().Since(a.start), Blocks: v.Blocks}
-				}
-				a.sensed = true
 				continue
 			}
 			if v.Unrecorded {
@@ -593,6 +581,23 @@ const maxJoinBackoff = 8 * time.Second
 const joinBackoffPerWaiter = 100 * time.Millisecond
 
 func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d) }
+
+// sensePause waits its random pause (sense), at most until deadline, and
+// marks it sensed: its next decision may write. A wait that ends in the
+// pause refuses without writing (a join now would be withdrawn at once),
+// with v's blocks; a cancelled ctx ends it as fail does.
+func (a *acquirer) sensePause(ctx context.Context, deadline time.Time, v Verdict) error {
+	g := a.g
+	if err := a.sleep(ctx, min(a.sense(), deadline.Sub(g.clock().Now()))); err != nil {
+		return a.fail(ctx, err)
+	}
+	if !g.clock().Now().Before(deadline) {
+		a.withdraw()
+		return &WaitError{Waited: g.clock().Since(a.start), Blocks: v.Blocks}
+	}
+	a.sensed = true
+	return nil
+}
 
 // sense is the random pause of a node beyond the full queue before it
 // writes: up to its window, which starts at senseWindow and is doubled by
@@ -1059,55 +1064,32 @@ func (a *acquirer) watch(ctx context.Context) error {
 	g := a.g
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.stopWatch, a.wctx = cancel, wctx
-	if a.seedNodes == nil && a.seedLease != nil {
-		// Its last read found the queue full: the Lease alone, the
-		// Nodes once a place may be had (watchNodes).
-		first := &coordinationv1.LeaseList{ListMeta: metav1.ListMeta{ResourceVersion: a.seedLease.ResourceVersion},
-			Items: []coordinationv1.Lease{*a.seedLease}}
-		a.seedLease = nil
-		ls, lc := leaseInformerFrom(g.C, g.Namespace, g.Name, first, g.APITimeout, a.poke)
-		a.leases, a.nodes = ls, nil
-		go lc.RunWithContext(wctx)
-		if err := a.synced(ctx, lc); err != nil {
-			cancel()
-			return err
-		}
-		a.watching = true
-		return nil
-	}
-	nodes := g.C.CoreV1().Nodes()
-	// The first list is the one just read (no request: a queue of a
+	// The first lists are the ones just read (no request: a queue of a
 	// hundred nodes would list them all again at once); a list again
 	// only if the watch cannot go on from it.
-	var seedNodes runtime.Object
-	if a.seedNodes != nil {
-		seedNodes = a.seedNodes
-	}
 	var seedLease runtime.Object
 	if a.seedLease != nil {
 		seedLease = &coordinationv1.LeaseList{ListMeta: metav1.ListMeta{ResourceVersion: a.seedLease.ResourceVersion},
 			Items: []coordinationv1.Lease{*a.seedLease}}
 	}
-	a.seedLease, a.seedNodes = nil, nil
-	nodeLW := &cache.ListWatch{
-		ListWithContextFunc: seeded(seedNodes, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return nodes.List(ctx, o)
-		}),
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			ctx = longWatch(ctx, &o, g.APITimeout)
-			return nodes.Watch(ctx, o)
-		},
+	// Its last read found the queue full (the Lease read, no Node): the
+	// Lease alone, the Nodes once a place may be had (watchNodes).
+	leaseOnly := a.seedNodes == nil && a.seedLease != nil
+	var seedNodes runtime.Object
+	if a.seedNodes != nil {
+		seedNodes = a.seedNodes
 	}
-	var ctrls []cache.Controller
-	a.leases, ctrls = nil, nil
+	a.seedLease, a.seedNodes = nil, nil
 	// A plain list, then a watch: the lists are small (one Lease, the
 	// Nodes), and fake clientsets have no streaming lists.
 	ls, lc := leaseInformerFrom(g.C, g.Namespace, g.Name, seedLease, g.APITimeout, a.poke)
-	a.nodeStates = nil // built again from the watch's first list
-	ns, nc := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: cache.ToListWatcherWithWatchListSemantics(nodeLW, listThenWatch{}),
-		ObjectType: &corev1.Node{}, Handler: onChange(func() { a.nodesDirty.Store(true); a.poke() })})
-	a.leases, a.nodes = ls, ns
-	ctrls = append(ctrls, lc, nc)
+	a.leases, a.nodes = ls, nil
+	ctrls := []cache.Controller{lc}
+	if !leaseOnly {
+		ns, nc := a.nodeInformer(seedNodes)
+		a.nodes = ns
+		ctrls = append(ctrls, nc)
+	}
 	for _, c := range ctrls {
 		go c.RunWithContext(wctx)
 	}
@@ -1117,6 +1099,26 @@ func (a *acquirer) watch(ctx context.Context) error {
 	}
 	a.watching = true
 	return nil
+}
+
+// nodeInformer watches the Nodes, its first list seed when that is not
+// nil: each change marks the Nodes' states to be built again, and kicks a
+// new decision.
+func (a *acquirer) nodeInformer(seed runtime.Object) (cache.Store, cache.Controller) {
+	nodes := a.g.C.CoreV1().Nodes()
+	apiTimeout := a.g.APITimeout
+	lw := &cache.ListWatch{
+		ListWithContextFunc: seeded(seed, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return nodes.List(ctx, o)
+		}),
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			ctx = longWatch(ctx, &o, apiTimeout)
+			return nodes.Watch(ctx, o)
+		},
+	}
+	a.nodeStates = nil // built again from the watch's first list
+	return cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{}),
+		ObjectType: &corev1.Node{}, Handler: onChange(func() { a.nodesDirty.Store(true); a.poke() })})
 }
 
 // synced waits until ctrls have their first lists, at most 3 × apiTimeout.
@@ -1138,20 +1140,7 @@ func (a *acquirer) synced(ctx context.Context, ctrls ...cache.Controller) error 
 // watched the Lease alone while the queue was full): one list, then a
 // watch.
 func (a *acquirer) watchNodes(ctx context.Context) error {
-	nodes := a.g.C.CoreV1().Nodes()
-	apiTimeout := a.g.APITimeout
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return nodes.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			ctx = longWatch(ctx, &o, apiTimeout)
-			return nodes.Watch(ctx, o)
-		},
-	}
-	a.nodeStates = nil
-	ns, nc := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{}),
-		ObjectType: &corev1.Node{}, Handler: onChange(func() { a.nodesDirty.Store(true); a.poke() })})
+	ns, nc := a.nodeInformer(nil)
 	nctx, stop := context.WithCancel(a.wctx)
 	go nc.RunWithContext(nctx)
 	if err := a.synced(ctx, nc); err != nil {
