@@ -16,41 +16,22 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
 
 func TestCrowdBeyondFullQueueJoinsOneByOne(t *testing.T) {
-	rec := Record{Version: Schema, Holders: []Entry{holder("h", 0)}, Next: 1}
-	rec.Holders[0].UID, rec.Holders[0].Boot = "u-h", "b-h"
-	objs := []runtime.Object{readyNode("h", "")}
-	for i := range MaxWaiters {
-		e := fleetAsk(i).Entry
-		e.Ticket, e.Renew = rec.Next, 30
-		rec.Waiters = append(rec.Waiters, e)
-		rec.Next++
-		n := readyNode(e.Node, "")
-		n.UID, n.Status.NodeInfo.BootID = e.UID, e.Boot
-		objs = append(objs, n)
-	}
 	const crowd = 6
 	var askers []Request
+	var late []*corev1.Node
 	for i := range crowd {
 		n := readyNode(fmt.Sprintf("late-%d", i), "")
-		objs = append(objs, n)
+		late = append(late, n)
 		askers = append(askers, reqFor(n, 10, time.Minute))
 	}
-	c := fake.NewClientset(objs...)
-	casLeases(c)
-	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "reboot-slots", Namespace: "gnsh"}}
-	rec.Encode(l)
-	if _, err := c.CoordinationV1().Leases("gnsh").Create(context.Background(), l, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c := fullLease(t, late...)
 	var askersOn atomic.Bool // count the askers' writes only
 	var writes, conflicts atomic.Int32
 	c.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -84,12 +65,7 @@ func TestCrowdBeyondFullQueueJoinsOneByOne(t *testing.T) {
 	// An admin frees one place (the first waiter's entry removed).
 	askersOn.Store(false)
 	admin := &Gate{C: c, Namespace: "gnsh", Name: "reboot-slots", APITimeout: time.Second}
-	if _, err := admin.Update(context.Background(), func(r *Record) bool {
-		r.Waiters = r.Waiters[1:]
-		return true
-	}); err != nil {
-		t.Fatal(err)
-	}
+	freeFirstPlace(t, admin)
 	askersOn.Store(true)
 	// One of the crowd takes it; the queue is full again, and the others
 	// wait on without a place.
@@ -227,25 +203,9 @@ func TestFullQueueListsNoNodesUntilAPlaceFrees(t *testing.T) {
 	}
 	mu.Unlock()
 	admin := &Gate{C: c, Namespace: "gnsh", Name: "reboot-slots", APITimeout: time.Second}
-	if _, err := admin.Update(context.Background(), func(r *Record) bool {
-		r.Waiters = r.Waiters[1:]
-		return true
-	}); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		rec, _, err := admin.Read(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := rec.Waiter("late"); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a place freed, and the node beyond the queue did not take it")
-		}
-		time.Sleep(50 * time.Millisecond)
+	freeFirstPlace(t, admin)
+	if _, ok := awaitWaiter(t, admin, "late", 5*time.Second); !ok {
+		t.Fatal("a place freed, and the node beyond the queue did not take it")
 	}
 	if n := lists(); n != 1 {
 		t.Errorf("%d lists of the Nodes, want 1 (once a place could be had)", n)
@@ -281,21 +241,31 @@ func TestFullQueueOfDeadWaitersIsDropped(t *testing.T) {
 		_, _, err := g.Acquire(ctx, reqFor(late, 10, time.Minute))
 		done <- err
 	}()
-	deadline := time.Now().Add(15 * time.Second)
+	rec, ok := awaitWaiter(t, admin, "late", 15*time.Second)
+	if !ok {
+		t.Fatalf("a queue of dead waiters (%d) held a node beyond it for 15 s", len(rec.Waiters))
+	}
+	t.Logf("%d waiters left", len(rec.Waiters))
+	cancel()
+	<-done
+}
+
+// awaitWaiter reads the record until node is a waiter in it, at most
+// within: the record last read, and whether it is.
+func awaitWaiter(t *testing.T, admin *Gate, node string, within time.Duration) (Record, bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		rec, _, err := admin.Read(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := rec.Waiter("late"); ok {
-			t.Logf("%d waiters left", len(rec.Waiters))
-			break
+		if _, ok := rec.Waiter(node); ok {
+			return rec, true
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("a queue of dead waiters (%d) held a node beyond it for 15 s", len(rec.Waiters))
+			return rec, false
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
-	cancel()
-	<-done
 }
