@@ -93,7 +93,14 @@ func TestSlotsPoolReboots(t *testing.T) {
 	if waiting == nil || pools[waiting.n.name] != "a" || a != 2 {
 		t.Fatalf("handed off %d of pool a; waiting: %v", a, waiting)
 	}
+	// The one waiting joins the queue once its first write's conflict
+	// pause is over (a node not yet in the record that conflicted with
+	// the others pauses at least half a second): the record as it then
+	// stands.
 	rec := history()[len(history())-1]
+	for end := time.Now().Add(10 * time.Second); len(rec.Waiters) == 0 && time.Now().Before(end); rec = history()[len(history())-1] {
+		time.Sleep(50 * time.Millisecond)
+	}
 	if len(rec.Holders) != 3 || len(rec.Waiters) != 1 || rec.Waiters[0].Node != waiting.n.name {
 		t.Fatalf("record: %+v", rec)
 	}
