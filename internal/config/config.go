@@ -120,6 +120,36 @@ type Slots struct {
 	// apiTimeout, at most MaxRenew; left out: 10s, or apiTimeout rounded
 	// up to whole seconds when that is longer.
 	Renew Duration `json:"renew"`
+	// Queue says which reboots that get no slot at once are queued (the
+	// node agent reboots the node when one comes) instead of waiting in
+	// the command: auto (default: those asked without a person at a
+	// terminal: unattended-upgrades, cron, Ansible), always, or never
+	// (each waits up to slots.wait, then is refused).
+	Queue string `json:"queue"`
+	// QueueFor bounds how long a queued reboot waits for its slot (and
+	// its window) before it is given up. Default 24h.
+	QueueFor Duration `json:"queueFor"`
+	// Window, if set, holds queued reboots to a maintenance window: they
+	// are admitted only within it. A reboot asked by a person at a
+	// terminal is not held by it.
+	Window *Window `json:"window"`
+}
+
+// Queue modes of Slots.Queue.
+const (
+	QueueAuto   = "auto"   // queue what automation asks (no person at a terminal)
+	QueueAlways = "always" // queue every reboot that gets no slot at once
+	QueueNever  = "never"  // never queue: wait up to slots.wait, then refuse
+)
+
+// Window is slots.window as written: the days of the week, the hours
+// and the time zone within which queued reboots are admitted
+// (internal/window reads it).
+type Window struct {
+	Days     string `json:"days"`     // "mon-fri", "sat,sun"; empty: every day
+	Start    string `json:"start"`    // "02:00"
+	End      string `json:"end"`      // "05:00"; before Start: the window ends the next day
+	TimeZone string `json:"timeZone"` // "Europe/Berlin", "UTC"; empty: the node's local time
 }
 
 // Pool is a set of nodes with a limit of its own.
@@ -155,6 +185,8 @@ func Default() Config {
 			Settle:         Duration(30 * time.Second),
 			WarnAfter:      Duration(30 * time.Minute),
 			Renew:          Duration(10 * time.Second),
+			Queue:          QueueAuto,
+			QueueFor:       Duration(24 * time.Hour),
 		},
 	}
 }
@@ -361,6 +393,14 @@ func (s *Slots) check(apiTimeout time.Duration, renewSet bool) []Problem {
 	case GateOff, GateOptional, GateRequired:
 	default:
 		bad("slots.gate", "%q is not a gate mode; use off, optional or required", s.Gate)
+	}
+	switch s.Queue {
+	case QueueAuto, QueueAlways, QueueNever:
+	default:
+		bad("slots.queue", "%q is not a queue mode; use auto, always or never", s.Queue)
+	}
+	if s.QueueFor.D() < time.Minute {
+		bad("slots.queueFor", "%s is too short for a queued reboot to be admitted; use 1m or more (default 24h)", s.QueueFor.D())
 	}
 	if s.MaxUnavailable < 1 {
 		bad("slots.maxUnavailable", "must be 1 or more; slots.gate: off turns the gate off")
