@@ -12,6 +12,7 @@ import (
 	"github.com/gnsh/gnsh/internal/dispatch"
 	"github.com/gnsh/gnsh/internal/drainer"
 	"github.com/gnsh/gnsh/internal/gnshcli"
+	"github.com/gnsh/gnsh/internal/journal"
 	"github.com/gnsh/gnsh/internal/signals"
 	"github.com/gnsh/gnsh/internal/system"
 )
@@ -30,7 +31,7 @@ func main() {
 		// Relies: shutdown -c asks logind and systemd whether a shutdown
 		// is under way before it lifts gnsh's cordon and frees the slot.
 		return &drainer.Drainer{Stderr: os.Stderr, TTY: drainer.IsTerminal(2), Getenv: os.Getenv, Signal: sig,
-			Relies: gnshcli.ShutdownRelies(os.Getenv, time.Now)}
+			Relies: gnshcli.ShutdownRelies(os.Getenv, time.Now), Automated: automated, Journal: journal.Send}
 	}
 	env.Preparer, env.NewDrainer = newDrainer(), newDrainer
 	ctx := context.Background()
@@ -42,4 +43,13 @@ func main() {
 	}
 	buses.Close()
 	os.Exit(code)
+}
+
+// automated says whether the command was asked with no person at a
+// terminal (slots.queue: auto queues its reboot when no slot is free).
+func automated() (bool, string) {
+	if !drainer.IsTerminal(0) && !drainer.IsTerminal(2) {
+		return true, "no terminal on stdin and stderr"
+	}
+	return false, ""
 }

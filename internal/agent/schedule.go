@@ -129,9 +129,12 @@ type ScheduleFollower struct {
 	// Uncancelled, if set, records (a Warning Event) that a schedule no
 	// reboot slot came for could not be cancelled before its time.
 	Uncancelled func(ctx context.Context, action string, at time.Time, why string)
-	Out         io.Writer
-	Status      func(string)
-	Clock       clock.Clock // clock.RealClock if nil
+	// Defers: Cancel queues the request (slots.queue is not never): the
+	// node agent reboots the node once a slot comes; the line says so.
+	Defers bool
+	Out    io.Writer
+	Status func(string)
+	Clock  clock.Clock // clock.RealClock if nil
 
 	// Timing; the DefaultSchedule… constants if zero.
 	Poll, Reread, Margin time.Duration
@@ -596,6 +599,11 @@ func (w *follow) tryCancel(ctx context.Context) {
 			w.cancelErr = msg
 		}
 		return
+	case cancelled && f.Defers:
+		f.say("deferred the scheduled %s for %s: %s; logind's schedule is cancelled and the %s queued: this agent %ss the node when a reboot slot is free ('shutdown -c' withdraws it)",
+			s.action, s.when(), w.why, s.action, s.action)
+		f.status(fmt.Sprintf("deferred the scheduled %s for %s: no reboot slot in time", s.action, s.when()))
+		w.cur, w.tried = nil, ""
 	case cancelled:
 		f.say("cancelled the scheduled %s for %s: %s; %s", s.action, s.when(), w.why, w.fix)
 		f.status(fmt.Sprintf("idle: cancelled the scheduled %s for %s: no reboot slot", s.action, s.when()))

@@ -69,6 +69,15 @@ type Drainer struct {
 	// leave a cordon it names.
 	Relies Relies
 
+	// Automated, if set, says whether the command was asked with no
+	// person at a terminal, and why (slots.queue: auto queues such
+	// requests when no slot is free at once); nil: a person.
+	Automated func() (bool, string)
+	// Journal, if set, writes a line to the system journal (warning:
+	// its priority), for the refusals and queued reboots of commands
+	// whose output nobody may read.
+	Journal func(warning bool, line string)
+
 	// idMu guards the lazy filling of Who, BootID and HostID: the node
 	// agent's uncordon, shutdown guard and schedule follower share one
 	// Drainer from their own goroutines.

@@ -24,10 +24,13 @@ const (
 	// cancelled: shutdown -c stopped this run for a schedule while it
 	// waited for its reboot slot or drained (runnote.go).
 	cancelled
+	// queued: no reboot slot at once, and the request was queued for the
+	// node agent (queue.go): nothing cordoned, exit 0.
+	queued
 )
 
 var outcomeNames = [...]string{"drained", "not a node", "bad config", "not permitted", "lock held", "API failed",
-	"not registered", "other machine", "kubelet down", "blocked", "interrupted", "already drained", "no slot", "gate down", "cancelled"}
+	"not registered", "other machine", "kubelet down", "blocked", "interrupted", "already drained", "no slot", "gate down", "cancelled", "queued"}
 
 func (o outcome) String() string { return outcomeNames[o] }
 
@@ -82,7 +85,7 @@ func decide(o outcome, p purpose, forceDrain bool) verdict {
 		return verdict{proceed: true, warn: true}
 	}
 	switch o {
-	case badConfig, notPermitted, lockHeld, noSlot, gateDown: // nothing cordoned yet
+	case badConfig, notPermitted, lockHeld, noSlot, gateDown, queued: // nothing cordoned yet
 		return verdict{warn: true}
 	case blocked:
 		if forceDrain {

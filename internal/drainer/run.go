@@ -71,6 +71,17 @@ type run struct {
 	// for a schedule, the watch for its stop request); nil without one.
 	watch *runWatch
 
+	// req is the command's request (nil for gnsh drain and the agent's
+	// own drains).
+	req *legacy.Request
+	// fromQueue: the node agent's run for a queued reboot (queue.go),
+	// whose wait for a slot is queueWait; queued: the request this run
+	// queued; queueLost: why one that would have been queued was not.
+	fromQueue *QueuedReboot
+	queueWait time.Duration
+	queued    *QueuedReboot
+	queueLost string
+
 	leaveDrain func() // leaves the signals' Drain mode
 	leaveHold  func() // leaves Hold mode (during the hand-off)
 }
@@ -125,6 +136,7 @@ func (r *run) loadConfig(req *legacy.Request) error {
 // prepare drains (or for -f cordons) before the hand-off and applies the
 // policy to how that went.
 func (r *run) prepare(ctx context.Context, req *legacy.Request) (handoff.Prepared, error) {
+	r.req = req
 	if err := r.loadConfig(req); err != nil {
 		o := badConfig
 		if errors.As(err, new(*configUnreadable)) {
@@ -307,7 +319,7 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 // power button: nothing can refuse it now; its cordon counts against
 // others) take none.
 func (r *run) gated() bool {
-	return r.cfg.Slots.Gate != config.GateOff && r.purpose == forShutdown && (!r.d.Agent || r.ahead)
+	return r.cfg.Slots.Gate != config.GateOff && r.purpose == forShutdown && (!r.d.Agent || r.ahead || r.fromQueue != nil)
 }
 
 // readSelf reads this node's Node and checks that it is this machine; it
@@ -710,6 +722,15 @@ func (r *run) conclude(o outcome, err error) (handoff.Prepared, error) {
 		// drain ended): nothing is scheduled.
 		o, err = cancelled, &stoppedError{By: by, Phase: r.watch.phase}
 	}
+	if r.queued != nil && o != queued {
+		// Stopped (a signal, shutdown -c) as it was queued: not queued.
+		r.d.RemoveQueued(r.queued)
+		r.queued = nil
+	}
+	if o == queued {
+		r.end()
+		return nil, &QueuedError{Msg: safeLines(r.tellQueued())}
+	}
 	v := decide(o, r.purpose, r.cfg.ForceDrain)
 	if v.undo {
 		r.undo(r.undoReason(o))
@@ -825,6 +846,10 @@ func (r *run) mine(o *drain.Ownership) bool { return sameRecord(&r.own, o) }
 
 func (r *run) ownership(when *time.Time) drain.Ownership {
 	w := r.d.who()
+	if q := r.fromQueue; q != nil {
+		// The agent's run for a queued reboot: asked by whoever queued it.
+		w = Requester{User: q.User, TTY: q.TTY}
+	}
 	return drain.Ownership{Action: r.verb, User: w.User, TTY: w.TTY, Time: r.d.now().UTC().Truncate(time.Second),
 		BootID: r.d.bootID(), When: when}
 }

@@ -544,18 +544,41 @@ func (e *SlotRefusal) Unwrap() error { return e.Err }
 // the shutdown (action) scheduled for at through cancel (logind's
 // CancelScheduledShutdown, which cancel makes only while that very
 // schedule stands: false if it changed meanwhile) and, if cancelled,
-// posts a Warning Event on the Node saying why. The cancel comes first
-// and needs neither the API server nor the drain lock (a wrapper waiting
-// for a slot holds it, maybe past the schedule's time); the Event
-// follows, bounded by 2×apiTimeout.
-func (d *Drainer) CancelSchedule(ctx context.Context, action string, at time.Time, why string,
+// posts a Warning Event on the Node saying why. With deferTo (slots.queue
+// is not never) the request is not dropped: it is queued (queue.go) for
+// the agent, which reboots the node when a slot comes, never before at;
+// the Event says so (GnshRebootDeferred). The cancel comes first and
+// needs neither the API server nor the drain lock (a wrapper waiting for
+// a slot holds it, maybe past the schedule's time); the Event follows,
+// bounded by 2×apiTimeout.
+func (d *Drainer) CancelSchedule(ctx context.Context, action string, at time.Time, why string, deferTo bool,
 	cancel func(ctx context.Context) (bool, error)) (bool, error) {
 	cancelled, err := cancel(ctx)
 	if err != nil || !cancelled {
 		return false, err
 	}
 	r := newRun(d, forShutdown, "cancel")
-	if err := r.loadConfig(nil); err != nil || !r.cfg.Events {
+	cfgErr := r.loadConfig(nil)
+	var q *QueuedReboot
+	if deferTo {
+		now := d.now().UTC()
+		when := at.UTC()
+		queueFor := r.cfg.Slots.QueueFor.D()
+		if cfgErr != nil {
+			queueFor = config.Default().Slots.QueueFor.D()
+		}
+		q = &QueuedReboot{BootID: d.bootID(), Command: "shutdown", Action: action, User: "the schedule",
+			Why: "deferred: its drain ahead got no reboot slot in time", Since: now.Truncate(time.Second),
+			NotBefore: &when, Until: now.Add(queueFor).Truncate(time.Second), Deferred: true}
+		if err := d.WriteQueued(q); err != nil {
+			r.warn("the %s scheduled for %s could not be queued (%v): it is cancelled", action, at.Local().Format(time.RFC3339), err)
+			q = nil
+		} else {
+			d.journal(journalInfo, fmt.Sprintf("the %s scheduled for %s got no reboot slot in time (%s): logind's schedule is cancelled, the %s queued until %s",
+				action, at.Local().Format(time.RFC3339), oneLine(why), action, q.Until.Local().Format(time.RFC3339)))
+		}
+	}
+	if cfgErr != nil || !r.cfg.Events {
 		return true, nil
 	}
 	ectx, stop := context.WithTimeout(context.WithoutCancel(ctx), 2*r.cfg.APITimeout.D())
@@ -566,6 +589,11 @@ func (d *Drainer) CancelSchedule(ctx context.Context, action string, at time.Tim
 		return true, nil
 	}
 	r.sess = s
+	if q != nil {
+		r.event(ectx, "Normal", ReasonRebootDeferred, "The %s scheduled for %s got no reboot slot in time (%s): deferred, queued until %s; the node agent reboots this node when a slot is free",
+			action, at.UTC().Format(time.RFC3339), why, q.Until.Format(time.RFC3339))
+		return true, nil
+	}
 	r.event(ectx, "Warning", ReasonScheduleCancelled, "The %s scheduled for %s was cancelled by the node agent: %s",
 		action, at.UTC().Format(time.RFC3339), why)
 	return true, nil

@@ -49,12 +49,27 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 	if r.ahead {
 		wait = max(0, min(wait, r.slotWaitMax))
 	}
+	// A request queued when no slot is free at once (queue.go) asks once;
+	// the node agent's run for a queued one waits as long as it was
+	// given. Either keeps its place when the wait runs out.
+	queueWhy := r.queueWhy()
+	if queueWhy != "" {
+		wait = 0
+	}
+	if r.fromQueue != nil {
+		wait = r.queueWait
+	}
 	req := slots.Request{
 		Ask: slots.Ask{Entry: slots.Entry{Node: n.Name, UID: n.UID, Boot: r.own.BootID, Action: r.verb, Who: r.own.Requester(),
 			Since: r.d.now().UTC().Truncate(time.Second), Renew: int64(r.cfg.Slots.Renew.D() / time.Second),
 			WasUnschedulable: cordonStays(n, o), When: r.own.When},
 			ForceQuorum: r.forceQuorum},
-		Self: slots.StateOf(n), Wait: wait,
+		Self: slots.StateOf(n), Wait: wait, KeepPlace: queueWhy != "" || r.fromQueue != nil ||
+			r.ahead && r.cfg.Slots.Queue != config.QueueNever,
+	}
+	if q := r.fromQueue; q != nil {
+		req.Entry.Since = q.Since
+		req.Ticket, req.HasTicket = q.Ticket, q.Ticket > 0
 	}
 	start := r.d.now()
 	s, v, err := g.Acquire(ctx, req)
@@ -63,8 +78,19 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 	var ue *slots.UnavailableError
 	switch {
 	case err == nil:
+	case errors.As(err, &we) && queueWhy != "" && !slots.Broken(err) && !slots.Unreadable(err) && ctx.Err() == nil:
+		return r.enqueue(ctx, slots.StateOf(n), we, queueWhy)
+	case errors.As(err, &we) && r.fromQueue != nil:
+		// The agent asks again (its place kept) while the request stands.
+		r.fromQueue.Ticket, r.fromQueue.Place = max(we.Ticket, r.fromQueue.Ticket), we.Place
+		return r.fail(noSlot, err), false
 	case errors.As(err, &we):
 		return r.fail(noSlot, err), false
+	case r.fromQueue != nil && ctx.Err() == nil:
+		// A queued reboot never goes without its slot: an unavailable
+		// gate (the API server down, these credentials refused) is
+		// waited out by the agent until the request is given up.
+		return r.fail(gateDown, err), false
 	case r.ahead && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		// The agent's budget ended while it waited (its wait and the
 		// budget differ by the requests around the wait): no slot came

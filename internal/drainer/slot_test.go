@@ -318,7 +318,9 @@ func TestAgentDrainAheadTakesASlot(t *testing.T) {
 	if f.node(t).Spec.Unschedulable {
 		t.Error("cordoned")
 	}
-	if rec := slotRecord(t, f); len(rec.Waiters) != 0 || len(rec.Holders) != 1 {
+	// Its place is kept (slots.queue is not never): the node agent
+	// queues the reboot it defers, and asks on in that place.
+	if rec := slotRecord(t, f); len(rec.Waiters) != 1 || rec.Waiters[0].Node != "node1" || len(rec.Holders) != 1 {
 		t.Errorf("record %+v", rec)
 	}
 
@@ -340,8 +342,20 @@ func TestAgentDrainAheadTakesASlot(t *testing.T) {
 	if _, err := d.DrainForShutdown(context.Background(), "reboot", 10*time.Second); err != nil {
 		t.Fatalf("DrainForShutdown: %v\n%s", err, d.stderr)
 	}
-	if rec := slotRecord(t, f); len(rec.Holders) != 2 || len(rec.Waiters) != 0 || !rec.Holders[1].Bypass {
+	if rec := slotRecord(t, f); len(rec.Holders) != 2 || len(rec.Waiters) != 1 || !rec.Holders[1].Bypass {
 		t.Errorf("the guard's drain asked for a slot: %+v", rec)
+	}
+
+	// slots.queue: never: nothing is deferred, its place is withdrawn.
+	f = newFakeNode(false, nil, "web-1")
+	otherHolder(t, f)
+	d = newDrainer(t, f, "slots: {queue: never}\n")
+	d.Agent = true
+	if _, err := d.DrainForSchedule(context.Background(), "reboot", at, 3*time.Second); !IsSlotRefusal(err) {
+		t.Fatalf("%v\n%s", err, d.stderr)
+	}
+	if rec := slotRecord(t, f); len(rec.Waiters) != 0 {
+		t.Errorf("queue: never, yet its place was kept: %+v", rec)
 	}
 }
 
@@ -384,7 +398,7 @@ func TestCancelSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := d.CancelSchedule(context.Background(), "reboot", at, "no slot", no); ok || err != nil || calls != 1 || len(f.reasons()) != 0 {
+	if ok, err := d.CancelSchedule(context.Background(), "reboot", at, "no slot", false, no); ok || err != nil || calls != 1 || len(f.reasons()) != 0 {
 		t.Fatalf("schedule changed, under a wrapper's lock: %v %v, %d calls, events %v", ok, err, calls, f.reasons())
 	}
 	l.Release()
@@ -398,13 +412,13 @@ func TestCancelSchedule(t *testing.T) {
 	defer cancel()
 	var when time.Duration
 	start := time.Now()
-	if ok, err := down.CancelSchedule(ctx, "reboot", at, "no slot", func(ctx context.Context) (bool, error) {
+	if ok, err := down.CancelSchedule(ctx, "reboot", at, "no slot", false, func(ctx context.Context) (bool, error) {
 		when = time.Since(start)
 		return true, ctx.Err()
 	}); !ok || err != nil || when > time.Second {
 		t.Fatalf("API server down: %v %v, cancelled after %s", ok, err, when)
 	}
-	if ok, err := d.CancelSchedule(context.Background(), "reboot", at, "no reboot slot within 5m", yes); !ok || err != nil {
+	if ok, err := d.CancelSchedule(context.Background(), "reboot", at, "no reboot slot within 5m", false, yes); !ok || err != nil {
 		t.Fatalf("%v %v", ok, err)
 	}
 	if got := strings.Join(f.reasons(), " "); got != ReasonScheduleCancelled {
@@ -455,8 +469,8 @@ func TestSlotForSchedule(t *testing.T) {
 	if !IsSlotRefusal(err) || time.Since(start) > 2*time.Second {
 		t.Fatalf("%v after %s\n%s", err, time.Since(start), d.stderr)
 	}
-	if rec := slotRecord(t, f); len(rec.Waiters) != 0 || f.node(t).Spec.Unschedulable {
-		t.Errorf("record %+v, cordoned %v", rec, f.node(t).Spec.Unschedulable)
+	if rec := slotRecord(t, f); len(rec.Waiters) != 1 || f.node(t).Spec.Unschedulable {
+		t.Errorf("record %+v (its place kept for the deferral), cordoned %v", rec, f.node(t).Spec.Unschedulable)
 	}
 }
 

@@ -145,10 +145,12 @@ type agentStatus struct {
 	waiting  string // the uncordon's latest line while it waits
 	outcome  string // how the uncordon ended, once it has
 	guarding string // the guard's or follower's latest line
+	queued   string // the queue runner's latest line
 }
 
 func (s *agentStatus) uncordon(line string) { s.update(func() { s.waiting = line }) }
 func (s *agentStatus) guard(line string)    { s.update(func() { s.guarding = line }) }
+func (s *agentStatus) queue(line string)    { s.update(func() { s.queued = line }) }
 
 // uncordonDone replaces the uncordon's waiting line by its outcome.
 func (s *agentStatus) uncordonDone(outcome string) {
@@ -168,6 +170,7 @@ func (s *agentStatus) update(change func()) {
 	} else {
 		parts = append(parts, s.guarding, s.outcome)
 	}
+	parts = append(parts, s.queued)
 	out := strings.Join(slices.DeleteFunc(parts, func(p string) bool { return p == "" }), "; ")
 	if out != "" {
 		_ = s.send(out)
@@ -343,7 +346,7 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 			},
 			Cancel: func(ctx context.Context, typ string, usec uint64, at time.Time, why string) (bool, error) {
 				defer afterHold()
-				return d.CancelSchedule(ctx, typ, at, why, func(ctx context.Context) (bool, error) {
+				return d.CancelSchedule(ctx, typ, at, why, cfg.Slots.Queue != config.QueueNever, func(ctx context.Context) (bool, error) {
 					return cancelSchedule(ctx, logind.SystemBusAddress(getenv), typ, usec)
 				})
 			},
@@ -354,8 +357,28 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 			Uncancelled: func(ctx context.Context, action string, at time.Time, why string) {
 				d.ScheduleUncancelled(ctx, action, at, why)
 			},
+			Defers: cfg.Slots.Queue != config.QueueNever,
 			Out:    env.Stderr,
 			Status: st.guard,
+			Clock:  d.Clock,
+		}
+		qr := &agent.QueueRunner{
+			Read:   d.ReadQueued,
+			Save:   d.SaveQueued,
+			Remove: d.RemoveQueued,
+			Reboot: func(ctx context.Context, q *drainer.QueuedReboot, wait time.Duration) error {
+				defer afterHold()
+				// The wrapper's own path: its drain (the slot asked for
+				// with the request's place, for at most wait) and the
+				// hand-off to logind, every inhibitor honoured.
+				h := env.Runner()
+				h.Stdout, h.Stderr = env.Stderr, env.Stderr
+				h.Preparer = d.QueuedPreparer(q, wait)
+				return h.Run(ctx, q.Request())
+			},
+			GiveUp: d.QueuedGivenUp,
+			Out:    env.Stderr,
+			Status: st.queue,
 			Clock:  d.Clock,
 		}
 		o := &agent.OrphanWatcher{
@@ -370,7 +393,7 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 			Clock:  d.Clock,
 		}
 		var wg sync.WaitGroup
-		wg.Add(4)
+		wg.Add(5)
 		// The reboot slots are kept from now on, beside the uncordon
 		// after boot, which may wait long (for the API server, for the
 		// Node to be Ready, for a shutdown due within drainTimeout): a
@@ -394,6 +417,7 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		go func() { defer wg.Done(); _ = f.Run(ctx) }()
 		go func() { defer wg.Done(); _ = g.Run(ctx) }()
 		go func() { defer wg.Done(); _ = o.Run(ctx) }()
+		go func() { defer wg.Done(); _ = qr.Run(ctx) }()
 		alock.SetState(drainer.AgentGuarding)
 		if !done {
 			r = <-uncordoned

@@ -129,12 +129,12 @@ func TestConfigShow(t *testing.T) {
 	// No "null": the value a shutdown uses, or what an unset key means
 	// (issue 19: wait: null, podGracePeriod: null).
 	for _, w := range []string{"\npodGracePeriod: null # unset: each pod's own grace period\n", "\n  wait: 1m30s # unset: drainTimeout\n",
-		"\n  pools: []\n", "\nkubeconfig: \"\" # unset: $KUBECONFIG, /etc/gnsh/kubeconfig, then /etc/kubernetes/kubelet.conf\n"} {
+		"\n  pools: []\n", "\n  window: null # unset: no window: queued reboots go at any hour\n", "\nkubeconfig: \"\" # unset: $KUBECONFIG, /etc/gnsh/kubeconfig, then /etc/kubernetes/kubelet.conf\n"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("%s\nlacks %q", out, w)
 		}
 	}
-	if n := strings.Count(out.String(), "null"); n != 1 {
+	if n := strings.Count(out.String(), "null"); n != 2 {
 		t.Errorf("%d nulls:\n%s", n, out)
 	}
 	// What it prints is a config file that says the same, strings that

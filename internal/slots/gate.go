@@ -119,6 +119,11 @@ type WaitError struct {
 	Waited time.Duration
 	Blocks []Block // what held it back when last decided
 	Err    error   // the API server's last failure, if it failed at the end
+	// Place and Ticket: a request that keeps its place (Request.KeepPlace)
+	// still stands in the queue there (Place 0: it has none, the queue
+	// being full; Ticket 0: none given yet).
+	Place  int
+	Ticket int64
 }
 
 func (e *WaitError) Error() string {
@@ -145,6 +150,11 @@ type Request struct {
 	Ask
 	Self NodeState     // the asking node as it just read its Node
 	Wait time.Duration // how long it may wait
+	// KeepPlace: when the wait runs out, its waiter entry is left in the
+	// queue (a queued reboot: the node agent asks on in the same boot,
+	// and keeps the place), and the WaitError says where it stands.
+	// Others drop it once it is no longer renewed.
+	KeepPlace bool
 }
 
 // snapshot is one state of the Lease and the cluster.
@@ -380,8 +390,7 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 						// apiTimeout past the wait.
 						late++
 						if late > conflictTries || g.clock().Since(deadline) >= g.APITimeout {
-							a.withdraw()
-							return nil, v, &WaitError{Waited: g.clock().Since(a.start), Blocks: v.Blocks, Err: err}
+							return nil, v, a.timeUp(v, err)
 						}
 					}
 					// Not in the record yet, with time to wait: one of a
@@ -459,8 +468,7 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 		}
 		a.tell(ctx, v)
 		if !g.clock().Now().Before(deadline) {
-			a.withdraw()
-			return nil, v, &WaitError{Waited: g.clock().Since(a.start), Blocks: v.Blocks}
+			return nil, v, a.timeUp(v, nil)
 		}
 		if !a.watching {
 			if err := a.watch(ctx); err != nil {
@@ -482,6 +490,24 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 		}
 		left.Stop()
 	}
+}
+
+// timeUp ends a wait that ran out (v its last decision, err the API
+// server's last failure, if any): the WaitError, its waiter entry
+// withdrawn, or kept (KeepPlace) where it stands.
+func (a *acquirer) timeUp(v Verdict, err error) *WaitError {
+	we := &WaitError{Waited: a.g.clock().Since(a.start), Blocks: v.Blocks, Err: err}
+	if !a.r.KeepPlace {
+		a.withdraw()
+		return we
+	}
+	if a.r.HasTicket {
+		we.Ticket = a.r.Ticket
+	}
+	if !a.lastBeat.IsZero() {
+		we.Place = max(a.place, 1)
+	}
+	return we
 }
 
 func (a *acquirer) waitedFor() string {
@@ -530,8 +556,7 @@ func (a *acquirer) trouble(ctx context.Context, err error, deadline time.Time, v
 			return a.fail(ctx, err)
 		}
 	case !a.g.clock().Now().Before(deadline):
-		a.withdraw()
-		return &WaitError{Waited: a.g.clock().Since(a.start), Blocks: v.Blocks, Err: err}
+		return a.timeUp(v, err)
 	}
 	a.g.debugf("reboot slots: %v; trying again", err)
 	if err := a.sleep(ctx, min(time.Second, deadline.Sub(a.g.clock().Now()))); err != nil {
@@ -592,8 +617,7 @@ func (a *acquirer) sensePause(ctx context.Context, deadline time.Time, v Verdict
 		return a.fail(ctx, err)
 	}
 	if !g.clock().Now().Before(deadline) {
-		a.withdraw()
-		return &WaitError{Waited: g.clock().Since(a.start), Blocks: v.Blocks}
+		return a.timeUp(v, nil)
 	}
 	a.sensed = true
 	return nil

@@ -1,0 +1,341 @@
+package drainer
+
+// Queued reboots: a reboot that gets no slot at once, asked by automation
+// (slots.queue), is not refused: it keeps its place in the Lease's queue
+// and the node agent carries it (a file in the lock directory, of this
+// boot only), drains and hands off to logind when the slot comes, as the
+// wrapper would. The agent's drain ahead of a far schedule that got no
+// slot in time queues the same way (deferred), once logind's schedule is
+// cancelled.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gnsh/gnsh/internal/config"
+	"github.com/gnsh/gnsh/internal/handoff"
+	"github.com/gnsh/gnsh/internal/legacy"
+	"github.com/gnsh/gnsh/internal/slots"
+)
+
+// QueueName is the file, in the lock directory (root's alone, 0600), that
+// holds this node's queued reboot. /run is a tmpfs: a reboot ends it; its
+// boot ID says so where /run is not.
+const QueueName = "queued"
+
+// Events of queued reboots.
+const (
+	ReasonRebootQueued   = "GnshRebootQueued"
+	ReasonRebootDeferred = "GnshRebootDeferred"
+	ReasonRebootGivenUp  = "GnshRebootGivenUp"
+)
+
+// QueuedReboot is a queued request, as the wrapper (or the agent's drain
+// ahead of a schedule) wrote it for the node agent.
+type QueuedReboot struct {
+	BootID string    `json:"bootID"`
+	Node   string    `json:"node"`
+	UID    types.UID `json:"uid"`
+	// The request: what the agent hands off once admitted (at once:
+	// never before NotBefore).
+	Command string            `json:"command"` // shutdown, reboot, poweroff, halt
+	Action  string            `json:"action"`  // reboot, poweroff, halt, kexec
+	Wall    []string          `json:"wall,omitempty"`
+	NoWall  bool              `json:"noWall,omitempty"`
+	ParamOp legacy.ParamOp    `json:"paramOp,omitempty"`
+	Param   string            `json:"param,omitempty"`
+	Drain   legacy.DrainFlags `json:"drain"`
+	User    string            `json:"user"`
+	TTY     string            `json:"tty,omitempty"`
+	// Why it was queued rather than waited for in the command
+	// ("no terminal on stdin and stderr", "slots.queue: always", "a
+	// schedule no slot came for").
+	Why   string    `json:"why,omitempty"`
+	Since time.Time `json:"since"`
+	// NotBefore: the time asked for (a schedule), before which it never
+	// goes; Until: given up if not admitted by then (slots.queueFor).
+	NotBefore *time.Time `json:"notBefore,omitempty"`
+	Until     time.Time  `json:"until"`
+	// Ticket is its place in arrival order in the Lease's queue (0: none
+	// given yet); Place its place when last seen (0: beyond a full queue).
+	Ticket int64 `json:"ticket,omitempty"`
+	Place  int   `json:"place,omitempty"`
+	// Deferred: the agent queued it for a schedule whose drain ahead got
+	// no slot in time (logind's schedule was cancelled).
+	Deferred bool `json:"deferred,omitempty"`
+}
+
+// Requester is who asked, for messages.
+func (q *QueuedReboot) Requester() string {
+	if q.TTY != "" {
+		return q.User + " on " + q.TTY
+	}
+	return q.User
+}
+
+// Request is the legacy request the agent hands off for q: the same
+// action, wall message, reboot parameter and drain options, now.
+func (q *QueuedReboot) Request() *legacy.Request {
+	req := &legacy.Request{Command: q.Command, Prog: q.Command, Wall: q.Wall, NoWall: q.NoWall,
+		ParamOp: q.ParamOp, Param: q.Param, Drain: q.Drain}
+	req.Action = legacy.Reboot
+	for _, a := range []legacy.Action{legacy.PowerOff, legacy.Reboot, legacy.Halt, legacy.Kexec} {
+		if a.String() == q.Action {
+			req.Action = a
+		}
+	}
+	req.Drain.Skip = false
+	return req
+}
+
+// What is one line about q for messages: "reboot asked by root at
+// 02:00:04 (place 3)".
+func (q *QueuedReboot) What() string {
+	if q.Deferred && q.NotBefore != nil {
+		return fmt.Sprintf("%s scheduled for %s (deferred at %s)", q.Action, q.NotBefore.Local().Format("2006-01-02 15:04:05"), q.Since.Local().Format("15:04:05"))
+	}
+	s := fmt.Sprintf("%s asked by %s at %s", q.Action, q.Requester(), q.Since.Local().Format("2006-01-02 15:04:05"))
+	if q.NotBefore != nil {
+		s += ", for " + q.NotBefore.Local().Format("15:04:05")
+	}
+	return s
+}
+
+// QueuedError is what the command returns for a queued reboot: its line,
+// and exit status 0 (the request was accepted, as systemd accepts one).
+type QueuedError struct{ Msg string }
+
+func (e *QueuedError) Error() string { return e.Msg }
+
+// ExitCode is 0: the request stands.
+func (e *QueuedError) ExitCode() int { return 0 }
+
+// queueLockName is the flock that orders the writers of QueueName: the
+// wrapper queueing, the agent saving its place, shutdown -c removing it.
+const queueLockName = "queued.flock"
+
+// underQueueLock runs f holding the queue's lock (waiting for it at most
+// a second: each holder only reads or writes one small file).
+func (d *Drainer) underQueueLock(f func() error) error {
+	var l *os.File
+	var err error
+	for i := 0; i < 40; i++ {
+		if l, err = lockFile(d.lockDir(), queueLockName, unix.LOCK_EX); !errors.Is(err, syscall.EWOULDBLOCK) {
+			break
+		}
+		l.Close()
+		time.Sleep(25 * time.Millisecond)
+	}
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	return f()
+}
+
+// WriteQueued writes q for the node agent (root's lock directory, 0600, no
+// symlink followed), in place of any request queued before.
+func (d *Drainer) WriteQueued(q *QueuedReboot) error {
+	b, err := json.Marshal(q)
+	if err != nil {
+		return err
+	}
+	return d.underQueueLock(func() error { return d.writeRunFile(QueueName, b) })
+}
+
+// SaveQueued writes q back (its place and ticket, as its last wait left
+// them) only if it is still the request queued: never one withdrawn
+// meanwhile.
+func (d *Drainer) SaveQueued(q *QueuedReboot) error {
+	b, err := json.Marshal(q)
+	if err != nil {
+		return err
+	}
+	return d.underQueueLock(func() error {
+		cur, err := d.ReadQueued()
+		if err != nil || !SameQueued(cur, q) {
+			return err
+		}
+		return d.writeRunFile(QueueName, b)
+	})
+}
+
+// SameQueued reports whether a and b are the same queued request.
+func SameQueued(a, b *QueuedReboot) bool {
+	return a != nil && b != nil && a.Since.Equal(b.Since) && a.Action == b.Action && a.BootID == b.BootID
+}
+
+// ReadQueued reads this node's queued reboot: nil without one. One made in
+// another boot is removed and reported as none (the reboot it asked for
+// has happened, or the node was power-cycled: it is not made again).
+func (d *Drainer) ReadQueued() (*QueuedReboot, error) {
+	var q QueuedReboot
+	err := d.readRunFile(QueueName, &q)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", filepath.Join(d.lockDir(), QueueName), err)
+	case q.BootID != d.bootID():
+		_ = os.Remove(filepath.Join(d.lockDir(), QueueName))
+		return nil, nil
+	}
+	return &q, nil
+}
+
+// RemoveQueued removes the queued reboot if it is still q (nil: whatever
+// stands): true if it removed one.
+func (d *Drainer) RemoveQueued(q *QueuedReboot) bool {
+	removed := false
+	_ = d.underQueueLock(func() error {
+		cur, err := d.ReadQueued()
+		if err != nil || cur == nil || q != nil && !SameQueued(cur, q) {
+			return err
+		}
+		removed = os.Remove(filepath.Join(d.lockDir(), QueueName)) == nil
+		return nil
+	})
+	return removed
+}
+
+// IsSlotWait reports whether a refusal is a wait for a reboot slot that ran
+// out (the queued request stands: it asks again).
+func IsSlotWait(err error) bool {
+	var r *Refusal
+	var we *slots.WaitError
+	return errors.As(err, &r) && errors.As(r.Err, &we) && !slots.Broken(we) && !slots.Unreadable(we)
+}
+
+// queueWhy says why this run queues rather than waits when no slot comes
+// at once ("" for a run that waits): a wrapper's gated shutdown on a node
+// whose agent runs, per slots.queue (auto: no person at a terminal).
+func (r *run) queueWhy() string {
+	if r.d.Agent || r.fromQueue != nil || r.purpose != forShutdown || r.forceQuorum {
+		return ""
+	}
+	why := ""
+	switch r.cfg.Slots.Queue {
+	case config.QueueAlways:
+		why = "slots.queue: always"
+	case config.QueueAuto:
+		if r.d.Automated == nil {
+			return ""
+		}
+		auto, reason := r.d.Automated()
+		if !auto {
+			return ""
+		}
+		why = reason
+	default:
+		return ""
+	}
+	if held, state, _ := AgentState(r.d.lockDir()); !held || state != AgentGuarding {
+		// Nothing would carry it: it waits in the command as before, and
+		// says why once refused (queueLost).
+		r.queueLost = "it was not queued: the node agent is not running ('systemctl enable --now gnsh.service')"
+		return ""
+	}
+	return why
+}
+
+// enqueue hands a reboot that got no slot at once (we) to the node agent:
+// its place kept, the request written, an Event and a journal line.
+func (r *run) enqueue(ctx context.Context, n slots.NodeState, we *slots.WaitError, why string) (outcome, bool) {
+	q := &QueuedReboot{BootID: r.d.bootID(), Node: n.Name, UID: n.UID, Command: r.req.Command, Action: r.verb,
+		Wall: r.req.Wall, NoWall: r.req.NoWall, ParamOp: r.req.ParamOp, Param: r.req.Param, Drain: r.req.Drain,
+		User: r.own.User, TTY: r.own.TTY, Why: why, Since: r.d.now().UTC().Truncate(time.Second),
+		NotBefore: r.own.When, Until: r.d.now().UTC().Add(r.cfg.Slots.QueueFor.D()).Truncate(time.Second),
+		Ticket: we.Ticket, Place: we.Place}
+	if err := r.d.WriteQueued(q); err != nil {
+		// Not queued after all: refused as a wait that ran out is.
+		return r.fail(noSlot, fmt.Errorf("%w; and it could not be queued for the node agent: %v", we, err)), false
+	}
+	r.queued = q
+	r.event(ctx, "Normal", ReasonRebootQueued, "%s queued for a reboot slot of %s (%s): %s; the node agent reboots this node when one is free, until %s",
+		q.What(), r.gate().Where(), why, oneLine(we.Error()), q.Until.Format(time.RFC3339))
+	r.d.journal(journalInfo, fmt.Sprintf("gnsh: %s: queued, %s (%s)", q.What(), placeText(q.Place, r.gate().Where()), why))
+	return queued, false
+}
+
+// placeText is a queued reboot's place in words.
+func placeText(place int, where string) string {
+	if place == 0 {
+		return fmt.Sprintf("no place yet in %s (its queue is full: the node agent joins it when a place frees)", where)
+	}
+	return fmt.Sprintf("place %d in %s", place, where)
+}
+
+// tellQueued is the command's one line for a queued reboot.
+func (r *run) tellQueued() string {
+	q := r.queued
+	w := r.gate().Where()
+	window := ""
+	return fmt.Sprintf("gnsh: queued: no reboot slot is free now; %s; the node agent drains and %ss this node when one is%s, until %s ('shutdown -c' withdraws it)",
+		placeText(q.Place, w), q.Action, window, q.Until.Local().Format("Mon 15:04"))
+}
+
+// QueuedPreparer is the handoff.Preparer of the node agent's run for q:
+// the wrapper's drain, its reboot slot asked for with q's place for at
+// most wait (refused when none comes: the agent asks again), never
+// queued again.
+func (d *Drainer) QueuedPreparer(q *QueuedReboot, wait time.Duration) handoff.Preparer {
+	return queuedPreparer{d: d, q: q, wait: wait}
+}
+
+type queuedPreparer struct {
+	d    *Drainer
+	q    *QueuedReboot
+	wait time.Duration
+}
+
+func (p queuedPreparer) Prepare(ctx context.Context, req *legacy.Request) (handoff.Prepared, error) {
+	r := newRun(p.d, forShutdown, req.Action.String())
+	r.fromQueue, r.queueWait = p.q, p.wait
+	return r.prepare(ctx, req)
+}
+
+// journal priorities.
+const (
+	journalInfo = iota
+	journalWarning
+)
+
+// journal writes line to the system journal (Drainer.Journal), for the
+// refusals and queued reboots of commands whose own output nobody may read
+// (unattended-upgrades logs only its exit status).
+func (d *Drainer) journal(prio int, line string) {
+	if d.Journal != nil {
+		d.Journal(prio == journalWarning, strings.TrimPrefix(line, "gnsh: "))
+	}
+}
+
+// QueuedGivenUp records a queued reboot given up (why): a Warning Event on
+// the Node and a journal line, each a bounded best effort.
+func (d *Drainer) QueuedGivenUp(ctx context.Context, q *QueuedReboot, why string) {
+	d.journal(journalWarning, fmt.Sprintf("the queued %s is given up: %s; run it again, or raise slots.queueFor", q.What(), why))
+	r := newRun(d, forShutdown, q.Action)
+	if err := r.loadConfig(nil); err != nil || !r.cfg.Events {
+		return
+	}
+	ectx, stop := context.WithTimeout(context.WithoutCancel(ctx), 2*r.cfg.APITimeout.D())
+	defer stop()
+	s, err := d.connect(ectx, r.cfg, "", r.out.sayf)
+	if err != nil {
+		r.debug("no Event for the queued %s given up: %v", q.Action, err)
+		return
+	}
+	r.sess = s
+	r.event(ectx, "Warning", ReasonRebootGivenUp, "The queued %s is given up: %s; run it again, or raise slots.queueFor", q.What(), why)
+}
