@@ -190,6 +190,9 @@ func showConfig(cfg config.Config) ([]byte, error) {
 		if cfg.Slots.Wait == nil {
 			unset(slots, "wait", "drainTimeout", &yaml3.Node{Kind: yaml3.ScalarNode, Tag: "!!str", Value: cfg.SlotWait().String()})
 		}
+		if cfg.Slots.Window == nil {
+			unset(slots, "window", "no window: queued reboots are admitted at any hour", nil)
+		}
 		for k := 0; k+1 < len(slots.Content); k += 2 {
 			if v := slots.Content[k+1]; slots.Content[k].Value == "pools" && v.Tag == "!!null" {
 				slots.Content[k+1] = &yaml3.Node{Kind: yaml3.SequenceNode, Tag: "!!seq", Style: yaml3.FlowStyle}
