@@ -2,7 +2,10 @@ package config
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"testing"
 	"time"
 
@@ -91,5 +94,26 @@ func TestLoadWindowErrors(t *testing.T) {
 	var we *window.Error
 	if w, err := c.QueueWindow(); w != nil || !errors.As(err, &we) || we.Fields[0].Field != "days" {
 		t.Errorf("QueueWindow of a bad window: %v %v", w, err)
+	}
+}
+
+// The window commented out in the annotated config file, uncommented, is
+// a valid window.
+func TestShippedWindowExample(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "install", "gnsh", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^  #window:\n(  #  .*\n)+`).Find(b)
+	if m == nil {
+		t.Fatal("install/gnsh/config.yaml: no commented slots.window")
+	}
+	y := "slots:\n" + regexp.MustCompile(`(?m)^  #`).ReplaceAllString(string(m), "  ")
+	c, err := Parse([]byte(y))
+	if err != nil {
+		t.Fatalf("%s: %v", y, err)
+	}
+	if w, err := c.QueueWindow(); err != nil || w.String() != "mon-fri 02:00-05:00 Europe/Berlin" {
+		t.Errorf("%v %v", w, err)
 	}
 }
