@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gnsh/gnsh/internal/legacy"
+	"github.com/gnsh/gnsh/internal/window"
 )
 
 // Path is where gnsh looks for its configuration; $GNSH_CONFIG overrides it.
@@ -144,7 +145,7 @@ const (
 
 // Window is slots.window as written: the days of the week, the hours
 // and the time zone within which queued reboots are admitted
-// (internal/window reads it).
+// (internal/window reads it: see window.Parse; Config.QueueWindow).
 type Window struct {
 	Days     string `json:"days"`     // "mon-fri", "sat,sun"; empty: every day
 	Start    string `json:"start"`    // "02:00"
@@ -166,6 +167,21 @@ func (c Config) SlotWait() time.Duration {
 		return c.Slots.Wait.D()
 	}
 	return c.DrainTimeout.D()
+}
+
+// QueueWindow is slots.window, parsed: the maintenance window that holds
+// queued reboots; nil when none is set. Its error (a *window.Error) is
+// only for a Config that Parse did not read: Parse refuses such a window.
+func (c Config) QueueWindow() (*window.Window, error) {
+	w := c.Slots.Window
+	if w == nil {
+		return nil, nil
+	}
+	pw, err := window.Parse(w.Days, w.Start, w.End, w.TimeZone)
+	if err != nil {
+		return nil, err
+	}
+	return &pw, nil
 }
 
 // Default returns the configuration used when the file or a key is absent.
@@ -313,6 +329,14 @@ func Parse(b []byte) (Config, error) {
 	// A slots.renew is held to apiTimeout only when apiTimeout could be
 	// read: not to the default that stands in for a refused one.
 	checks = append(checks, c.Slots.check(c.APITimeout.D(), renewSet && !refused["apiTimeout"])...)
+	// A time written as a number (start: 0200) reaches the check as YAML
+	// 1.1 reads it ("128"): say what the file says.
+	for i, p := range checks {
+		if n := t.node(p.Path); n != nil && (p.Path == "slots.window.start" || p.Path == "slots.window.end") &&
+			(n.Tag == "!!int" || n.Tag == "!!float") {
+			checks[i].Msg = fmt.Sprintf("%s is a number in YAML, not a time of day; write HH:MM in quotes, such as \"02:00\"", n.Value)
+		}
+	}
 	if t != nil {
 		for p := range t.typos {
 			refused[p] = true
@@ -431,6 +455,22 @@ func (s *Slots) check(apiTimeout time.Duration, renewSet bool) []Problem {
 		bad("slots.renew", "%s must be at least apiTimeout (%s); raise slots.renew or lower apiTimeout", r, apiTimeout)
 	case r > MaxRenew:
 		bad("slots.renew", "%s must be at most %s (a given-up shutdown keeps its slot for 3 periods); lower slots.renew", r, MaxRenew)
+	}
+	if s.Window != nil {
+		w := s.Window
+		if _, err := window.Parse(w.Days, w.Start, w.End, w.TimeZone); err != nil {
+			var we *window.Error
+			if !errors.As(err, &we) {
+				we = &window.Error{Fields: []window.FieldError{{Msg: err.Error()}}}
+			}
+			for _, f := range we.Fields {
+				path := "slots.window"
+				if f.Field != "" {
+					path += "." + f.Field
+				}
+				bad(path, "%s", f.Msg)
+			}
+		}
 	}
 	seen := map[string]bool{}
 	for i, p := range s.Pools {

@@ -322,7 +322,8 @@ func FuzzParse(f *testing.F) {
 	for _, s := range []string{"", "drain: false\n", "drainTimeout: 90s\nforceDrain: true\n", "podGracePeriod: 0\n",
 		"node: [\n", "drian: 1\n", "apiTimeout: 5\nevents: no\n", "a: &x [*x]\n", "drainTimeout: -1s\n",
 		"slots: {maxUnavalable: 2}\n", "slots:\n  pools:\n  - {name: a, selektor: p=1, maxUnavailable: '1'}\n",
-		"b: &b {gate: off}\nslots:\n  <<: *b\n", "slots:\n  pools: [*x]\n", "drain: true\nDRAIN: false\n"} {
+		"b: &b {gate: off}\nslots:\n  <<: *b\n", "slots:\n  pools: [*x]\n", "drain: true\nDRAIN: false\n",
+		"slots:\n  window: {days: mo-fr, start: 0200, timeZone: Europe/Berln}\n", "slots:\n  window: {days: fri-mon, start: '22:00', end: '24:00'}\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

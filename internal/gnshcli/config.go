@@ -191,7 +191,7 @@ func showConfig(cfg config.Config) ([]byte, error) {
 			unset(slots, "wait", "drainTimeout", &yaml3.Node{Kind: yaml3.ScalarNode, Tag: "!!str", Value: cfg.SlotWait().String()})
 		}
 		if cfg.Slots.Window == nil {
-			unset(slots, "window", "no window: queued reboots go at any hour", nil)
+			unset(slots, "window", "no window: queued reboots are admitted at any hour", nil)
 		}
 		for k := 0; k+1 < len(slots.Content); k += 2 {
 			if v := slots.Content[k+1]; slots.Content[k].Value == "pools" && v.Tag == "!!null" {

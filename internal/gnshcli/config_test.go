@@ -129,7 +129,7 @@ func TestConfigShow(t *testing.T) {
 	// No "null": the value a shutdown uses, or what an unset key means
 	// (issue 19: wait: null, podGracePeriod: null).
 	for _, w := range []string{"\npodGracePeriod: null # unset: each pod's own grace period\n", "\n  wait: 1m30s # unset: drainTimeout\n",
-		"\n  pools: []\n", "\n  window: null # unset: no window: queued reboots go at any hour\n", "\nkubeconfig: \"\" # unset: $KUBECONFIG, /etc/gnsh/kubeconfig, then /etc/kubernetes/kubelet.conf\n"} {
+		"\n  pools: []\n", "\n  window: null # unset: no window: queued reboots are admitted at any hour\n", "\nkubeconfig: \"\" # unset: $KUBECONFIG, /etc/gnsh/kubeconfig, then /etc/kubernetes/kubelet.conf\n"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("%s\nlacks %q", out, w)
 		}
@@ -139,7 +139,7 @@ func TestConfigShow(t *testing.T) {
 	}
 	// What it prints is a config file that says the same, strings that
 	// YAML 1.1 reads as booleans included.
-	f = writeFile(t, t.TempDir(), "c.yaml", "node: \"on\"\nkubeconfig: /etc/gnsh/1e5\nslots:\n  wait: 2m\n  pools: [{name: \"no\", selector: \"0x1\", maxUnavailable: 2}, {name: \"123\", selector: \"zone in (a,b)\", maxUnavailable: 1}]\npodGracePeriod: 0\n")
+	f = writeFile(t, t.TempDir(), "c.yaml", "node: \"on\"\nkubeconfig: /etc/gnsh/1e5\nslots:\n  wait: 2m\n  window: {days: \"sat,sun\", start: \"2:00\", end: \"05:00\", timeZone: Europe/Berlin}\n  pools: [{name: \"no\", selector: \"0x1\", maxUnavailable: 2}, {name: \"123\", selector: \"zone in (a,b)\", maxUnavailable: 1}]\npodGracePeriod: 0\n")
 	want, err := config.Load(f)
 	if err != nil {
 		t.Fatal(err)
