@@ -155,8 +155,12 @@ func (r *run) tell(o outcome, v verdict, err error) string {
 		if heldByQuorum(err) {
 			quorum = "; or override the etcd quorum guard with --force-quorum"
 		}
-		return fmt.Sprintf("gnsh: %s\ngnsh: %s refused. Run it again later; or free a slot with 'gnsh slots release --node NODE' (admin credentials); or go without the gate (and without a drain) with --no-drain or -f%s.",
-			oneLine(err.Error()), verb, quorum)
+		lost := ""
+		if r.queueLost != "" {
+			lost = " (" + r.queueLost + ")"
+		}
+		return fmt.Sprintf("gnsh: %s\ngnsh: %s refused%s. Run it again later; or free a slot with 'gnsh slots release --node NODE' (admin credentials); or go without the gate (and without a drain) with --no-drain or -f%s.",
+			oneLine(err.Error()), verb, lost, quorum)
 	case gateDown:
 		if errors.As(err, new(*gateUnreached)) {
 			// Before the gate: nothing cordoned, no slot asked for.

@@ -40,6 +40,8 @@ const (
 	ReasonRebootQueued   = "GnshRebootQueued"
 	ReasonRebootDeferred = "GnshRebootDeferred"
 	ReasonRebootGivenUp  = "GnshRebootGivenUp"
+	// ReasonRebootWithdrawn: shutdown -c withdrew a queued reboot.
+	ReasonRebootWithdrawn = "GnshRebootWithdrawn"
 )
 
 // QueuedReboot is a queued request, as the wrapper (or the agent's drain
@@ -180,7 +182,12 @@ func SameQueued(a, b *QueuedReboot) bool {
 // ReadQueued reads this node's queued reboot: nil without one. One made in
 // another boot is removed and reported as none (the reboot it asked for
 // has happened, or the node was power-cycled: it is not made again).
-func (d *Drainer) ReadQueued() (*QueuedReboot, error) {
+func (d *Drainer) ReadQueued() (*QueuedReboot, error) { return d.readQueued(true) }
+
+// PeekQueued is ReadQueued changing nothing (gnsh status).
+func (d *Drainer) PeekQueued() (*QueuedReboot, error) { return d.readQueued(false) }
+
+func (d *Drainer) readQueued(drop bool) (*QueuedReboot, error) {
 	var q QueuedReboot
 	err := d.readRunFile(QueueName, &q)
 	switch {
@@ -189,7 +196,9 @@ func (d *Drainer) ReadQueued() (*QueuedReboot, error) {
 	case err != nil:
 		return nil, fmt.Errorf("%s: %w", filepath.Join(d.lockDir(), QueueName), err)
 	case q.BootID != d.bootID():
-		_ = os.Remove(filepath.Join(d.lockDir(), QueueName))
+		if drop {
+			_ = os.Remove(filepath.Join(d.lockDir(), QueueName))
+		}
 		return nil, nil
 	}
 	return &q, nil
@@ -262,9 +271,9 @@ func (r *run) enqueue(ctx context.Context, n slots.NodeState, we *slots.WaitErro
 		// Not queued after all: refused as a wait that ran out is.
 		return r.fail(noSlot, fmt.Errorf("%w; and it could not be queued for the node agent: %v", we, err)), false
 	}
-	r.queued = q
-	r.event(ctx, "Normal", ReasonRebootQueued, "%s queued for a reboot slot of %s (%s): %s; the node agent reboots this node when one is free, until %s",
-		q.What(), r.gate().Where(), why, oneLine(we.Error()), q.Until.Format(time.RFC3339))
+	r.queued, r.queuedHeld = q, oneLine(blocksText(we))
+	r.event(ctx, "Normal", ReasonRebootQueued, "%s queued for a reboot slot of %s (%s): no slot free now (%s); %s; the node agent reboots this node when one is, or gives up at %s",
+		q.What(), r.gate().Where(), why, r.queuedHeld, placeText(q.Place, r.gate().Where()), q.Until.Format(time.RFC3339))
 	r.d.journal(journalInfo, fmt.Sprintf("gnsh: %s: queued, %s (%s)", q.What(), placeText(q.Place, r.gate().Where()), why))
 	return queued, false
 }
@@ -280,10 +289,25 @@ func placeText(place int, where string) string {
 // tellQueued is the command's one line for a queued reboot.
 func (r *run) tellQueued() string {
 	q := r.queued
-	w := r.gate().Where()
 	window := ""
-	return fmt.Sprintf("gnsh: queued: no reboot slot is free now; %s; the node agent drains and %ss this node when one is%s, until %s ('shutdown -c' withdraws it)",
-		placeText(q.Place, w), q.Action, window, q.Until.Local().Format("Mon 15:04"))
+	if win, _ := r.cfg.QueueWindow(); win != nil {
+		window = " within the window " + win.String()
+	}
+	held := ""
+	if r.queuedHeld != "" {
+		held = " (" + r.queuedHeld + ")"
+	}
+	return fmt.Sprintf("gnsh: queued: no reboot slot is free now%s; %s; the node agent drains this node and hands the %s to systemd-logind once one is free%s, or gives up at %s ('shutdown -c' withdraws it)",
+		held, placeText(q.Place, r.gate().Where()), q.Action, window, q.Until.Local().Format("Mon 15:04"))
+}
+
+// blocksText is what held a wait back, in words.
+func blocksText(we *slots.WaitError) string {
+	var s []string
+	for _, b := range we.Blocks {
+		s = append(s, b.String())
+	}
+	return strings.Join(s, "; ")
 }
 
 // QueuedPreparer is the handoff.Preparer of the node agent's run for q:
@@ -338,4 +362,67 @@ func (d *Drainer) QueuedGivenUp(ctx context.Context, q *QueuedReboot, why string
 	}
 	r.sess = s
 	r.event(ectx, "Warning", ReasonRebootGivenUp, "The queued %s is given up: %s; run it again, or raise slots.queueFor", q.What(), why)
+}
+
+// withdrawQueued is shutdown -c for a queued reboot: the request goes (the
+// node agent, seeing it gone, stops its wait or its drain, which lets go
+// of the place and the slot), and its place in the queue is withdrawn here
+// too, a bounded best effort (others drop an entry no longer renewed).
+func (c *cancelRun) withdrawQueued(ctx context.Context) {
+	q, err := c.d.ReadQueued()
+	if err != nil || q == nil || !c.d.RemoveQueued(q) {
+		return
+	}
+	r := newRun(c.d, forShutdown, q.Action)
+	_ = r.loadConfig(nil)
+	r.info("the queued %s is withdrawn", q.What())
+	c.d.journal(journalInfo, fmt.Sprintf("the queued %s is withdrawn by %s (shutdown -c)", q.What(), c.d.who().User))
+	if r.cfg.Slots.Gate == config.GateOff {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*r.cfg.APITimeout.D())
+	defer cancel()
+	s, err := c.d.connect(ctx, r.cfg, "", r.out.sayf)
+	if err != nil {
+		r.debug("its place in the queue is left to lapse: %v", err)
+		return
+	}
+	r.sess = s
+	g := r.gate()
+	node := q.Node
+	if node == "" { // a deferred schedule's: this node
+		node = s.node
+	}
+	_, err = g.Update(ctx, func(rec *slots.Record) bool {
+		w, ok := rec.Waiter(node)
+		if !ok || w.Boot != q.BootID || q.UID != "" && w.UID != q.UID {
+			return false
+		}
+		rec.RemoveWaiter(node)
+		return true
+	})
+	if err != nil {
+		r.debug("its place in the queue is left to lapse: %v", err)
+	}
+	r.event(ctx, "Normal", ReasonRebootWithdrawn, "The queued %s was withdrawn by %s (shutdown -c)", q.What(), c.d.who().User)
+}
+
+// QueuedLine is handoff.QueueShower: shutdown --show's line about this
+// node's queued reboot, "" for none.
+func (d *Drainer) QueuedLine() string {
+	q, err := d.ReadQueued()
+	if err != nil || q == nil {
+		return ""
+	}
+	return "gnsh: " + q.Line()
+}
+
+// Line says where q stands, for shutdown --show and gnsh status.
+func (q *QueuedReboot) Line() string {
+	place := "no place in the queue yet"
+	if q.Place > 0 {
+		place = fmt.Sprintf("place %d in the queue when last seen", q.Place)
+	}
+	return fmt.Sprintf("queued: %s, waiting for a reboot slot (%s); given up at %s; 'shutdown -c' withdraws it",
+		q.What(), place, q.Until.Local().Format("2006-01-02 15:04:05"))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -77,10 +78,11 @@ type run struct {
 	// fromQueue: the node agent's run for a queued reboot (queue.go),
 	// whose wait for a slot is queueWait; queued: the request this run
 	// queued; queueLost: why one that would have been queued was not.
-	fromQueue *QueuedReboot
-	queueWait time.Duration
-	queued    *QueuedReboot
-	queueLost string
+	fromQueue  *QueuedReboot
+	queueWait  time.Duration
+	queued     *QueuedReboot
+	queuedHeld string // what held it back, in words
+	queueLost  string
 
 	leaveDrain func() // leaves the signals' Drain mode
 	leaveHold  func() // leaves Hold mode (during the hand-off)
@@ -738,6 +740,11 @@ func (r *run) conclude(o outcome, err error) (handoff.Prepared, error) {
 	// Each line made safe (oneLine): a refusal quotes the cluster's text.
 	msg := safeLines(r.tell(o, v, err))
 	if !v.proceed {
+		if r.purpose == forShutdown && !r.d.Agent && r.onNode {
+			// The journal keeps it: the caller may be a service whose
+			// log drops the command's words (unattended-upgrades).
+			r.d.journal(journalWarning, fmt.Sprintf("%s requested by %s refused: %s", r.verb, r.ownership(nil).Requester(), strings.ReplaceAll(strings.TrimPrefix(msg, "gnsh: "), "\ngnsh: ", " ")))
+		}
 		r.end()
 		if o == interrupted { // only ever with a caught signal
 			return nil, &Interrupted{Sig: r.d.Signal.Caught(), Msg: msg}
@@ -900,6 +907,9 @@ func (c *cancelRun) Finish(ctx context.Context, err error) { c.FinishCancel(ctx,
 // otherwise, they may serve a shutdown, and are left to the node agent,
 // whose keeper and orphan watcher free them once nothing relies on them.
 func (c *cancelRun) FinishCancel(ctx context.Context, cancelled bool, err error) {
+	// A queued reboot is gnsh's alone (logind has nothing of it): it is
+	// withdrawn whatever logind answered.
+	c.withdrawQueued(ctx)
 	if err != nil {
 		return
 	}

@@ -381,6 +381,9 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 			Status: st.queue,
 			Clock:  d.Clock,
 		}
+		if w, err := cfg.QueueWindow(); err == nil && w != nil {
+			qr.Window = w // (a config that loaded has a window that parses)
+		}
 		o := &agent.OrphanWatcher{
 			Note: d.ReadCordonNote,
 			Gone: d.HolderGone,

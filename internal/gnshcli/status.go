@@ -217,6 +217,12 @@ func WriteStatus(w io.Writer, r *nodefacts.Report) {
 		v += " (" + a.LoadState + ")"
 	}
 	add("agent", a.Unit+": "+v+errSuffix(a.Error))
+	switch {
+	case a.Queued != "":
+		add("queued reboot", a.Queued)
+	case a.QueuedError != "":
+		add("queued reboot", "error: "+a.QueuedError)
+	}
 	path := a.LockPath
 	if path == "" {
 		path = nodefacts.AgentLockPath

@@ -147,6 +147,13 @@ type CancelReporter interface {
 	FinishCancel(ctx context.Context, cancelled bool, err error)
 }
 
+// QueueShower is what a Preparer may also be: shutdown --show prints its
+// line about a queued reboot (gnsh's, which logind knows nothing of), ""
+// for none.
+type QueueShower interface {
+	QueuedLine() string
+}
+
 // Prepared is the state of one successful preparation.
 type Prepared interface {
 	// Finish reports how the hand-off went: err is nil when logind (or a

@@ -433,11 +433,23 @@ func (r *Runner) cancelShutdown(ctx context.Context, req *legacy.Request) (cance
 
 // show is logind_show_shutdown() for shutdown --show.
 func (r *Runner) show(ctx context.Context) error {
+	// gnsh's queued reboot, which logind knows nothing of, comes first.
+	queued := ""
+	if qs, ok := r.Preparer.(QueueShower); ok {
+		queued = qs.QueuedLine()
+	}
+	if queued != "" {
+		fmt.Fprintln(r.Stdout, queued)
+	}
 	l, err := r.dial(ctx)
 	if err != nil {
 		return legacy.Fail("Failed to connect to bus: %s", err)
 	}
-	return r.showWith(ctx, l)
+	err = r.showWith(ctx, l)
+	if e := (*legacy.ExitError)(nil); queued != "" && errors.As(err, &e) && e.Msg == "No scheduled shutdown." {
+		return nil // the queued one is
+	}
+	return err
 }
 
 func (r *Runner) showWith(ctx context.Context, l Logind) error {

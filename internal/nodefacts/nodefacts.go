@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gnsh/gnsh/internal/drain"
+	"github.com/gnsh/gnsh/internal/drainer"
 	"github.com/gnsh/gnsh/internal/handoff"
 )
 
@@ -271,6 +272,10 @@ type AgentFacts struct {
 	// Running: the unit is active (activating, reloading) or an agent
 	// holds the lock.
 	Running bool `json:"running"`
+	// Queued is this node's queued reboot the agent carries (its line,
+	// "" for none; root only: the lock directory is root's).
+	Queued      string `json:"queued,omitempty"`
+	QueuedError string `json:"queuedError,omitempty"`
 }
 
 // Logind is the read-only part of the logind client.
@@ -360,6 +365,14 @@ func Gather(ctx context.Context, s *Sources) *Report {
 	lock, err := ProbeAgentLock(s.path(AgentLockPath))
 	r.Agent.Lock, r.Agent.LockError = lock, errString(err)
 	r.Agent.Running = agentRunning(r.Agent)
+	if r.Agent.Lock != LockRootOnly {
+		qd := &drainer.Drainer{LockDir: filepath.Dir(s.path(AgentLockPath))}
+		q, err := qd.PeekQueued()
+		r.Agent.QueuedError = errString(err)
+		if q != nil {
+			r.Agent.Queued = q.Line()
+		}
+	}
 	return r
 }
 

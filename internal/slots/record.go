@@ -254,6 +254,11 @@ func (r *Record) Forget(node string) (holder, waiter *Entry) {
 	return holder, waiter
 }
 
+// RemoveWaiter removes node's waiter entry (a queued reboot withdrawn).
+func (r *Record) RemoveWaiter(node string) {
+	r.Waiters = without(r.Waiters, node)
+}
+
 // without returns es without node's entries.
 func without(es []Entry, node string) []Entry {
 	return slices.DeleteFunc(slices.Clone(es), func(e Entry) bool { return e.Node == node })
