@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/gnsh/gnsh/internal/caller"
 	"github.com/gnsh/gnsh/internal/dispatch"
 	"github.com/gnsh/gnsh/internal/drainer"
 	"github.com/gnsh/gnsh/internal/gnshcli"
@@ -26,10 +27,14 @@ func main() {
 	// it, so on a machine that is not a Kubernetes node every signal keeps
 	// its default action, as with systemd's own commands.
 	sig := signals.New(func(line string) { fmt.Fprintf(os.Stderr, "gnsh: %s\n", line) })
+	// Who runs the command: a person at a terminal gets the live status
+	// line; automation (no terminal, or Ansible's ssh -tt) plain lines.
+	who := caller.Ask()
 	newDrainer := func() *drainer.Drainer {
+		w := who
 		// Relies: shutdown -c asks logind and systemd whether a shutdown
 		// is under way before it lifts gnsh's cordon and frees the slot.
-		return &drainer.Drainer{Stderr: os.Stderr, TTY: drainer.IsTerminal(2), Getenv: os.Getenv, Signal: sig,
+		return &drainer.Drainer{Stderr: os.Stderr, TTY: w.Live, Caller: &w, Getenv: os.Getenv, Signal: sig,
 			Relies: gnshcli.ShutdownRelies(os.Getenv, time.Now)}
 	}
 	env.Preparer, env.NewDrainer = newDrainer(), newDrainer
