@@ -17,15 +17,17 @@
 //     dnf-automatic, cron and systemd timers run shutdown so;
 //  2. or the session of its terminal was started for one command: the
 //     session's leader is a shell run with -c (sh -c '…', as sshd runs a
-//     remote command, and so as Ansible runs its reboot over ssh -tt), or
-//     the command itself (ssh -t host reboot, where the shell gives way to
-//     the command). A session that sudo or su made for the command (sudo's
+//     remote command, and so as Ansible runs its reboot over ssh -tt), a
+//     shell running a script (ssh -t host ./upgrade.sh), or the command
+//     itself (ssh -t host reboot, where the shell gives way to the
+//     command). A session that sudo or su made for the command (sudo's
 //     use_pty, su -c) is looked through to the session it was asked from.
 //
 // Otherwise a person is at the terminal: the session's leader is a login
 // shell (-bash, as ssh, the console, tmux start it) or an interactive shell
 // (bash in screen or a terminal window), or something else that is not a
-// one-command shell. By this rule `ssh -t host sudo reboot` is automation
+// shell run for one command or script (nsenter, as node shells run bash;
+// a script in another language, too, is taken for a person). By this rule `ssh -t host sudo reboot` is automation
 // (a one-off command: no shell of the person's waits for it), and so is
 // `run0 reboot` and `systemd-run --pty reboot`. When /proc cannot be read,
 // a terminal on stdin or stderr means a person (and the reason says so).
@@ -43,6 +45,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -158,18 +162,20 @@ func (p Probe) Ask() Answer {
 		if lead.pid == me.pid {
 			return Answer{Reason: "automation: the terminal's session was started for this command alone, as ssh -t runs a remote command" + through}
 		}
-		shell, login, oneCmd := lead.shell()
+		shell, login, runs := lead.shell()
 		switch {
 		case lead.switcher():
 			return Answer{Reason: fmt.Sprintf("automation: a command run in a session of its own (%s …), as ssh -t runs a remote command%s", lead.name(), through)}
-		case oneCmd:
+		case runs == "-c":
 			return Answer{Reason: fmt.Sprintf("automation: a command run in a session of its own (%s -c), as ssh runs a remote command%s", shell, through)}
+		case runs != "":
+			return Answer{Reason: fmt.Sprintf("automation: a script run in a session of its own (%s %s), as ssh -t runs a remote command%s", shell, printable(runs), through)}
 		case login:
 			return person(fmt.Sprintf("a login shell (-%s) leads the terminal's session%s", shell, through))
 		case shell != "":
 			return person(fmt.Sprintf("an interactive shell (%s) leads the terminal's session%s", shell, through))
 		}
-		return person(fmt.Sprintf("%s leads the terminal's session, not a shell run for one command%s", lead.name(), through))
+		return person(fmt.Sprintf("%s leads the terminal's session, not a shell run for one command%s", printable(lead.name()), through))
 	}
 }
 
@@ -272,12 +278,13 @@ var shells = map[string]bool{
 }
 
 // shell reports whether the process is a shell (its name, "" if not), a
-// login shell (argv[0] "-name", or -l/--login), and run for one command
-// (-c among its options).
-func (pr proc) shell() (name string, login, oneCmd bool) {
+// login shell (argv[0] "-name", or -l/--login), and what it runs: "" when
+// interactive, "-c" for a command (-c among its options), else the script
+// it runs (its first operand, unless -s makes the operands arguments).
+func (pr proc) shell() (name string, login bool, runs string) {
 	argv := pr.argv
 	if len(argv) == 0 {
-		return "", false, false
+		return "", false, ""
 	}
 	base := filepath.Base(argv[0])
 	if base == "busybox" && len(argv) > 1 { // busybox sh …
@@ -287,13 +294,25 @@ func (pr proc) shell() (name string, login, oneCmd bool) {
 	login = strings.HasPrefix(base, "-")
 	base = strings.TrimPrefix(base, "-")
 	if !login && !shells[base] {
-		return "", false, false
+		return "", false, ""
+	}
+	stdin := false // -s: commands from stdin, the operands are arguments
+	operand := func(a string) (string, bool, string) {
+		switch {
+		case runs != "":
+			return base, login, runs
+		case stdin:
+			return base, login, ""
+		}
+		return base, login, filepath.Base(a)
 	}
 	for i := 1; i < len(argv); i++ {
 		a := argv[i]
 		switch {
+		case a == "--" && i+1 < len(argv):
+			return operand(argv[i+1])
 		case a == "--":
-			return base, login, oneCmd
+			return base, login, runs
 		case a == "--login":
 			login = true
 		case strings.HasPrefix(a, "--"):
@@ -306,18 +325,37 @@ func (pr proc) shell() (name string, login, oneCmd bool) {
 		case strings.HasPrefix(a, "-") || strings.HasPrefix(a, "+"):
 			opts := a[1:]
 			if strings.HasPrefix(a, "-") {
-				oneCmd = oneCmd || strings.ContainsRune(opts, 'c')
+				if strings.ContainsRune(opts, 'c') {
+					runs = "-c"
+				}
 				login = login || strings.ContainsRune(opts, 'l')
+				stdin = stdin || strings.ContainsRune(opts, 's')
 			}
 			// -o NAME, -O NAME (bash's shopt): the name follows.
 			if strings.HasSuffix(opts, "o") || strings.HasSuffix(opts, "O") {
 				i++
 			}
 		default:
-			return base, login, oneCmd // the first operand: options end
+			return operand(a) // the first operand: options end
 		}
 	}
-	return base, login, oneCmd
+	return base, login, runs
+}
+
+// printable replaces what must not reach a terminal or a journal line raw
+// (control characters: a command line is anyone's text) with '?', and
+// cuts a long name.
+func printable(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			return '?'
+		}
+		return r
+	}, s)
+	if r := []rune(s); len(r) > 40 {
+		s = string(r[:39]) + "…"
+	}
+	return s
 }
 
 // kernelTerminal is Probe.Terminal for this process.

@@ -202,6 +202,15 @@ func TestAsk(t *testing.T) {
 		self: 510, tty: true, ttySID: 510, term: "xterm",
 		reason: "automation: the terminal's session was started for this command alone",
 	}, {
+		// ssh -t host ./upgrade.sh: bash -c gives way to the script's
+		// interpreter, which leads the session.
+		name: "a script over ssh -t",
+		procs: []fp{sshd,
+			{pid: 510, ppid: 500, sid: 510, argv: []string{"/bin/bash", "./upgrade.sh"}},
+			{pid: 511, ppid: 510, sid: 510, argv: []string{"shutdown", "-r", "now"}}},
+		self: 511, tty: true, ttySID: 510, term: "xterm",
+		reason: "automation: a script run in a session of its own (bash upgrade.sh), as ssh -t runs a remote command",
+	}, {
 		name: "login shell run for one command",
 		procs: []fp{{pid: 510, ppid: 1, sid: 510, argv: []string{"-bash", "-lc", "reboot; true"}},
 			{pid: 511, ppid: 510, sid: 510, argv: []string{"reboot"}}},
@@ -298,25 +307,28 @@ func TestAskBounded(t *testing.T) {
 
 func TestShellOptions(t *testing.T) {
 	cases := []struct {
-		argv          []string
-		name          string
-		login, oneCmd bool
+		argv  []string
+		name  string
+		login bool
+		runs  string
 	}{
-		{[]string{"-bash"}, "bash", true, false},
-		{[]string{"bash", "--login"}, "bash", true, false},
-		{[]string{"/bin/sh", "-c", "x"}, "sh", false, true},
-		{[]string{"sh", "-i"}, "sh", false, false},
-		{[]string{"bash", "-O", "extglob", "-c", "x"}, "bash", false, true},
-		{[]string{"bash", "--rcfile", "-c", "-i"}, "bash", false, false},
-		{[]string{"bash", "script.sh", "-c"}, "bash", false, false},
-		{[]string{"busybox", "sh", "-c", "x"}, "sh", false, true},
-		{[]string{"zsh", "+o", "nomatch", "-c", "x"}, "zsh", false, true},
-		{[]string{"python3", "-c", "x"}, "", false, false},
+		{[]string{"-bash"}, "bash", true, ""},
+		{[]string{"bash", "--login"}, "bash", true, ""},
+		{[]string{"/bin/sh", "-c", "x"}, "sh", false, "-c"},
+		{[]string{"sh", "-i"}, "sh", false, ""},
+		{[]string{"bash", "-O", "extglob", "-c", "x"}, "bash", false, "-c"},
+		{[]string{"bash", "--rcfile", "-c", "-i"}, "bash", false, ""},
+		{[]string{"/bin/bash", "./upgrade.sh", "-c"}, "bash", false, "upgrade.sh"},
+		{[]string{"bash", "-e", "--", "/root/upgrade.sh"}, "bash", false, "upgrade.sh"},
+		{[]string{"sh", "-s", "arg"}, "sh", false, ""},
+		{[]string{"busybox", "sh", "-c", "x"}, "sh", false, "-c"},
+		{[]string{"zsh", "+o", "nomatch", "-c", "x"}, "zsh", false, "-c"},
+		{[]string{"python3", "-c", "x"}, "", false, ""},
 	}
 	for _, c := range cases {
-		name, login, one := proc{argv: c.argv}.shell()
-		if name != c.name || login != c.login || one != c.oneCmd {
-			t.Errorf("%q: %q %v %v, want %q %v %v", c.argv, name, login, one, c.name, c.login, c.oneCmd)
+		name, login, runs := proc{argv: c.argv}.shell()
+		if name != c.name || login != c.login || runs != c.runs {
+			t.Errorf("%q: %q %v %q, want %q %v %q", c.argv, name, login, runs, c.name, c.login, c.runs)
 		}
 	}
 }
