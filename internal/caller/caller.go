@@ -27,10 +27,11 @@
 // shell (-bash, as ssh, the console, tmux start it) or an interactive shell
 // (bash in screen or a terminal window), or something else that is not a
 // shell run for one command or script (nsenter, as node shells run bash;
-// a script in another language, too, is taken for a person). By this rule `ssh -t host sudo reboot` is automation
-// (a one-off command: no shell of the person's waits for it), and so is
-// `run0 reboot` and `systemd-run --pty reboot`. When /proc cannot be read,
-// a terminal on stdin or stderr means a person (and the reason says so).
+// a script in another language too). By this rule `ssh -t host sudo
+// reboot` is automation (a one-off command: no shell of the person's waits
+// for it), and so are `run0 reboot` and `systemd-run --pty reboot`. When
+// /proc cannot be read, a terminal on stdin or stderr means a person (and
+// the reason says so).
 //
 // TERM does not change who is there (Emacs's shell is a person at a "dumb"
 // terminal); but a progress line is rewritten in place only for a person
