@@ -46,6 +46,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -72,8 +73,55 @@ func Automated() (bool, string) {
 	return !a.Person, a.Reason
 }
 
-// Ask answers for this process (Probe{}.Ask()).
-func Ask() Answer { return Probe{}.Ask() }
+// Ask answers for this process, within AskWithin.
+func Ask() Answer { return Probe{}.Within(AskWithin) }
+
+// AskWithin bounds Ask's reading of /proc: a read of a process's command
+// line waits for that process's memory map (ps hangs so on a process stuck
+// in the kernel), and a shutdown must not.
+const AskWithin = 2 * time.Second
+
+// Within is p.Ask(), bounded: when /proc does not answer within d, the
+// answer is decided from the terminals alone, and says so.
+func (p Probe) Within(d time.Duration) Answer {
+	ch := make(chan Answer, 1)
+	go func() { ch <- p.Ask() }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case a := <-ch:
+		return a
+	case <-t.C:
+	}
+	inTTY, _ := p.terminal()(0)
+	errTTY, _ := p.terminal()(2)
+	if !inTTY && !errTTY {
+		return Answer{Reason: "automation: no terminal on stdin and stderr"}
+	}
+	return p.person(errTTY, fmt.Sprintf("a terminal on stdin or stderr; /proc did not answer within %s, so decided from the terminals alone", d))
+}
+
+func (p Probe) terminal() func(int) (bool, int) {
+	if p.Terminal == nil {
+		return kernelTerminal
+	}
+	return p.Terminal
+}
+
+// person is the answer for a person at the terminal, why: Live unless
+// stderr is not a terminal or TERM is unset or dumb.
+func (p Probe) person(errTTY bool, why string) Answer {
+	a := Answer{Person: true, Reason: "a person at a terminal: " + why}
+	switch t := p.getenv("TERM"); {
+	case !errTTY:
+		a.Reason += " (stderr is not a terminal: progress lines are plain)"
+	case t == "" || t == "dumb":
+		a.Reason += " (TERM " + orUnset(t) + ": progress lines are plain)"
+	default:
+		a.Live = true
+	}
+	return a
+}
 
 // Probe holds what the answer is read from; the zero value reads the
 // running process. Tests set Proc to a fake tree, Self and Terminal.
@@ -95,27 +143,13 @@ const maxHops = 8
 // Ask says who runs the command, by the package's rule. It never fails:
 // what it cannot read it decides from the terminals alone, and says so.
 func (p Probe) Ask() Answer {
-	term := p.Terminal
-	if term == nil {
-		term = kernelTerminal
-	}
+	term := p.terminal()
 	inTTY, inSID := term(0)
 	errTTY, errSID := term(2)
 	if !inTTY && !errTTY {
 		return Answer{Reason: "automation: no terminal on stdin and stderr"}
 	}
-	person := func(why string) Answer {
-		a := Answer{Person: true, Reason: "a person at a terminal: " + why}
-		switch t := p.getenv("TERM"); {
-		case !errTTY:
-			a.Reason += " (stderr is not a terminal: progress lines are plain)"
-		case t == "" || t == "dumb":
-			a.Reason += " (TERM " + orUnset(t) + ": progress lines are plain)"
-		default:
-			a.Live = true
-		}
-		return a
-	}
+	person := func(why string) Answer { return p.person(errTTY, why) }
 	self := p.Self
 	selfDir := "self"
 	if self > 0 {

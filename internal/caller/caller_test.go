@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // fp is one process of a fake /proc tree.
@@ -346,5 +349,34 @@ func TestReadStat(t *testing.T) {
 	pr, err := Probe{Proc: root}.read("77")
 	if err != nil || pr.pid != 77 || pr.ppid != 12 || pr.sid != 70 || pr.comm != "a) b (c)" || pr.name() != "a) b (c)" {
 		t.Errorf("%+v %v", pr, err)
+	}
+}
+
+// A /proc that does not answer (a read of a command line waits for a
+// process stuck in the kernel; here a FIFO no one writes) does not hold
+// the command: the terminals decide, and the reason says so.
+func TestAskWithinStuckProc(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "511")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "stat")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("no FIFO here: %v", err)
+	}
+	t.Cleanup(func() {
+		// Let the stuck read go.
+		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+	})
+	a := Probe{Proc: root, Self: 511, Terminal: ttys(true, 510), Getenv: env("xterm")}.Within(50 * time.Millisecond)
+	if !a.Person || !a.Live || !strings.Contains(a.Reason, "/proc did not answer within 50ms, so decided from the terminals alone") {
+		t.Errorf("%+v", a)
+	}
+	a = Probe{Proc: root, Self: 511, Terminal: ttys(false, 0)}.Within(50 * time.Millisecond)
+	if a.Person || a.Reason != "automation: no terminal on stdin and stderr" {
+		t.Errorf("%+v", a)
 	}
 }
