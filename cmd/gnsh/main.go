@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/gnsh/gnsh/internal/caller"
 	"github.com/gnsh/gnsh/internal/dispatch"
 	"github.com/gnsh/gnsh/internal/drainer"
 	"github.com/gnsh/gnsh/internal/gnshcli"
@@ -27,11 +28,16 @@ func main() {
 	// it, so on a machine that is not a Kubernetes node every signal keeps
 	// its default action, as with systemd's own commands.
 	sig := signals.New(func(line string) { fmt.Fprintf(os.Stderr, "gnsh: %s\n", line) })
+	// Who runs the command: a person at a terminal gets the live status
+	// line; automation (no terminal, or Ansible's ssh -tt) plain lines.
+	who := caller.Ask()
 	newDrainer := func() *drainer.Drainer {
+		w := who
 		// Relies: shutdown -c asks logind and systemd whether a shutdown
 		// is under way before it lifts gnsh's cordon and frees the slot.
-		return &drainer.Drainer{Stderr: os.Stderr, TTY: drainer.IsTerminal(2), Getenv: os.Getenv, Signal: sig,
-			Relies: gnshcli.ShutdownRelies(os.Getenv, time.Now), Automated: automated, Journal: journal.Send}
+		return &drainer.Drainer{Stderr: os.Stderr, TTY: w.Live, Caller: &w, Getenv: os.Getenv, Signal: sig,
+			Relies:    gnshcli.ShutdownRelies(os.Getenv, time.Now),
+			Automated: func() (bool, string) { return !w.Person, w.Reason }, Journal: journal.Send}
 	}
 	env.Preparer, env.NewDrainer = newDrainer(), newDrainer
 	ctx := context.Background()
@@ -43,13 +49,4 @@ func main() {
 	}
 	buses.Close()
 	os.Exit(code)
-}
-
-// automated says whether the command was asked with no person at a
-// terminal (slots.queue: auto queues its reboot when no slot is free).
-func automated() (bool, string) {
-	if !drainer.IsTerminal(0) && !drainer.IsTerminal(2) {
-		return true, "no terminal on stdin and stderr"
-	}
-	return false, ""
 }

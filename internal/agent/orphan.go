@@ -69,23 +69,39 @@ func (w *OrphanWatcher) Run(ctx context.Context) error {
 		wait := poll
 		if n, err := w.Note(); err == nil && w.Gone(n) {
 			undone, err := w.Undo(ctx, n)
+			// The agent's own drain's cordon (ahead of a schedule, for a
+			// shutdown that bypassed gnsh) is looked at too, but its
+			// gnsh, the agent, is not gone.
+			own := drainer.OwnNote(n)
+			maker := fmt.Sprintf("its gnsh (pid %d) gone", n.PID)
+			if own {
+				maker = fmt.Sprintf("made by this agent's drain (pid %d)", n.PID)
+			}
 			line := ""
 			switch {
 			case ctx.Err() != nil:
 			case drainer.IsLockHeld(err):
 				// A drain runs: it answers for the cordon now.
 			case errors.Is(err, drainer.ErrShutdownPending):
-				line = fmt.Sprintf("gnsh's cordon of %s for the %s requested by %s stays, its gnsh (pid %d) gone: %v",
-					n.Node, n.Own.Request(), n.Own.Requester(), n.PID, err)
+				line = fmt.Sprintf("gnsh's cordon of %s for the %s requested by %s stays, %s: %v",
+					n.Node, n.Own.Request(), n.Own.Requester(), maker, err)
 			case err != nil:
-				line = fmt.Sprintf("cannot check gnsh's cordon of %s left by gnsh (pid %d): %v; trying again every %s",
-					n.Node, n.PID, err, DefaultMaxBackoff)
+				by := "gnsh"
+				if own {
+					by = "this agent's drain"
+				}
+				line = fmt.Sprintf("cannot check gnsh's cordon of %s left by %s (pid %d): %v; trying again every %s",
+					n.Node, by, n.PID, err, DefaultMaxBackoff)
 				wait = DefaultMaxBackoff
 			case undone:
 				w.say("gnsh's cordon of %s for the %s requested by %s at %s undone: %s (pid %d)",
-					n.Node, n.Own.Request(), n.Own.Requester(), n.Own.Time.UTC().Format(time.RFC3339), drainer.OrphanWhy, n.PID)
+					n.Node, n.Own.Request(), n.Own.Requester(), n.Own.Time.UTC().Format(time.RFC3339), drainer.OrphanReason(n), n.PID)
 				if w.Status != nil {
-					w.Status("uncordoned " + n.Node + ": its gnsh was gone and no shutdown pending")
+					why := "its gnsh was gone and no shutdown pending"
+					if own {
+						why = "no shutdown pending for the agent's drain"
+					}
+					w.Status("uncordoned " + n.Node + ": " + why)
 				}
 			}
 			if line != "" && line != told {

@@ -88,7 +88,7 @@ func (d *Drainer) ReadCordonNote() (CordonNote, error) {
 // is this one: the agent answers for its own cordons, and a cordon of its
 // own that serves no shutdown is as orphaned as a dead wrapper's).
 func (d *Drainer) HolderGone(n CordonNote) bool {
-	if n.PID == os.Getpid() {
+	if OwnNote(n) {
 		return true
 	}
 	start, err := procStart(n.PID)
@@ -104,6 +104,24 @@ func sameRecord(a, o *drain.Ownership) bool {
 
 // OrphanWhy is the journal's and the Event's reason for an orphan undo.
 const OrphanWhy = "no drain runs, no shutdown is pending or under way, and the gnsh that made it is gone"
+
+// OwnOrphanWhy is OrphanWhy for a cordon the node agent's own drain made
+// (its note names this process, which is not gone).
+const OwnOrphanWhy = "no drain runs, no shutdown is pending or under way, and the node agent's drain that made it is over"
+
+// OwnNote reports whether the note names this process: the node agent's
+// own drain (ahead of a schedule, or for a shutdown that bypassed gnsh)
+// made the cordon, not a gnsh that is gone.
+func OwnNote(n CordonNote) bool { return n.PID == os.Getpid() }
+
+// OrphanReason is the reason an orphan undo of n's cordon gives:
+// OrphanWhy, or OwnOrphanWhy for the agent's own.
+func OrphanReason(n CordonNote) string {
+	if OwnNote(n) {
+		return OwnOrphanWhy
+	}
+	return OrphanWhy
+}
 
 // UndoOrphanCordon is the node agent's undo of gnsh's cordon for a
 // shutdown that nothing relies on any more: its gnsh was killed (SIGKILL:
@@ -143,7 +161,7 @@ func (d *Drainer) UndoOrphanCordon(ctx context.Context, n CordonNote) (bool, err
 	undone, _, err := d.undoUnderLock(ctx, r, "undo a cordon its gnsh left", func(o *drain.Ownership) bool { return sameRecord(&n.Own, o) }, nil, forget)
 	if undone {
 		r.event(ctx, "Normal", ReasonUncordoned, "gnsh's cordon for the %s requested by %s at %s undone by the node agent: %s",
-			n.Own.Request(), n.Own.Requester(), n.Own.Time.UTC().Format(time.RFC3339), OrphanWhy)
+			n.Own.Request(), n.Own.Requester(), n.Own.Time.UTC().Format(time.RFC3339), OrphanReason(n))
 	}
 	return undone, err
 }

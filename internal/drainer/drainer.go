@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/gnsh/gnsh/internal/caller"
 	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/drain"
 	"github.com/gnsh/gnsh/internal/handoff"
@@ -41,8 +42,16 @@ import (
 // needs Stderr and Getenv.
 type Drainer struct {
 	Stderr io.Writer
-	TTY    bool // stderr is a terminal: one live status line
+	// TTY: a person is at the terminal on stderr (caller.Answer.Live):
+	// one live status line, rewritten in place. Otherwise (a captured
+	// terminal: Ansible's ssh -tt) plain lines, each said once.
+	TTY    bool
 	Getenv func(string) string
+	// Caller is who runs the command (internal/caller: a person at a
+	// terminal, or automation, and why), for the decision to queue a
+	// reboot that gets no slot (slots.queue: auto) and its lines; nil
+	// when not asked (tests).
+	Caller *caller.Answer
 
 	ConfigPath string // config.Path, or $GNSH_CONFIG, if empty
 	LockDir    string // DefaultLockDir if empty

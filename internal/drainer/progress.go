@@ -17,10 +17,11 @@ import (
 	"github.com/gnsh/gnsh/internal/drain"
 )
 
-// progress shows a drain as it goes: on a terminal one status line
-// rewritten in place (at most ten times a second); otherwise, for the
-// journal, a plain line when something changes, at most every
-// plainEvery, and at once when the set of blocked pods changes.
+// progress shows a drain as it goes: for a person at a terminal one
+// status line rewritten in place (at most ten times a second); otherwise
+// (the journal, a pipe, Ansible's captured terminal: internal/caller), a
+// plain line when something changes, at most every plainEvery, and at once
+// when the set of blocked pods changes.
 type progress struct {
 	w     io.Writer
 	tty   bool
@@ -40,6 +41,10 @@ type progress struct {
 	have      bool         // status holds a drain status
 	status    drain.Status // the latest, for ticks
 	start     time.Time
+
+	// lastLive is the last line live said as a plain line: the same
+	// line (a waiting line asked again) is not said twice.
+	lastLive string
 }
 
 const (
@@ -289,8 +294,9 @@ func (p *progress) endLine() {
 	}
 }
 
-// live shows a line that replaces itself: on a terminal the live status
-// line, otherwise a plain line (callers call it only when it changes).
+// live shows a line that replaces itself: on a person's terminal the live
+// status line, otherwise a plain line, not said again while it stays the
+// same.
 func (p *progress) live(line string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -299,5 +305,9 @@ func (p *progress) live(line string) {
 		p.drawn = true
 		return
 	}
+	if line == p.lastLive {
+		return
+	}
+	p.lastLive = line
 	fmt.Fprintf(p.w, "gnsh: %s\n", oneLine(line))
 }

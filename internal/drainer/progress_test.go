@@ -59,3 +59,29 @@ func TestRefusalSanitised(t *testing.T) {
 		t.Errorf("%q", err)
 	}
 }
+
+// Not a person's terminal (Ansible's captured one, the journal): the
+// waiting lines are plain, without a carriage return or an escape
+// sequence, and a line the gate says again (asked again, after another
+// line) is not repeated.
+func TestProgressPlainSaidOnce(t *testing.T) {
+	var b strings.Builder
+	p := newProgress(&b, false, "node1", nil)
+	wait := "waiting for a reboot slot (place 2 in the queue of kube-system/gnsh-reboot-slots): earlier in the queue: node0 (waiting since 12:38:13)"
+	p.live(wait)
+	p.live(wait)
+	p.printf("debug: asking again")
+	p.live(wait)
+	p.live("waiting for a reboot slot (place 1 in the queue of kube-system/gnsh-reboot-slots): cluster limit 1: node0 (draining)")
+	p.done()
+	got := b.String()
+	if strings.ContainsAny(got, "\r\x1b") {
+		t.Errorf("control characters in a captured terminal's output: %q", got)
+	}
+	if n := strings.Count(got, "gnsh: "+wait+"\n"); n != 1 {
+		t.Errorf("the waiting line said %d times: %q", n, got)
+	}
+	if strings.Count(got, "\n") != 3 {
+		t.Errorf("%q", got)
+	}
+}

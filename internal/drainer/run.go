@@ -589,7 +589,9 @@ func (r *run) adopt(ctx context.Context, n *corev1.Node) {
 func (r *run) drain(ctx context.Context) outcome {
 	s, timeout := r.sess, r.cfg.DrainTimeout.D()
 	r.draining = true
-	r.event(ctx, "Normal", ReasonDrainStarted, "Draining before %s requested by %s (timeout %s)", r.own.Request(), r.own.Requester(), timeout)
+	// The timeout as the journal gives it: the agent drains within what
+	// is left before a schedule, a time to the nanosecond.
+	r.event(ctx, "Normal", ReasonDrainStarted, "Draining before %s requested by %s (timeout %s)", r.own.Request(), r.own.Requester(), timeout.Round(time.Millisecond))
 	r.lifecycle(ctx, drain.Lifecycle{InProgress: true, Reason: drain.ConditionReasonDraining,
 		Message: fmt.Sprintf("gnsh drains before %s requested by %s", r.own.Request(), r.own.Requester())})
 	start := r.d.now()

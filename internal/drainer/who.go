@@ -1,8 +1,6 @@
 package drainer
 
 import (
-	"golang.org/x/sys/unix"
-
 	"os"
 	"strconv"
 	"strings"
@@ -42,10 +40,4 @@ func BootID() string {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
-}
-
-// IsTerminal reports whether fd is a terminal.
-func IsTerminal(fd int) bool {
-	_, err := unix.IoctlGetTermios(fd, unix.TCGETS)
-	return err == nil
 }

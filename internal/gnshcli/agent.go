@@ -316,11 +316,7 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 				if m.NoDrain {
 					return "asked with --no-drain (gnsh " + m.Action + " at " + m.Time.Format(time.RFC3339) + "): not draining", ok
 				}
-				what := "already drained for by gnsh " + m.Action + " at " + m.Time.Format(time.RFC3339)
-				if m.Deadline != nil {
-					what += " ahead of the schedule for " + m.Deadline.Format(time.RFC3339)
-				}
-				return what, ok
+				return drainedWhat(m), ok
 			},
 			Forget: d.RemoveMarker,
 			Out:    env.Stderr,
@@ -459,4 +455,17 @@ func cancelSchedule(ctx context.Context, address, typ string, usec uint64) (bool
 		return false, err
 	}
 	return l.CancelScheduledShutdown(ctx)
+}
+
+// drainedWhat is the shutdown guard's phrase for the marker of a drain
+// that gnsh made for the shutdown under way. A drain ahead of a schedule
+// names it; a request whose time had come by the drain's end (shutdown -r
+// 0, +0, a time within the drain) had no schedule to be ahead of: logind
+// acted at once.
+func drainedWhat(m drainer.Marker) string {
+	what := "already drained for by gnsh " + m.Action + " at " + m.Time.Format(time.RFC3339)
+	if m.Deadline != nil && m.Deadline.After(m.Time) {
+		what += " ahead of the schedule for " + m.Deadline.Format(time.RFC3339)
+	}
+	return what
 }

@@ -78,6 +78,10 @@ type Spec struct {
 	// BootID, if set, is what /proc/sys/kernel/random/boot_id reads in
 	// the namespace: a command of "the next boot".
 	BootID string
+	// TTY, if set, is the command's stdin, stdout and stderr (a
+	// pseudo-terminal's follower; the test reads its master): Result's
+	// Stdout and Stderr stay empty.
+	TTY *os.File
 }
 
 // script runs "$@" as a child of a PID-1 shell with a private /run (or
@@ -144,6 +148,9 @@ func Start(t testing.TB, spec Spec) *Proc {
 		"GNSH_RIG_BUS=" + spec.BusDir, "GNSH_RIG_PARAM=" + spec.Param, "GNSH_RIG_LOCALBIN=" + spec.LocalBin,
 		"GNSH_RIG_RUN=" + spec.RunDir, "GNSH_RIG_HIDE=" + strings.Join(spec.Hide, " "), "GNSH_RIG_BOOTID=" + spec.BootID, "TZ=UTC"}, spec.Env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.so, &p.se
+	if spec.TTY != nil {
+		p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = spec.TTY, spec.TTY, spec.TTY
+	}
 	p.start = time.Now()
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
