@@ -111,7 +111,9 @@ func (q *QueueRunner) Run(ctx context.Context) error {
 			}
 		case cur == nil:
 			if told != nil {
-				q.status("")
+				// Withdrawn while it waited for its time or window.
+				q.say("the queued %s was withdrawn", told.Action)
+				q.status("the queued " + told.Action + " was withdrawn")
 			}
 			told, readErr = nil, ""
 		default:
@@ -154,7 +156,7 @@ func (q *QueueRunner) Run(ctx context.Context) error {
 			case errors.Is(err, errWithdrawn):
 				q.say("the queued %s was withdrawn", cur.Action)
 				told = nil
-				q.status("")
+				q.status("the queued " + cur.Action + " was withdrawn")
 				continue
 			}
 			var we *slotWait

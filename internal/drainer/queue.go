@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,6 +48,9 @@ const (
 // QueuedReboot is a queued request, as the wrapper (or the agent's drain
 // ahead of a schedule) wrote it for the node agent.
 type QueuedReboot struct {
+	// ID names this request (random): a request withdrawn and made again
+	// within the same second is another one.
+	ID     string    `json:"id"`
 	BootID string    `json:"bootID"`
 	Node   string    `json:"node"`
 	UID    types.UID `json:"uid"`
@@ -176,8 +180,11 @@ func (d *Drainer) SaveQueued(q *QueuedReboot) error {
 
 // SameQueued reports whether a and b are the same queued request.
 func SameQueued(a, b *QueuedReboot) bool {
-	return a != nil && b != nil && a.Since.Equal(b.Since) && a.Action == b.Action && a.BootID == b.BootID
+	return a != nil && b != nil && a.ID == b.ID && a.Since.Equal(b.Since) && a.Action == b.Action && a.BootID == b.BootID
 }
+
+// newQueueID is a random name for one queued request.
+func newQueueID() string { return fmt.Sprintf("%016x", rand.Uint64()) }
 
 // ReadQueued reads this node's queued reboot: nil without one. One made in
 // another boot is removed and reported as none (the reboot it asked for
@@ -262,7 +269,7 @@ func (r *run) queueWhy() string {
 // enqueue hands a reboot that got no slot at once (we) to the node agent:
 // its place kept, the request written, an Event and a journal line.
 func (r *run) enqueue(ctx context.Context, n slots.NodeState, we *slots.WaitError, why string) (outcome, bool) {
-	q := &QueuedReboot{BootID: r.d.bootID(), Node: n.Name, UID: n.UID, Command: r.req.Command, Action: r.verb,
+	q := &QueuedReboot{ID: newQueueID(), BootID: r.d.bootID(), Node: n.Name, UID: n.UID, Command: r.req.Command, Action: r.verb,
 		Wall: r.req.Wall, NoWall: r.req.NoWall, ParamOp: r.req.ParamOp, Param: r.req.Param, Drain: r.req.Drain,
 		User: r.own.User, TTY: r.own.TTY, Why: why, Since: r.d.now().UTC().Truncate(time.Second),
 		NotBefore: r.own.When, Until: r.d.now().UTC().Add(r.cfg.Slots.QueueFor.D()).Truncate(time.Second),
@@ -313,21 +320,36 @@ func blocksText(we *slots.WaitError) string {
 // QueuedPreparer is the handoff.Preparer of the node agent's run for q:
 // the wrapper's drain, its reboot slot asked for with q's place for at
 // most wait (refused when none comes: the agent asks again), never
-// queued again.
-func (d *Drainer) QueuedPreparer(q *QueuedReboot, wait time.Duration) handoff.Preparer {
-	return queuedPreparer{d: d, q: q, wait: wait}
+// queued again. It drains under ctx, which the withdrawal of q or the
+// agent's stop ends: the runner it prepares for must be given a context
+// that does not end so (context.WithoutCancel), so that a hand-off, once
+// prepared, is never cut into the fallbacks (starting the target,
+// reboot(2)) by that end. Prepared under an ended ctx, it refuses and
+// undoes what it did.
+func (d *Drainer) QueuedPreparer(ctx context.Context, q *QueuedReboot, wait time.Duration) handoff.Preparer {
+	return queuedPreparer{ctx: ctx, d: d, q: q, wait: wait}
 }
 
 type queuedPreparer struct {
+	ctx  context.Context
 	d    *Drainer
 	q    *QueuedReboot
 	wait time.Duration
 }
 
-func (p queuedPreparer) Prepare(ctx context.Context, req *legacy.Request) (handoff.Prepared, error) {
+func (p queuedPreparer) Prepare(_ context.Context, req *legacy.Request) (handoff.Prepared, error) {
 	r := newRun(p.d, forShutdown, req.Action.String())
 	r.fromQueue, r.queueWait = p.q, p.wait
-	return r.prepare(ctx, req)
+	prep, err := r.prepare(p.ctx, req)
+	if err == nil && p.ctx.Err() != nil {
+		// Ended as the drain did: nothing is handed off.
+		stopped := &queueStopped{err: p.ctx.Err()}
+		if prep != nil {
+			prep.Finish(context.WithoutCancel(p.ctx), stopped)
+		}
+		return nil, &Refusal{Msg: "gnsh: " + stopped.Error(), Err: stopped}
+	}
+	return prep, err
 }
 
 // journal priorities.

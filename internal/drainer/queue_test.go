@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
 	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/slots"
 )
@@ -161,7 +165,7 @@ func TestQueuedRunTakesTheSlotInItsPlace(t *testing.T) {
 	ag := newDrainer(t, f, "")
 	ag.Agent, ag.LockDir = true, d.LockDir
 	// Still held: the wait runs out, its place kept, where it stands.
-	_, err := ag.QueuedPreparer(q, time.Second).Prepare(context.Background(), q.Request())
+	_, err := ag.QueuedPreparer(context.Background(), q, time.Second).Prepare(context.Background(), q.Request())
 	if !IsSlotWait(err) || q.Place != 1 {
 		t.Fatalf("held: %v (place %d)\n%s", err, q.Place, ag.stderr)
 	}
@@ -172,7 +176,7 @@ func TestQueuedRunTakesTheSlotInItsPlace(t *testing.T) {
 	if _, err := slots.NewGate(f, loadCfg(t, d)).Free(context.Background(), func(e slots.Entry) bool { return e.Node == "node2" }); err != nil {
 		t.Fatal(err)
 	}
-	p, err := ag.QueuedPreparer(q, 5*time.Second).Prepare(context.Background(), q.Request())
+	p, err := ag.QueuedPreparer(context.Background(), q, 5*time.Second).Prepare(context.Background(), q.Request())
 	if err != nil || p == nil {
 		t.Fatalf("%v %v\n%s", p, err, ag.stderr)
 	}
@@ -276,4 +280,43 @@ func exitCode(err error) int {
 		return ec.ExitCode()
 	}
 	return 1
+}
+
+// The node agent's run of a queued reboot never goes on without its slot:
+// not when its ctx ends (the request withdrawn, the agent stopping) while
+// it waits, and not when the API server fails before the slot is taken
+// (a person's reboot would go on without a drain; a queued one waits).
+func TestQueuedRunNeverGoesOnWithoutItsSlot(t *testing.T) {
+	f, d, _ := queueRig(t, "", true, false)
+	if _, err := d.prepare(t, reboot()); !errors.As(err, new(*QueuedError)) {
+		t.Fatalf("%v", err)
+	}
+	q, _ := d.ReadQueued()
+	ag := newDrainer(t, f, "")
+	ag.Agent, ag.LockDir = true, d.LockDir
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
+	p, err := ag.QueuedPreparer(ctx, q, 10*time.Second).Prepare(context.Background(), q.Request())
+	if p != nil || err == nil || IsSlotWait(err) {
+		t.Fatalf("withdrawn while it waited: %v %v\n%s", p, err, ag.stderr)
+	}
+	if _, ok := slotRecord(t, f).Waiter("node1"); !ok {
+		t.Errorf("an agent stopping lost the place: %+v", slotRecord(t, f))
+	}
+
+	// The API server failing before the slot: refused, not "rebooting
+	// without draining".
+	f.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("etcd is down")
+	})
+	ag2 := newDrainer(t, f, "")
+	ag2.Agent, ag2.LockDir = true, d.LockDir
+	p, err = ag2.QueuedPreparer(context.Background(), q, 10*time.Second).Prepare(context.Background(), q.Request())
+	if p != nil || err == nil || strings.Contains(ag2.stderr.String(), "without draining") {
+		t.Fatalf("the API server down: %v %v\n%s", p, err, ag2.stderr)
+	}
+	f.ReactionChain = f.ReactionChain[1:]
+	if f.node(t).Spec.Unschedulable {
+		t.Error("cordoned")
+	}
 }

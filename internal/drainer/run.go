@@ -176,8 +176,44 @@ func (r *run) prepare(ctx context.Context, req *legacy.Request) (handoff.Prepare
 		defer cancel()
 	}
 	o := r.attempt(ctx, when)
+	if r.fromQueue != nil {
+		o = r.queuedOutcome(ctx, o)
+	}
 	return r.conclude(o, r.err)
 }
+
+// queuedOutcome is the node agent's rule for its run of a queued reboot,
+// stricter than a person's: it never goes on without its slot, nor once
+// its ctx ended (the request withdrawn, the agent stopping). A person's
+// reboot goes on when the API server fails (never wedge a node); a queued
+// one waits for the API server instead (the agent asks again), and is
+// given up at its end.
+func (r *run) queuedOutcome(ctx context.Context, o outcome) outcome {
+	switch {
+	case ctx.Err() != nil && o != interrupted:
+		r.err = &queueStopped{err: ctx.Err()}
+		return cancelled
+	case o == drainedBefore || !decide(o, r.purpose, r.cfg.ForceDrain).proceed:
+		return o
+	case r.slot == nil:
+		// It would go on without a slot (the gate or the API server
+		// failing before the slot was taken): not a queued reboot.
+		if r.err == nil {
+			r.err = errors.New("no reboot slot taken")
+		}
+		r.err = &slots.UnavailableError{Where: r.gate().Where(), Err: r.err}
+		return gateDown
+	}
+	return o
+}
+
+// queueStopped: the agent's run of a queued reboot ended by its ctx.
+type queueStopped struct{ err error }
+
+func (e *queueStopped) Error() string {
+	return "the queued reboot was withdrawn, or the node agent is stopping (" + e.err.Error() + ")"
+}
+func (e *queueStopped) Unwrap() error { return e.err }
 
 // namedKubeconfig checks the kubeconfig named by --kubeconfig or the
 // config file, if one is, else gnsh's own /etc/gnsh/kubeconfig if it is

@@ -567,7 +567,7 @@ func (d *Drainer) CancelSchedule(ctx context.Context, action string, at time.Tim
 		if cfgErr != nil {
 			queueFor = config.Default().Slots.QueueFor.D()
 		}
-		q = &QueuedReboot{BootID: d.bootID(), Command: "shutdown", Action: action, User: "the schedule",
+		q = &QueuedReboot{ID: newQueueID(), BootID: d.bootID(), Command: "shutdown", Action: action, User: "the schedule",
 			Why: "deferred: its drain ahead got no reboot slot in time", Since: now.Truncate(time.Second),
 			NotBefore: &when, Until: now.Add(queueFor).Truncate(time.Second), Deferred: true}
 		if err := d.WriteQueued(q); err != nil {

@@ -66,6 +66,7 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 			ForceQuorum: r.forceQuorum},
 		Self: slots.StateOf(n), Wait: wait, KeepPlace: queueWhy != "" || r.fromQueue != nil ||
 			r.ahead && r.cfg.Slots.Queue != config.QueueNever,
+		StayOnCancel: r.fromQueue != nil, Silent: queueWhy != "",
 	}
 	if q := r.fromQueue; q != nil {
 		req.Entry.Since = q.Since

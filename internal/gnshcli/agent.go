@@ -369,8 +369,13 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 				// hand-off to logind, every inhibitor honoured.
 				h := env.Runner()
 				h.Stdout, h.Stderr = env.Stderr, env.Stderr
-				h.Preparer = d.QueuedPreparer(q, wait)
-				return h.Run(ctx, q.Request())
+				// The drain ends with ctx (withdrawn, the agent
+				// stopping); the hand-off, once prepared, does not:
+				// an ended ctx must never turn it into the fallbacks
+				// (reboot.target, reboot(2)). Each D-Bus call is
+				// bounded all the same (CallTimeout).
+				h.Preparer = d.QueuedPreparer(ctx, q, wait)
+				return h.Run(context.WithoutCancel(ctx), q.Request())
 			},
 			GiveUp: d.QueuedGivenUp,
 			Out:    env.Stderr,

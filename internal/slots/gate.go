@@ -155,6 +155,13 @@ type Request struct {
 	// and keeps the place), and the WaitError says where it stands.
 	// Others drop it once it is no longer renewed.
 	KeepPlace bool
+	// StayOnCancel: its waiter entry stays when ctx ends too (the node
+	// agent's run for a queued reboot: an agent restarting keeps the
+	// place; a withdrawal removes the entry itself).
+	StayOnCancel bool
+	// Silent: no waiting line (Status) and no GnshSlotWaiting Event: its
+	// caller says what became of it (a reboot queued at once).
+	Silent bool
 }
 
 // snapshot is one state of the Lease and the cluster.
@@ -482,7 +489,7 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 		select {
 		case <-ctx.Done():
 			left.Stop()
-			a.withdraw()
+			a.cancelled()
 			return nil, v, ctx.Err()
 		case <-a.kick:
 		case <-tick.C():
@@ -568,7 +575,7 @@ func (a *acquirer) trouble(ctx context.Context, err error, deadline time.Time, v
 // fail turns an error into what Acquire returns.
 func (a *acquirer) fail(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		a.withdraw()
+		a.cancelled()
 		return ctx.Err()
 	}
 	// Its waiter entry, if any, is left: others drop it once it is no
@@ -726,11 +733,14 @@ func (a *acquirer) tell(ctx context.Context, v Verdict) {
 		place = "no place yet in the full queue of " + g.Where()
 	}
 	state := fmt.Sprintf("waiting for a reboot slot (%s): %s", place, strings.Join(why, "; "))
+	if a.r.Silent {
+		a.lastState = state
+	}
 	if state != a.lastState && g.Status != nil {
 		g.Status(state)
 	}
 	a.lastState = state
-	if !a.waited {
+	if !a.waited && !a.r.Silent {
 		a.waited = true
 		place = fmt.Sprintf("place %d", v.Place)
 		if v.Unrecorded {
@@ -752,6 +762,15 @@ func (a *acquirer) tell(ctx context.Context, v Verdict) {
 		}
 	}
 
+}
+
+// cancelled withdraws the request whose ctx ended, unless it stays
+// (StayOnCancel: others drop its entry once it is no longer renewed, or
+// the same request, asked again, renews it).
+func (a *acquirer) cancelled() {
+	if !a.r.StayOnCancel {
+		a.withdraw()
+	}
 }
 
 // withdraw removes this node's waiter entry, and a holder entry of this

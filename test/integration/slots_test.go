@@ -402,7 +402,9 @@ func TestSlotsScheduleWithoutASlot(t *testing.T) {
 	run := t.TempDir()
 	bus := logindtest.StartBus(t)
 	ld := bus.StartLogind(t, logindtest.Options{Version: 252, ScheduleFile: filepath.Join(run, "systemd", "shutdown", "scheduled")})
-	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 12s", "slots: {maxUnavailable: 1, renew: 2s}"))
+	// slots.queue: never: the schedule is cancelled, not deferred
+	// (TestSlotsScheduleDeferred).
+	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 12s", "slots: {maxUnavailable: 1, renew: 2s, queue: never}"))
 	env := []string{"KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg, "LOGNAME=alice"}
 	a := startAgentIn(t, run, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address()}, env...))
 	a.waitStatus("nothing to uncordon after boot", 30*time.Second)
