@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -216,12 +217,16 @@ func (d *Drainer) Describe(req *legacy.Request) string {
 	case req.When > 0 && req.DueIn(d.now()) > timeout:
 		slot := ""
 		if gate {
-			slot = fmt.Sprintf(", once it has a reboot slot of %s (none before the schedule's time: it cancels the schedule)", where)
+			slot = fmt.Sprintf(", once it has a reboot slot of %s (none before the schedule's time: it defers the %s until one comes, within slots.queueFor: %s)",
+				where, req.Action, r.cfg.Slots.QueueFor.D())
+			if r.cfg.Slots.Queue == config.QueueNever {
+				slot = fmt.Sprintf(", once it has a reboot slot of %s (none before the schedule's time: it cancels the schedule)", where)
+			}
 		}
 		return fmt.Sprintf("none now: due beyond the drain timeout (%s); the node agent (gnsh.service), if it runs, drains %s before it (the config file's drainTimeout)%s, else run 'gnsh drain'",
 			timeout, r.agentTimeout, slot)
 	}
-	return slotStep(r.cfg, req.Drain.ForceQuorum) + fmt.Sprintf("cordon, evict, wait up to %s, then the calls; not drained in time: %s; API server unreachable or failing, Node not this machine's, kubelet down: a warning, then the calls (kubeconfig %s)",
+	return slotStep(r.cfg, req.Drain.ForceQuorum, d.queuePlan(r.cfg, req.Drain.ForceQuorum)) + fmt.Sprintf("cordon, evict, wait up to %s, then the calls; not drained in time: %s; API server unreachable or failing, Node not this machine's, kubelet down: a warning, then the calls (kubeconfig %s)",
 		timeout, onBlock, path)
 }
 
@@ -276,7 +281,7 @@ func (p planPreparer) Prepare(_ context.Context, req *legacy.Request) (handoff.P
 
 // slotStep is the reboot-slot step ahead of the cordon, for Describe:
 // which slot, how long it waits, what a refusal and an unusable gate do.
-func slotStep(cfg config.Config, forceQuorum bool) string {
+func slotStep(cfg config.Config, forceQuorum bool, queue string) string {
 	if cfg.Slots.Gate == config.GateOff {
 		return "no reboot slot (slots.gate: off); "
 	}
@@ -288,6 +293,39 @@ func slotStep(cfg config.Config, forceQuorum bool) string {
 	if forceQuorum {
 		quorum = "--force-quorum: a control-plane or etcd node goes without the etcd quorum guard (a warning and a GnshQuorumOverridden Event)"
 	}
-	return fmt.Sprintf("take a reboot slot of %s first, waiting up to %s in arrival order (slots.wait; none in time: refuse, exit 1, nothing cordoned; "+
-		"gate unusable: %s; %s), then ", cfg.Slots.Namespace+"/"+cfg.Slots.Lease, cfg.SlotWait(), unusable, quorum)
+	if strings.HasPrefix(queue, "queued") {
+		return fmt.Sprintf("take a reboot slot of %s first, if one is free at once (none: %s; gate unusable: %s; %s), then ",
+			cfg.Slots.Namespace+"/"+cfg.Slots.Lease, queue, unusable, quorum)
+	}
+	return fmt.Sprintf("take a reboot slot of %s first, waiting up to %s in arrival order (slots.wait; none in time: refuse, exit 1, nothing cordoned%s; "+
+		"gate unusable: %s; %s), then ", cfg.Slots.Namespace+"/"+cfg.Slots.Lease, cfg.SlotWait(), queue, unusable, quorum)
+}
+
+// queuePlan is gnsh plan's account of a request that would be queued
+// (queue.go's rule, as far as it can be told without the cluster), ""
+// for one that waits in the command.
+func (d *Drainer) queuePlan(cfg config.Config, forceQuorum bool) string {
+	r := newRun(d, forShutdown, "plan")
+	r.cfg, r.forceQuorum = cfg, forceQuorum
+	why := r.queueWhy()
+	switch {
+	case why == "" && r.queueLost != "":
+		return "; " + r.queueLost
+	case why == "" && cfg.Slots.Queue == config.QueueAuto && !forceQuorum:
+		if held, state, _ := AgentState(d.lockDir()); held && state == AgentGuarding {
+			return "; asked with no person at a terminal (a service, cron, Ansible) it would be queued instead (slots.queue: auto)"
+		}
+		return ""
+	case why == "":
+		return ""
+	}
+	window := ""
+	if w, _ := cfg.QueueWindow(); w != nil {
+		window = ", within the window " + w.String()
+	}
+	if cfg.Slots.Queue == config.QueueAuto {
+		why += "; slots.queue: auto"
+	}
+	return fmt.Sprintf("queued (%s): exit 0, nothing cordoned, and the node agent drains and hands off once one is free%s, in arrival order, or gives up after %s (slots.queueFor)",
+		why, window, cfg.Slots.QueueFor.D())
 }

@@ -368,7 +368,12 @@ func (r *run) tellFar(at time.Time, due time.Duration) {
 	start := at.Add(-r.agentTimeout)
 	slot := ""
 	if r.slotsLikely() {
-		slot = ", once it has a reboot slot (if none comes before that time, it cancels the " + r.verb + ")"
+		if r.cfg.Slots.Queue == config.QueueNever {
+			slot = ", once it has a reboot slot (if none comes before the " + r.verb + "'s time, it cancels the " + r.verb + ")"
+		} else {
+			slot = ", once it has a reboot slot (if none comes before the " + r.verb + "'s time, it defers the " + r.verb +
+				" until one does, within slots.queueFor: " + r.cfg.Slots.QueueFor.D().String() + ")"
+		}
 	}
 	if !start.After(r.d.now()) {
 		r.info("%s; the node agent (gnsh.service) will drain the node now (its drain timeout is %s)%s", head, r.agentTimeout, slot)

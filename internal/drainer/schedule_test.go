@@ -142,7 +142,7 @@ func TestFarScheduleMessage(t *testing.T) {
 		case AgentGuarding, "older agent":
 			want = head + "; the node agent (gnsh.service) will drain the node at " +
 				now.Add(115*time.Minute).Format("2006-01-02 15:04:05 MST") + " (5m0s before it)" +
-				", once it has a reboot slot (if none comes before that time, it cancels the reboot)\n"
+				", once it has a reboot slot (if none comes before the reboot's time, it defers the reboot until one does, within slots.queueFor: 24h0m0s)\n"
 		case AgentNoKubeconfig:
 			want = head + ", and the node agent (gnsh.service) has not taken this node up yet (no kubeconfig when it last looked): nothing promises a drain before it; check 'systemctl status gnsh' in a minute, or run 'gnsh drain' before it\n"
 		}

@@ -168,7 +168,7 @@ func TestPlanSlotStep(t *testing.T) {
 		want   []string
 		not    string
 	}{
-		{"", []string{"reboot"}, []string{
+		{"#person\n", []string{"reboot"}, []string{
 			"take a reboot slot of gnsh/reboot-slots first, waiting up to 5m0s in arrival order (slots.wait; none in time: refuse, exit 1, nothing cordoned; " +
 				"gate unusable: go on without a slot (slots.gate: optional); a control-plane or etcd node also needs the etcd quorum kept), then cordon, evict, wait up to 5m0s"}, ""},
 		{"slots:\n  gate: required\n  wait: 2m\n  namespace: ops\n  lease: slots\n", []string{"reboot", "--force-quorum"}, []string{
@@ -178,16 +178,36 @@ func TestPlanSlotStep(t *testing.T) {
 		{"slots: {gate: off}\n", []string{"reboot"}, []string{"no reboot slot (slots.gate: off); cordon, evict"}, "take a reboot slot"},
 		{"", []string{"reboot", "-f"}, []string{"no drain and no reboot slot"}, "take a reboot slot"},
 		{"", []string{"reboot", "--no-drain"}, []string{"none: --no-drain (no drain and no reboot slot)"}, "take a reboot slot"},
-		{"", []string{"shutdown", "-r", "+60"}, []string{"once it has a reboot slot of gnsh/reboot-slots (none before the schedule's time: it cancels the schedule)"}, ""},
+		{"", []string{"shutdown", "-r", "+60"}, []string{"once it has a reboot slot of gnsh/reboot-slots (none before the schedule's time: it defers the reboot until one comes, within slots.queueFor: 24h0m0s)"}, ""},
+		// Queued reboots (issue 21): auto queues automation, only with
+		// the node agent running; always queues a person too.
+		{"#agent\n", []string{"reboot"}, []string{"take a reboot slot of gnsh/reboot-slots first, if one is free at once (none: queued (no terminal on stdin and stderr; slots.queue: auto): " +
+			"exit 0, nothing cordoned, and the node agent drains and hands off once one is free, in arrival order, or gives up after 24h0m0s (slots.queueFor)"}, "waiting up to"},
+		{"", []string{"reboot"}, []string{"none in time: refuse, exit 1, nothing cordoned; it was not queued: the node agent is not running"}, "queued ("},
+		{"#agent\n#person\nslots: {queue: always, window: {days: mon-fri, start: \"02:00\", end: \"05:00\", timeZone: UTC}}\n", []string{"reboot"},
+			[]string{"queued (slots.queue: always)", "once one is free, within the window mon-fri 02:00-05:00 UTC,"}, "waiting up to"},
+		{"#agent\n#person\n", []string{"reboot"}, []string{"waiting up to 5m0s in arrival order (slots.wait; none in time: refuse, exit 1, nothing cordoned; " +
+			"asked with no person at a terminal (a service, cron, Ansible) it would be queued instead (slots.queue: auto);"}, "queued ("},
 	} {
 		env, out, errb := testEnv(t)
 		cfg := filepath.Join(t.TempDir(), "config.yaml")
 		if err := os.WriteFile(cfg, []byte(tt.config), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		lockDir := t.TempDir()
+		if strings.Contains(tt.config, "#agent") {
+			l, err := drainer.HoldAgentLock(lockDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.SetState(drainer.AgentGuarding)
+			defer l.Release()
+		}
+		person := strings.Contains(tt.config, "#person")
 		env.NewDrainer = func() *drainer.Drainer {
 			return &drainer.Drainer{Stderr: errb, Getenv: func(string) string { return "" }, ConfigPath: cfg, KubeRoot: dir,
-				Clock: clocktesting.NewFakeClock(env.Now())}
+				Clock: clocktesting.NewFakeClock(env.Now()), LockDir: lockDir,
+				Automated: func() (bool, string) { return !person, "no terminal on stdin and stderr" }}
 		}
 		if code := Run(context.Background(), append([]string{"gnsh", "plan", "--output", "json"}, tt.args...), env); code != 0 {
 			t.Fatalf("%v: exit %d: %s", tt.args, code, errb)

@@ -446,7 +446,7 @@ func testAgentSchedule(t *testing.T, k *cluster) {
 
 	// The wrapper, in the same /run, sees the agent's lock.
 	r = waitCmd(t, startCmd(t, bus, env, runDir, "shutdown", "-r", "+30"), "shutdown", "-r", "+30")
-	if r.Code != 0 || !regexp.MustCompile(`^gnsh: not draining now: the reboot is due in (29m59s|30m0s), beyond the drain timeout \(10s\); the node agent \(gnsh\.service\) will drain the node at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(10s before it\)(, once it has a reboot slot \(if none comes before that time, it cancels the reboot\))?\n`).MatchString(r.Stderr) {
+	if r.Code != 0 || !regexp.MustCompile(`^gnsh: not draining now: the reboot is due in (29m59s|30m0s), beyond the drain timeout \(10s\); the node agent \(gnsh\.service\) will drain the node at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(10s before it\)(, once it has a reboot slot \(if none comes before the reboot's time, it defers the reboot until one does, within slots\.queueFor: 24h0m0s\))?\n`).MatchString(r.Stderr) {
 		t.Errorf("shutdown -r +30: exit %d, stderr %q", r.Code, r.Stderr)
 	}
 	n.wantCordon("")
