@@ -75,7 +75,7 @@ func TestAutomatedRebootIsQueued(t *testing.T) {
 	}
 	rec := slotRecord(t, f)
 	w, ok := rec.Waiter("node1")
-	if !ok || w.Boot != "boot-1" {
+	if !ok || w.Boot != "boot-1" || !w.Queued {
 		t.Fatalf("its place is not kept: %+v", rec)
 	}
 	q, err := d.ReadQueued()

@@ -62,7 +62,7 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 	req := slots.Request{
 		Ask: slots.Ask{Entry: slots.Entry{Node: n.Name, UID: n.UID, Boot: r.own.BootID, Action: r.verb, Who: r.own.Requester(),
 			Since: r.d.now().UTC().Truncate(time.Second), Renew: int64(r.cfg.Slots.Renew.D() / time.Second),
-			WasUnschedulable: cordonStays(n, o), When: r.own.When},
+			WasUnschedulable: cordonStays(n, o), When: r.own.When, Queued: queueWhy != "" || r.fromQueue != nil},
 			ForceQuorum: r.forceQuorum},
 		Self: slots.StateOf(n), Wait: wait, KeepPlace: queueWhy != "" || r.fromQueue != nil ||
 			r.ahead && r.cfg.Slots.Queue != config.QueueNever,

@@ -185,6 +185,9 @@ type slotsView struct {
 	Waiters        []slots.Entry `json:"waiters"`
 	Out            []slots.Out   `json:"out"`
 	OutError       string        `json:"outError,omitempty"`
+	// Window is this node's slots.window (queued reboots are admitted
+	// only within it), "" for none.
+	Window string `json:"window,omitempty"`
 }
 
 func listSlots(c *cli.Context, env *dispatch.Env) error {
@@ -198,6 +201,9 @@ func listSlots(c *cli.Context, env *dispatch.Env) error {
 	}
 	v := slotsView{Lease: g.Where(), Gate: cfg.Slots.Gate, MaxUnavailable: cfg.Slots.MaxUnavailable, Pools: cfg.Slots.Pools,
 		Holders: rec.Holders, Waiters: rec.Waiters, Out: []slots.Out{}}
+	if w, _ := cfg.QueueWindow(); w != nil {
+		v.Window = w.String()
+	}
 	// Lists, never null (no Lease yet, or an empty record).
 	if v.Pools == nil {
 		v.Pools = []config.Pool{}
@@ -251,6 +257,9 @@ func writeSlots(w io.Writer, v slotsView) {
 	for _, p := range v.Pools {
 		limits += fmt.Sprintf("; pool %s (%s) %d", t(p.Name), t(p.Selector), p.MaxUnavailable)
 	}
+	if v.Window != "" {
+		limits += "; queued reboots within " + t(v.Window)
+	}
 	fmt.Fprintf(w, "reboot slots %s (gate %s): %s\n", t(v.Lease), t(v.Gate), limits)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	entry := func(kind string, e slots.Entry, phase string) {
@@ -264,7 +273,11 @@ func writeSlots(w io.Writer, v slotsView) {
 		entry("holder", h, string(h.Phase))
 	}
 	for i, e := range v.Waiters {
-		entry("waiting", e, fmt.Sprintf("place %d", i+1))
+		place := fmt.Sprintf("place %d", i+1)
+		if e.Queued {
+			place += ", queued" // its node agent carries it
+		}
+		entry("waiting", e, place)
 	}
 	for _, o := range v.Out {
 		fmt.Fprintf(tw, "out\t%s\t%s\t\t\n", t(o.Node), t(o.Why))

@@ -231,3 +231,16 @@ func TestSlotsAdminKubeconfig(t *testing.T) {
 		t.Errorf("none: exit %d %q", code, e.errb)
 	}
 }
+
+// gnsh slots marks a queued waiter (its node agent carries the request)
+// and names the window queued reboots wait for.
+func TestWriteSlotsQueued(t *testing.T) {
+	var b strings.Builder
+	writeSlots(&b, slotsView{Lease: "gnsh/reboot-slots", Gate: "optional", MaxUnavailable: 1, Window: "mon-fri 02:00-05:00 UTC",
+		Waiters: []slots.Entry{{Node: "n1", Action: "reboot", Who: "root", Queued: true}, {Node: "n2", Action: "reboot", Who: "alice on pts/0"}}})
+	for _, w := range []string{"limit 1; queued reboots within mon-fri 02:00-05:00 UTC\n", "place 1, queued", "place 2  "} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("%s\nlacks %q", b.String(), w)
+		}
+	}
+}

@@ -117,6 +117,10 @@ type Entry struct {
 	// any other (renewed, kept, freed after the boot). A gnsh that does not
 	// know the field sees a plain holder, which counts all the same.
 	Bypass bool `json:"bypass,omitempty"`
+	// Queued: a waiter whose reboot is queued (the node agent carries it,
+	// the command that asked has ended): shown by gnsh slots. A gnsh that
+	// does not know the field sees a plain waiter, as it is.
+	Queued bool `json:"queued,omitempty"`
 
 	// unknown: members of a newer gnsh's entry that this one does not
 	// know, written back as read (unknown.go).
