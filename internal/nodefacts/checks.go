@@ -549,6 +549,13 @@ func CheckAgent(r *Report) Check {
 		c.Verdict = OK
 		c.Message = "the agent runs (" + state + ") and holds its delay lock on shutdown (who " + agent.InhibitWho + ")"
 	}
+	if a.Queued != "" {
+		// It carries a queued reboot: said whatever the verdict.
+		c.Message += "; " + a.Queued
+	}
+	if !running && !notNode {
+		c.Message += "; and a reboot asked by automation (slots.queue) that finds no reboot slot free waits and is refused instead of queued"
+	}
 	return c
 }
 
