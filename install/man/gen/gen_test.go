@@ -257,7 +257,8 @@ func TestEventsDocumented(t *testing.T) {
 	for _, r := range []string{drainer.ReasonDrainStarted, drainer.ReasonDrainFinished, drainer.ReasonDrainFailed, drainer.ReasonHandOff,
 		drainer.ReasonUncordoned, drainer.ReasonScheduleCancelled, drainer.ReasonScheduleUncancelled, drainer.ReasonSlotNotChecked,
 		slots.ReasonWaiting, slots.ReasonTaken, slots.ReasonReleased, slots.ReasonReclaimed, slots.ReasonHeldLong,
-		slots.ReasonQuorumRefused, slots.ReasonQuorumOverride, slots.ReasonReset} {
+		slots.ReasonQuorumRefused, slots.ReasonQuorumOverride, slots.ReasonReset,
+		drainer.ReasonRebootQueued, drainer.ReasonRebootDeferred, drainer.ReasonRebootGivenUp, drainer.ReasonRebootWithdrawn} {
 		if !strings.Contains(para, "*"+r+"*") {
 			t.Errorf("gnsh-config.5: events does not name %s", r)
 		}
