@@ -130,6 +130,12 @@ func (q *QueueRunner) Run(ctx context.Context) error {
 				q.giveUp(ctx, cur, fmt.Sprintf("not admitted by %s (slots.queueFor)", cur.Until.Local().Format(time.RFC3339)))
 				told = nil
 				continue
+			case q.Window != nil && !start.Before(cur.Until):
+				// Nothing can happen before it is given up: said now,
+				// not at its end, a night later.
+				q.giveUp(ctx, cur, fmt.Sprintf("the window %s does not open again before %s (slots.queueFor)", q.Window, cur.Until.Local().Format(time.RFC3339)))
+				told = nil
+				continue
 			case now.Before(notBefore):
 				start, why = notBefore, "asks again"
 			}

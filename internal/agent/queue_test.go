@@ -203,3 +203,25 @@ func (w fakeWindow) Next(t time.Time) (time.Time, time.Time) {
 	return w.open.Add(24 * time.Hour), w.close.Add(24 * time.Hour)
 }
 func (w fakeWindow) String() string { return "test window" }
+
+// A window that does not open again before the request's end gives it up
+// at once (when the window closes), not at its end.
+func TestQueueRunnerGivesUpWhenNoWindowIsLeft(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(now)
+	f := &queueFake{q: &drainer.QueuedReboot{BootID: "b", Action: "reboot", Since: now, Until: now.Add(2 * time.Hour)}}
+	f.result = func(ctx context.Context, n int) error { return slotWaitErr() }
+	var out syncBuffer
+	r := f.runner(clk, &out)
+	r.Window = fakeWindow{open: now.Add(-time.Hour), close: now.Add(30 * time.Second)} // the next opens a day later
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = r.Run(ctx) }()
+	until(t, clk, 120, func() bool { _, _, g, _ := f.state(); return g != "" })
+	if el := clk.Now().Sub(now); el > 2*time.Minute {
+		t.Errorf("given up %s after queueing, want when the window closed (30s)", el)
+	}
+	if _, _, g, _ := f.state(); !strings.Contains(g, "does not open again before") {
+		t.Errorf("why %q", g)
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/gnsh/gnsh/internal/handoff"
 	"github.com/gnsh/gnsh/internal/legacy"
 	"github.com/gnsh/gnsh/internal/slots"
+	"github.com/gnsh/gnsh/internal/window"
 )
 
 // QueueName is the file, in the lock directory (root's alone, 0600), that
@@ -279,10 +280,30 @@ func (r *run) enqueue(ctx context.Context, n slots.NodeState, we *slots.WaitErro
 		return r.fail(noSlot, fmt.Errorf("%w; and it could not be queued for the node agent: %v", we, err)), false
 	}
 	r.queued, r.queuedHeld = q, oneLine(blocksText(we))
-	r.event(ctx, "Normal", ReasonRebootQueued, "%s queued for a reboot slot of %s (%s): no slot free now (%s); %s; the node agent reboots this node when one is, or gives up at %s",
-		q.What(), r.gate().Where(), why, r.queuedHeld, placeText(q.Place, r.gate().Where()), q.Until.Format(time.RFC3339))
-	r.d.journal(journalInfo, fmt.Sprintf("gnsh: %s: queued, %s (%s)", q.What(), placeText(q.Place, r.gate().Where()), why))
+	state := fmt.Sprintf("no slot free now (%s); %s", r.queuedHeld, placeText(q.Place, r.gate().Where()))
+	if r.queuedOutside != "" {
+		state = "not asked " + r.queuedOutside
+	}
+	r.event(ctx, "Normal", ReasonRebootQueued, "%s queued for a reboot slot of %s (%s): %s; the node agent reboots this node when one is, or gives up at %s",
+		q.What(), r.gate().Where(), why, state, q.Until.Format(time.RFC3339))
+	r.d.journal(journalInfo, fmt.Sprintf("gnsh: %s: queued, %s (%s)", q.What(), state, why))
 	return queued, false
+}
+
+// enqueueOutside queues a request made outside the window (win) without
+// asking for a slot: a ticket reserved for its place in arrival order (a
+// failure costs only that order), the request written for the agent.
+func (r *run) enqueueOutside(ctx context.Context, n slots.NodeState, g *slots.Gate, win *window.Window, why string) (outcome, bool) {
+	tctx, cancel := context.WithTimeout(ctx, 2*r.cfg.APITimeout.D())
+	ticket, err := g.ReserveTicket(tctx)
+	cancel()
+	if err != nil {
+		r.debug("no ticket reserved in %s (%v): its place is taken when the window opens", g.Where(), err)
+		ticket = 0
+	}
+	open, _ := win.Next(r.d.now())
+	r.queuedOutside = fmt.Sprintf("outside the window %s (it opens %s)", win, open.Local().Format("Mon 15:04 MST"))
+	return r.enqueue(ctx, n, &slots.WaitError{Ticket: ticket}, why)
 }
 
 // placeText is a queued reboot's place in words.
@@ -303,6 +324,10 @@ func (r *run) tellQueued() string {
 	held := ""
 	if r.queuedHeld != "" {
 		held = " (" + r.queuedHeld + ")"
+	}
+	if r.queuedOutside != "" {
+		return fmt.Sprintf("gnsh: queued: %s; the node agent drains this node and hands the %s to systemd-logind once it is open and a reboot slot is free, or gives up at %s ('shutdown -c' withdraws it)",
+			r.queuedOutside, q.Action, q.Until.Local().Format("Mon 15:04"))
 	}
 	return fmt.Sprintf("gnsh: queued: no reboot slot is free now%s; %s; the node agent drains this node and hands the %s to systemd-logind once one is free%s, or gives up at %s ('shutdown -c' withdraws it)",
 		held, placeText(q.Place, r.gate().Where()), q.Action, window, q.Until.Local().Format("Mon 15:04"))

@@ -3,6 +3,7 @@ package drainer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,7 +96,7 @@ func TestAutomatedRebootIsQueued(t *testing.T) {
 	if !strings.Contains(strings.Join(f.reasons(), ","), ReasonRebootQueued) {
 		t.Errorf("events %v", f.reasons())
 	}
-	if len(*lines) != 1 || !strings.HasPrefix((*lines)[0], "info: reboot asked by alice on pts/3") || !strings.Contains((*lines)[0], "queued, place 1") {
+	if len(*lines) != 1 || !strings.HasPrefix((*lines)[0], "info: reboot asked by alice on pts/3") || !strings.Contains((*lines)[0], "queued, no slot free now (cluster limit 1: node2") || !strings.Contains((*lines)[0], "; place 1 in gnsh/reboot-slots") {
 		t.Errorf("journal %q", *lines)
 	}
 	// shutdown --show says so.
@@ -318,5 +319,46 @@ func TestQueuedRunNeverGoesOnWithoutItsSlot(t *testing.T) {
 	f.ReactionChain = f.ReactionChain[1:]
 	if f.node(t).Spec.Unschedulable {
 		t.Error("cordoned")
+	}
+}
+
+// Outside slots.window a reboot asked by automation is queued without
+// asking, even with a slot free (it would go now): a ticket keeps its
+// place in arrival order, the line says when the window opens. A person's
+// reboot is not held by the window.
+func TestQueuedOutsideTheWindow(t *testing.T) {
+	now := time.Now().UTC()
+	// A window that opens an hour from now, for an hour, every day.
+	open := now.Add(time.Hour)
+	win := fmt.Sprintf("slots: {window: {start: %q, end: %q, timeZone: UTC}}\n", open.Format("15:04"), open.Add(time.Hour).Format("15:04"))
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, win)
+	d.Automated = func() (bool, string) { return true, "no terminal on stdin and stderr" }
+	l, err := HoldAgentLock(d.lockDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetState(AgentGuarding)
+	defer l.Release()
+	_, err = d.prepare(t, reboot())
+	var qe *QueuedError
+	if !errors.As(err, &qe) {
+		t.Fatalf("a free slot outside the window: %v\n%s", err, d.stderr)
+	}
+	if !strings.Contains(qe.Msg, "gnsh: queued: outside the window mon-sun "+open.Format("15:04")) || !strings.Contains(qe.Msg, "once it is open and a reboot slot is free") {
+		t.Errorf("line %q", qe.Msg)
+	}
+	rec := slotRecord(t, f)
+	if len(rec.Holders) != 0 || len(rec.Waiters) != 0 || rec.Next != 2 {
+		t.Errorf("record %+v: want no entry, ticket 1 taken", rec)
+	}
+	if q, _ := d.ReadQueued(); q == nil || q.Ticket != 1 || q.Place != 0 || f.node(t).Spec.Unschedulable {
+		t.Errorf("queued %+v", q)
+	}
+	// The same node, a person: not held by the window.
+	f2 := newFakeNode(false, nil, "web-1")
+	d2 := newDrainer(t, f2, win)
+	if p, err := d2.prepare(t, reboot()); err != nil || p == nil {
+		t.Fatalf("a person outside the window: %v %v\n%s", p, err, d2.stderr)
 	}
 }

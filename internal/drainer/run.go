@@ -82,7 +82,9 @@ type run struct {
 	queueWait  time.Duration
 	queued     *QueuedReboot
 	queuedHeld string // what held it back, in words
-	queueLost  string
+	// queuedOutside: queued outside the window (in words), not asked.
+	queuedOutside string
+	queueLost     string
 
 	leaveDrain func() // leaves the signals' Drain mode
 	leaveHold  func() // leaves Hold mode (during the hand-off)

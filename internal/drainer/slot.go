@@ -55,6 +55,12 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 	queueWhy := r.queueWhy()
 	if queueWhy != "" {
 		wait = 0
+		if win, _ := r.cfg.QueueWindow(); win != nil && !win.Contains(r.d.now()) {
+			// Outside the window: queued without asking (a free slot
+			// would let it go now); its place in arrival order kept by
+			// a ticket, for the node agent to ask with once it opens.
+			return r.enqueueOutside(ctx, slots.StateOf(n), g, win, queueWhy)
+		}
 	}
 	if r.fromQueue != nil {
 		wait = r.queueWait

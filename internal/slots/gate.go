@@ -1445,6 +1445,21 @@ func (g *Gate) put(ctx context.Context, l *coordinationv1.Lease, rec Record) (*c
 // Update applies change to the record, compare-and-swap, again from fresh
 // state after each conflict, until it is written or change makes no
 // change (false). It returns the record as it now stands.
+// ReserveTicket takes the next ticket (its place in arrival order) for a
+// request that does not ask yet (a queued reboot outside its window): one
+// write, no entry. Asked later with it (Ask.HasTicket), it comes before
+// the nodes that arrived after it.
+func (g *Gate) ReserveTicket(ctx context.Context) (int64, error) {
+	var t int64
+	_, err := g.Update(ctx, func(rec *Record) bool {
+		// Never 0: a ticket of 0 reads as none (QueuedReboot.Ticket).
+		t = max(rec.Next, 1)
+		rec.Next = t + 1
+		return true
+	})
+	return t, err
+}
+
 func (g *Gate) Update(ctx context.Context, change func(*Record) bool) (Record, error) {
 	backoff := 10 * time.Millisecond
 	for {
