@@ -567,7 +567,10 @@ func (d *Drainer) CancelSchedule(ctx context.Context, action string, at time.Tim
 		if cfgErr != nil {
 			queueFor = config.Default().Slots.QueueFor.D()
 		}
-		q = &QueuedReboot{ID: newQueueID(), BootID: d.bootID(), Command: "shutdown", Action: action, User: "the schedule",
+		// Who made the schedule, logind does not say: the request is
+		// the agent's, as its drain ahead of the schedule was.
+		w := d.who()
+		q = &QueuedReboot{ID: newQueueID(), BootID: d.bootID(), Command: "shutdown", Action: action, User: w.User, TTY: w.TTY,
 			Why: "deferred: its drain ahead got no reboot slot in time", Since: now.Truncate(time.Second),
 			NotBefore: &when, Until: now.Add(queueFor).Truncate(time.Second), Deferred: true}
 		if err := d.WriteQueued(q); err != nil {

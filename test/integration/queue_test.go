@@ -149,3 +149,70 @@ func TestSlotsQueuedReboot(t *testing.T) {
 		t.Errorf("the new boot acted on the old request: logind %q\n%s", later, r.Stderr)
 	}
 }
+
+// TestSlotsScheduleDeferred: a far schedule (shutdown -r HH:MM beyond the
+// drain timeout) whose drain ahead gets no slot before its time is
+// deferred, not cancelled: logind's schedule goes (it must not take the
+// node down without a slot), the reboot is queued (GnshRebootDeferred),
+// and once the other node is back the agent drains and hands the reboot
+// off, never before the time asked.
+func TestSlotsScheduleDeferred(t *testing.T) {
+	k := startCluster(t)
+	kc := k.gnshIdentity(t)
+	n := k.newNode(t, "defer-a")
+	other := k.newNode(t, "defer-b")
+	n.replicaSet("web", 1, podOpts{})
+	n.waitRunning(1)
+	other.adminCordon()
+	run := t.TempDir()
+	bus := logindtest.StartBus(t)
+	ld := bus.StartLogind(t, logindtest.Options{Version: 252, ScheduleFile: filepath.Join(run, "systemd", "shutdown", "scheduled")})
+	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 12s", "slots: {maxUnavailable: 1, renew: 2s}"))
+	env := []string{"KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg, "LOGNAME=alice"}
+	a := startAgentIn(t, run, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address()}, env...))
+	a.waitStatus("nothing to uncordon after boot", 30*time.Second)
+
+	obj := bus.Connect(t).Object(logindtest.LogindName, logindtest.LogindPath)
+	at := time.Now().Add(20 * time.Second).Truncate(time.Microsecond)
+	if err := obj.Call(logindtest.LogindInterface+".ScheduleShutdown", 0, "reboot", uint64(at.UnixMicro())).Err; err != nil {
+		t.Fatal(err)
+	}
+	a.waitStatus("deferred the scheduled reboot for ", 40*time.Second)
+	if typ, _ := ld.Scheduled(); typ != "" {
+		t.Errorf("logind's schedule stands: %q", typ)
+	}
+	n.wantCordon("")
+	if !slices.Contains(n.events(), "GnshRebootDeferred") || slices.Contains(n.events(), "GnshScheduleCancelled") {
+		t.Errorf("events %v", n.events())
+	}
+	show := waitCmd(t, startCmd(t, bus, env, run, "shutdown", "--show"), "shutdown", "--show")
+	if show.Code != 0 || !strings.Contains(show.Stdout, "gnsh: queued: reboot scheduled for ") {
+		t.Errorf("shutdown --show: exit %d, stdout %q", show.Code, show.Stdout)
+	}
+	// The other node back at once: still never before the time asked.
+	if _, err := k.admin.CoreV1().Nodes().Patch(ctxFor(t, time.Minute), other.name, types.StrategicMergePatchType,
+		[]byte(`{"spec":{"unschedulable":false}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var reboot *logindtest.Call
+	for end := time.Now().Add(60 * time.Second); reboot == nil; time.Sleep(100 * time.Millisecond) {
+		for _, c := range ld.Calls() {
+			if c.Member == "RebootWithFlags" {
+				reboot = &c
+			}
+		}
+		if reboot == nil && time.Now().After(end) {
+			t.Fatalf("not handed off: logind got %q; record %+v", members(ld.Calls()), k.slotRecord(t))
+		}
+	}
+	if reboot.Time.Before(at) {
+		t.Errorf("handed off at %s, before the time asked (%s)", reboot.Time.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano))
+	}
+	n.wantCordon("reboot")
+	log := a.stop()
+	for _, want := range []string{"gnsh: agent: deferred the scheduled reboot for ", "gnsh: agent: queued: reboot scheduled for ", "gnsh: agent: the queued reboot was handed off"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+}
