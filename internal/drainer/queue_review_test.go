@@ -1,0 +1,76 @@
+package drainer
+
+// Review of issue 21 (queued reboots): scratch tests, each asserting what
+// should hold; a failure is a finding (see the review report).
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gnsh/gnsh/internal/slots"
+)
+
+// queuedFor queues an automated reboot on d's node (node2 holding the only
+// slot) and returns the request and a node agent's drainer with agentConfig.
+func queuedFor(t *testing.T, agentConfig string) (*fakeNode, testDrainer, testDrainer, *QueuedReboot) {
+	t.Helper()
+	f, d, _ := queueRig(t, "", true, false)
+	if _, err := d.prepare(t, reboot()); !errors.As(err, new(*QueuedError)) {
+		t.Fatalf("not queued: %v\n%s", err, d.stderr)
+	}
+	q, err := d.ReadQueued()
+	if err != nil || q == nil {
+		t.Fatalf("queued: %v %v", q, err)
+	}
+	ag := newDrainer(t, f, agentConfig)
+	ag.Agent, ag.LockDir = true, d.LockDir
+	return f, d, ag, q
+}
+
+// An admin sets slots.gate: off while a reboot is queued (to get past a
+// stuck gate, say). The agent's run is no longer gated: it cordons and
+// drains, then queuedOutcome turns "no slot taken" into gateDown, whose
+// verdict undoes nothing: the node is left cordoned and drained, and not
+// rebooted; the runner does it again every minute until queueFor ends.
+func TestReviewQueuedRunGateOffLeavesCordon(t *testing.T) {
+	f, _, ag, q := queuedFor(t, "slots: {gate: off}\n")
+	p, err := ag.QueuedPreparer(context.Background(), q, 5*time.Second).Prepare(context.Background(), q.Request())
+	if p != nil {
+		p.Finish(context.Background(), errors.New("test"))
+	}
+	t.Logf("prepare: %v %v\nagent stderr:\n%s", p, err, ag.stderr)
+	if err != nil && f.node(t).Spec.Unschedulable {
+		t.Errorf("the queued run was refused (%v) but left node1 cordoned (and drained: pods %v)", err, f.pods(t))
+	}
+	if err != nil {
+		t.Errorf("slots.gate: off while queued: the queued reboot can never be done (refused: %v); it should be handed off as an ungated reboot is, or given up with a line that says so", err)
+	}
+}
+
+// The slot taken by the agent's queued run cannot be confirmed under the
+// drain lock (the Lease read fails; slots.gate: optional, the default):
+// slotStands says "going on without a slot" and the run cordons and
+// drains, then queuedOutcome refuses it (gateDown), undoing nothing: the
+// cordon and the drain stay, and the warning was false.
+func TestReviewQueuedRunSlotUnconfirmedLeavesCordon(t *testing.T) {
+	f, d, ag, q := queuedFor(t, "apiTimeout: 1s\n")
+	if _, err := slots.NewGate(f, loadCfg(t, d)).Free(context.Background(), func(e slots.Entry) bool { return e.Node == "node2" }); err != nil {
+		t.Fatal(err)
+	}
+	failLeaseReadsAfterAdmission(f)
+	p, err := ag.QueuedPreparer(context.Background(), q, 5*time.Second).Prepare(context.Background(), q.Request())
+	if p != nil {
+		p.Finish(context.Background(), errors.New("test"))
+	}
+	f.ReactionChain = f.ReactionChain[1:]
+	t.Logf("prepare: %v %v\nagent stderr:\n%s", p, err, ag.stderr)
+	if err != nil && f.node(t).Spec.Unschedulable {
+		t.Errorf("the queued run was refused (%v) but left node1 cordoned (pods left: %v)", err, f.pods(t))
+	}
+	if err != nil && strings.Contains(ag.stderr.String(), "going on without a slot") {
+		t.Errorf("the agent said it goes on without a slot, and then did not")
+	}
+}
