@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gnsh/gnsh/internal/legacy"
 	"github.com/gnsh/gnsh/internal/slots"
 )
 
@@ -72,5 +73,41 @@ func TestReviewQueuedRunSlotUnconfirmedLeavesCordon(t *testing.T) {
 	}
 	if err != nil && strings.Contains(ag.stderr.String(), "going on without a slot") {
 		t.Errorf("the agent said it goes on without a slot, and then did not")
+	}
+}
+
+// A queued reboot stands; an admin then schedules a poweroff in an hour
+// (shutdown -P +60: decommissioning). logind takes it, replacing whatever
+// stood, as systemd's shutdown does; gnsh's queued reboot is not replaced
+// (nor named): the agent reboots the node once admitted, and logind's
+// poweroff schedule dies with that boot. The later request is lost, the
+// earlier one wins.
+func TestReviewNewScheduleDoesNotReplaceQueued(t *testing.T) {
+	_, d, _ := queueRig(t, "", true, false)
+	if _, err := d.prepare(t, reboot()); !errors.As(err, new(*QueuedError)) {
+		t.Fatalf("not queued: %v\n%s", err, d.stderr)
+	}
+	d.Automated = func() (bool, string) { return false, "" } // a person now
+	d.stderr.Reset()
+	off := scheduledReboot(time.Hour)
+	off.Action = legacy.PowerOff
+	err := d.handOff(t, off, nil)
+	t.Logf("shutdown -P +60: %v\n%s", err, d.stderr)
+	if q, _ := d.ReadQueued(); q != nil && !strings.Contains(d.stderr.String(), "queued") {
+		t.Errorf("logind accepted a poweroff for +60; the queued %s (%s) still stands, unnamed: the agent reboots the node when admitted and the poweroff is lost", q.Action, q.What())
+	}
+}
+
+// The wrapper's line for a far schedule still promises the cancel the
+// issue complains of ("if none comes before that time, it cancels the
+// reboot"): with slots.queue auto (the default) the agent defers it
+// (queues it) instead. The line is false.
+func TestReviewFarScheduleLineSaysDeferred(t *testing.T) {
+	_, d, _ := queueRig(t, "", false, false)
+	err := d.handOff(t, scheduledReboot(time.Hour), nil)
+	out := d.stderr.String()
+	t.Logf("shutdown -r +60: %v\n%s", err, out)
+	if strings.Contains(out, "it cancels the reboot") {
+		t.Errorf("the line promises a cancel; slots.queue: auto defers (queues) the reboot instead")
 	}
 }
