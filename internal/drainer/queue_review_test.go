@@ -111,3 +111,29 @@ func TestReviewFarScheduleLineSaysDeferred(t *testing.T) {
 		t.Errorf("the line promises a cancel; slots.queue: auto defers (queues) the reboot instead")
 	}
 }
+
+// shutdown -c racing the agent's admission: the agent's run took the slot
+// and drained (its Prepared in hand: the runner hands off next, under a
+// context that no withdrawal ends); shutdown -c then removes the file and
+// says the queued reboot "is withdrawn". Nothing stops the hand-off: the
+// node reboots after the admin was told it would not. (The runner's
+// watcher looks every 2 s; from the end of the drain to logind's answer
+// nothing looks at all.)
+func TestReviewCancelAfterAdmissionSaysWithdrawn(t *testing.T) {
+	f, d, ag, q := queuedFor(t, "")
+	if _, err := slots.NewGate(f, loadCfg(t, d)).Free(context.Background(), func(e slots.Entry) bool { return e.Node == "node2" }); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ag.QueuedPreparer(context.Background(), q, 5*time.Second).Prepare(context.Background(), q.Request())
+	if err != nil || p == nil {
+		t.Fatalf("%v %v\n%s", p, err, ag.stderr)
+	}
+	defer p.Finish(context.Background(), nil)
+	d.stderr.Reset()
+	cerr := d.handOff(t, cancelReq(), nil)
+	out := d.stderr.String()
+	t.Logf("shutdown -c: %v\n%s", cerr, out)
+	if strings.Contains(out, "is withdrawn") {
+		t.Errorf("shutdown -c says the queued reboot is withdrawn while the agent, admitted and drained, is handing it to logind")
+	}
+}
