@@ -8,6 +8,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 	"time"
 
 	"github.com/gnsh/gnsh/internal/legacy"
@@ -135,5 +139,44 @@ func TestReviewCancelAfterAdmissionSaysWithdrawn(t *testing.T) {
 	t.Logf("shutdown -c: %v\n%s", cerr, out)
 	if strings.Contains(out, "is withdrawn") {
 		t.Errorf("shutdown -c says the queued reboot is withdrawn while the agent, admitted and drained, is handing it to logind")
+	}
+}
+
+// The API server answers the wrapper's single ask with 429 (its limit of
+// requests in flight: a fleet's unattended-upgrades asking at once). The
+// request is queued (the node agent asks again: right), but the line
+// says "no reboot slot is free now" and "its queue is full", neither of
+// which was seen: the gate was not read at all.
+func TestReviewQueuedOn429SaysWhatHappened(t *testing.T) {
+	f, d, _ := queueRig(t, "", true, false)
+	f.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewTooManyRequests("the server has received too many requests", 1)
+	})
+	_, err := d.prepare(t, reboot())
+	f.ReactionChain = f.ReactionChain[1:]
+	t.Logf("reboot: %v\n%s", err, d.stderr)
+	var qe *QueuedError
+	if !errors.As(err, &qe) {
+		t.Fatalf("not queued: %v", err)
+	}
+	if strings.Contains(qe.Msg, "queue is full") || strings.Contains(qe.Msg, "no reboot slot is free now") {
+		t.Errorf("the line claims a full queue / no free slot; the API server only answered 429: %q", qe.Msg)
+	}
+}
+
+// slots.gate: required, the API server failing (503) at the wrapper's
+// one ask: an automated reboot is refused (exit 1), not queued, though
+// the node agent would wait the API server out (as it does for a queued
+// request). unattended-upgrades tries again tomorrow.
+func TestReviewRequiredGateDownQueues(t *testing.T) {
+	f, d, lines := queueRig(t, "apiTimeout: 1s\nslots: {gate: required}\n", true, false)
+	f.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("etcd has no leader")
+	})
+	_, err := d.prepare(t, reboot())
+	f.ReactionChain = f.ReactionChain[1:]
+	t.Logf("reboot: %v (exit %d)\njournal %q", err, exitCode(err), *lines)
+	if !errors.As(err, new(*QueuedError)) {
+		t.Errorf("an automated reboot with the gate down was refused (exit %d), not queued for the agent to wait the API server out", exitCode(err))
 	}
 }
