@@ -180,3 +180,45 @@ func TestReviewRequiredGateDownQueues(t *testing.T) {
 		t.Errorf("an automated reboot with the gate down was refused (exit %d), not queued for the agent to wait the API server out", exitCode(err))
 	}
 }
+
+// A window that does not open before slots.queueFor ends (a weekly window
+// two days or more ahead, queueFor 24h): the command says "queued" and
+// exits 0 though the request is sure to be given up unrun; nothing says
+// so until the agent gives it up a day later.
+func TestReviewQueuedBeyondItsWindowSaysSo(t *testing.T) {
+	day := strings.ToLower(time.Now().UTC().Add(72 * time.Hour).Weekday().String()[:3])
+	cfg := "slots:\n  window: {days: " + day + ", start: \"02:00\", end: \"03:00\", timeZone: UTC}\n"
+	_, d, _ := queueRig(t, cfg, true, false)
+	_, err := d.prepare(t, reboot())
+	t.Logf("reboot: %v (exit %d)", err, exitCode(err))
+	var qe *QueuedError
+	if errors.As(err, &qe) && !strings.Contains(qe.Msg, "queueFor") {
+		t.Errorf("queued (exit 0) though the window %s does not open before slots.queueFor (24h) ends: it is sure to be given up", day)
+	}
+}
+
+// The issue's case 3: "requests made outside slots.window wait until it
+// opens". An automated reboot made outside the window that finds a slot
+// free is admitted and drained at once: the window holds only requests
+// that found no slot free.
+func TestReviewAutomatedOutsideWindowWaitsForIt(t *testing.T) {
+	day := strings.ToLower(time.Now().UTC().Add(72 * time.Hour).Weekday().String()[:3])
+	cfg := "slots:\n  window: {days: " + day + ", start: \"02:00\", end: \"03:00\", timeZone: UTC}\n"
+	f := newFakeNode(false, nil, "web-1")
+	d := newDrainer(t, f, cfg)
+	d.Automated = func() (bool, string) { return true, "no terminal on stdin and stderr" }
+	l, err := HoldAgentLock(d.lockDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetState(AgentGuarding)
+	t.Cleanup(l.Release)
+	p, err := d.prepare(t, reboot())
+	if p != nil {
+		defer p.Finish(context.Background(), errors.New("test"))
+	}
+	t.Logf("reboot: %v %v\n%s", p, err, d.stderr)
+	if p != nil {
+		t.Errorf("an automated reboot outside its window (%s 02:00-03:00 UTC) was admitted and drained at once (cordoned: %v)", day, f.node(t).Spec.Unschedulable)
+	}
+}
