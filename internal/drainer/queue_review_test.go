@@ -222,3 +222,34 @@ func TestReviewAutomatedOutsideWindowWaitsForIt(t *testing.T) {
 		t.Errorf("an automated reboot outside its window (%s 02:00-03:00 UTC) was admitted and drained at once (cordoned: %v)", day, f.node(t).Spec.Unschedulable)
 	}
 }
+
+// shutdown -c while the agent's run waits for the slot: withdrawQueued
+// removes the file, then the waiter entry. The agent's run, watching the
+// Lease, sees its entry gone and writes it back (its ticket kept: "a
+// waiter that others dropped comes back in it"); the runner notices the
+// file gone at its next poll (up to 2 s) and ends the run, whose entry
+// stays (StayOnCancel). A withdrawn request's place is left in the queue,
+// ahead of the others, until it lapses.
+func TestReviewCancelWhileWaitingLeavesNoPlace(t *testing.T) {
+	f, d, ag, q := queuedFor(t, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := ag.QueuedPreparer(ctx, q, 20*time.Second).Prepare(context.Background(), q.Request())
+		done <- err
+	}()
+	time.Sleep(time.Second) // the agent's run waits, watching
+	if err := d.handOff(t, cancelReq(), nil); err != nil {
+		t.Fatal(err)
+	}
+	_, in := slotRecord(t, f).Waiter("node1")
+	t.Logf("right after shutdown -c: waiter entry %v", in)
+	time.Sleep(1500 * time.Millisecond) // the runner's poll (DefaultQueuePoll 2 s)
+	cancel()
+	err := <-done
+	w, in := slotRecord(t, f).Waiter("node1")
+	t.Logf("run ended: %v; waiter entry %v %+v", err, in, w)
+	if in {
+		t.Errorf("shutdown -c withdrew the queued reboot, but its place stands in the queue (ticket %d), written back by the agent's run", w.Ticket)
+	}
+}
