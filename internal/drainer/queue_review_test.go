@@ -253,3 +253,29 @@ func TestReviewCancelWhileWaitingLeavesNoPlace(t *testing.T) {
 		t.Errorf("shutdown -c withdrew the queued reboot, but its place stands in the queue (ticket %d), written back by the agent's run", w.Ticket)
 	}
 }
+
+// What the node agent logs when its queued run is refused for the gate
+// being unavailable (slots.gate: optional, the default; the API server
+// failing): the runner prints the refusal inside one line ("the queued
+// reboot was not handed off: %v; asking again in 1m0s"). It is two
+// lines, names slots.gate: required (not what is set) and tells a person
+// to use --no-drain or -f, which mean nothing to the agent.
+func TestReviewQueuedRunRefusalIsOneTrueLine(t *testing.T) {
+	f, _, ag, q := queuedFor(t, "apiTimeout: 1s\n")
+	f.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("etcd has no leader")
+	})
+	_, err := ag.QueuedPreparer(context.Background(), q, 5*time.Second).Prepare(context.Background(), q.Request())
+	f.ReactionChain = f.ReactionChain[1:]
+	if err == nil {
+		t.Fatal("not refused")
+	}
+	line := "gnsh: agent: the queued reboot was not handed off: " + err.Error() + "; asking again in 1m0s"
+	t.Logf("the agent's line:\n%s", line)
+	if strings.Contains(line, "\n") {
+		t.Errorf("the agent's line is %d lines", strings.Count(line, "\n")+1)
+	}
+	if strings.Contains(line, "required") || strings.Contains(line, "--no-drain") {
+		t.Errorf("the agent's line names slots.gate: required (optional is set) or --no-drain/-f")
+	}
+}
