@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
@@ -277,5 +278,60 @@ func TestReviewQueuedRunRefusalIsOneTrueLine(t *testing.T) {
 	}
 	if strings.Contains(line, "required") || strings.Contains(line, "--no-drain") {
 		t.Errorf("the agent's line names slots.gate: required (optional is set) or --no-drain/-f")
+	}
+}
+
+// The node agent stopping (systemctl restart gnsh, the role's handler
+// after a config change) while its queued run waits: the run's refusal,
+// which the agent logs, says "cancelled (shutdown -c)"; nobody ran
+// shutdown -c.
+func TestReviewQueuedRunStoppedSaysWhy(t *testing.T) {
+	_, _, ag, q := queuedFor(t, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(500 * time.Millisecond); cancel() }()
+	_, err := ag.QueuedPreparer(ctx, q, 10*time.Second).Prepare(context.Background(), q.Request())
+	t.Logf("agent stopping: %v", err)
+	if err != nil && strings.Contains(err.Error(), "shutdown -c") && !strings.Contains(err.Error(), "stopping") {
+		t.Errorf("the agent stopping is reported as a shutdown -c: %q", err)
+	}
+}
+
+// The same, mid-drain (an eviction refused by a PodDisruptionBudget, so
+// the drain goes on): the agent stopping leaves an Event on the Node and
+// lines that name a shutdown -c nobody ran.
+func TestReviewQueuedDrainStoppedSaysWhy(t *testing.T) {
+	f, d, ag, q := queuedFor(t, "")
+	if _, err := slots.NewGate(f, loadCfg(t, d)).Free(context.Background(), func(e slots.Entry) bool { return e.Node == "node2" }); err != nil {
+		t.Fatal(err)
+	}
+	f.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "eviction" {
+			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 1)
+		}
+		return false, nil, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for !f.node(t).Spec.Unschedulable {
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(time.Second)
+		cancel()
+	}()
+	_, err := ag.QueuedPreparer(ctx, q, 10*time.Second).Prepare(context.Background(), q.Request())
+	f.ReactionChain = f.ReactionChain[1:]
+	var msgs []string
+	for _, a := range f.Actions() {
+		if a.GetVerb() == "create" && a.GetResource().Resource == "events" {
+			e := a.(k8stesting.CreateAction).GetObject().(*corev1.Event)
+			msgs = append(msgs, e.Reason+": "+e.Message)
+		}
+	}
+	t.Logf("agent stopping mid-drain: %v\nstderr:\n%s\nevents:\n%s", err, ag.stderr, strings.Join(msgs, "\n"))
+	if all := ag.stderr.String() + strings.Join(msgs, "\n"); strings.Contains(all, "shutdown -c") {
+		t.Errorf("the agent stopping mid-drain is told as a shutdown -c")
+	}
+	if f.node(t).Spec.Unschedulable {
+		t.Errorf("left cordoned")
 	}
 }
