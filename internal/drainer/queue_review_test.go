@@ -335,3 +335,29 @@ func TestReviewQueuedDrainStoppedSaysWhy(t *testing.T) {
 		t.Errorf("left cordoned")
 	}
 }
+
+// The API server fails in the middle of the queued run's drain (slot
+// held, node cordoned). A person's reboot goes on then (never wedge a
+// node a person waits on); a queued reboot nobody waits on could wait
+// the API server out as it does before its slot, but it is handed off
+// with its pods still running.
+func TestReviewQueuedRunAPIDownMidDrain(t *testing.T) {
+	f, d, ag, q := queuedFor(t, "apiTimeout: 1s\ndrainTimeout: 20s\n")
+	if _, err := slots.NewGate(f, loadCfg(t, d)).Free(context.Background(), func(e slots.Entry) bool { return e.Node == "node1" || e.Node == "node2" }); err != nil {
+		t.Fatal(err)
+	}
+	f.PrependReactor("*", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		o, err := f.Tracker().Get(corev1.SchemeGroupVersion.WithResource("nodes"), "", "node1")
+		if err == nil && o.(*corev1.Node).Spec.Unschedulable {
+			return true, nil, apierrors.NewServiceUnavailable("etcd has no leader")
+		}
+		return false, nil, nil
+	})
+	p, err := ag.QueuedPreparer(context.Background(), q, 10*time.Second).Prepare(context.Background(), q.Request())
+	f.ReactionChain = f.ReactionChain[1:]
+	t.Logf("API server down mid-drain: %v %v\nstderr:\n%s", p, err, ag.stderr)
+	if p != nil {
+		p.Finish(context.Background(), errors.New("test"))
+		t.Errorf("the queued reboot would be handed off undrained (pods left %v)", f.pods(t))
+	}
+}
