@@ -347,3 +347,53 @@ func TestReviewQueuedRunAPIDownMidDrain(t *testing.T) {
 		t.Errorf("the queued reboot would be handed off undrained (pods left %v)", f.pods(t))
 	}
 }
+
+// A person's reboot at a terminal while one is queued shares the node's
+// waiter entry (its place); refused after slots.wait, it withdraws that
+// entry. The node agent's next ask comes back in the queued request's
+// ticket (Ask.Ticket): the place is not lost. (Sound.)
+func TestReviewPersonRefusedKeepsTheQueuedPlace(t *testing.T) {
+	f, d, ag, q := queuedFor(t, "")
+	person := newDrainer(t, f, "slots: {wait: 1s}\n")
+	person.LockDir = d.LockDir
+	person.Automated = func() (bool, string) { return false, "" }
+	if _, err := person.prepare(t, reboot()); err == nil || errors.As(err, new(*QueuedError)) {
+		t.Fatalf("the person's reboot: %v", err)
+	}
+	_, in := slotRecord(t, f).Waiter("node1")
+	t.Logf("after the person's refusal: waiter entry %v", in)
+	if _, err := ag.QueuedPreparer(context.Background(), q, time.Second).Prepare(context.Background(), q.Request()); !IsSlotWait(err) {
+		t.Fatalf("%v", err)
+	}
+	if w, ok := slotRecord(t, f).Waiter("node1"); !ok || w.Ticket != q.Ticket || q.Place != 1 {
+		t.Errorf("the queued request's place after a person's refusal: %+v %v (ticket %d, place %d)", w, ok, q.Ticket, q.Place)
+	}
+	if r, _ := ag.ReadQueued(); r == nil {
+		t.Errorf("the person's refusal removed the queued request")
+	}
+}
+
+// Two automated requests on one node at the same moment (a cron job and
+// unattended-upgrades): both are queued (exit 0), one request stands in
+// the file, one waiter entry in the Lease. (Sound; the later request
+// replaces the earlier one silently, as systemd's newer schedule does.)
+func TestReviewTwoAutomatedAtOnce(t *testing.T) {
+	f, d, _ := queueRig(t, "", true, false)
+	d2 := newDrainer(t, f, "")
+	d2.LockDir, d2.Automated, d2.Journal = d.LockDir, d.Automated, d.Journal
+	errs := make(chan error, 2)
+	for _, dd := range []testDrainer{d, d2} {
+		go func(dd testDrainer) { _, err := dd.Prepare(context.Background(), reboot()); errs <- err }(dd)
+	}
+	for i := 0; i < 2; i++ {
+		if err := <-errs; !errors.As(err, new(*QueuedError)) {
+			t.Errorf("not queued: %v", err)
+		}
+	}
+	rec := slotRecord(t, f)
+	q, _ := d.ReadQueued()
+	t.Logf("waiters %d; queued %+v", len(rec.Waiters), q)
+	if len(rec.Waiters) != 1 || q == nil || q.Ticket != rec.Waiters[0].Ticket {
+		t.Errorf("record %+v, queued %+v", rec, q)
+	}
+}
