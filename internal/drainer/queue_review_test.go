@@ -6,6 +6,8 @@ package drainer
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -395,5 +397,22 @@ func TestReviewTwoAutomatedAtOnce(t *testing.T) {
 	t.Logf("waiters %d; queued %+v", len(rec.Waiters), q)
 	if len(rec.Waiters) != 1 || q == nil || q.Ticket != rec.Waiters[0].Ticket {
 		t.Errorf("record %+v, queued %+v", rec, q)
+	}
+}
+
+// The request cannot be written for the agent after its place was taken
+// (as a wrapper killed between the two): refused (exit 1), and its waiter
+// entry (KeepPlace) is left in the queue, unrenewed, ahead of the others
+// until it lapses; the refusal line.
+func TestReviewQueueWriteFailsLeavesNoPlace(t *testing.T) {
+	f, d, lines := queueRig(t, "", true, false)
+	if err := os.MkdirAll(filepath.Join(d.lockDir(), QueueName, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err := d.prepare(t, reboot())
+	w, in := slotRecord(t, f).Waiter("node1")
+	t.Logf("reboot: %v (exit %d)\njournal %q\nwaiter %v %+v", err, exitCode(err), *lines, in, w)
+	if in {
+		t.Errorf("refused, yet its place stays in the queue (ticket %d)", w.Ticket)
 	}
 }
