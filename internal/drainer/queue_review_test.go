@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 	"time"
@@ -415,4 +416,39 @@ func TestReviewQueueWriteFailsLeavesNoPlace(t *testing.T) {
 	if in {
 		t.Errorf("refused, yet its place stays in the queue (ticket %d)", w.Ticket)
 	}
+}
+
+// strictDrain: true and a pod no controller recreates: a person's (or
+// the wrapper's) reboot is refused at once, evicting nothing (as kubectl
+// drain). The agent's run of a queued reboot is drained with EvictRest
+// (r.d.Agent): it evicts every other pod, then is refused all the same
+// (blocked), and the runner does it again a minute later, for slots.queueFor.
+// Not "the wrapper's own path".
+func TestReviewQueuedRunStrictDrainEvictsLikeTheWrapper(t *testing.T) {
+	f, d, ag, q := queuedFor(t, "strictDrain: true\n")
+	if _, err := slots.NewGate(f, loadCfg(t, d)).Free(context.Background(), func(e slots.Entry) bool { return e.Node == "node2" }); err != nil {
+		t.Fatal(err)
+	}
+	bare := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bare", Namespace: "app", UID: "uid-bare"},
+		Spec: corev1.PodSpec{NodeName: "node1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	if _, err := f.CoreV1().Pods("app").Create(context.Background(), bare, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ag.QueuedPreparer(context.Background(), q, 5*time.Second).Prepare(context.Background(), q.Request())
+	if p != nil {
+		p.Finish(context.Background(), errors.New("test"))
+	}
+	t.Logf("queued run, strictDrain: %v %v\npods left %v\nstderr:\n%s", p, err, f.pods(t), ag.stderr)
+	if err != nil && !slicesContains(f.pods(t), "web-1") {
+		t.Errorf("refused for strictDrain, yet web-1 was evicted (the wrapper evicts nothing then)")
+	}
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, e := range s {
+		if e == v {
+			return true
+		}
+	}
+	return false
 }
