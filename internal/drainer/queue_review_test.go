@@ -452,3 +452,26 @@ func slicesContains(s []string, v string) bool {
 	}
 	return false
 }
+
+// The node agent runs but has not reached "guarding" (it just started,
+// or restarts: AgentStarting): an automated reboot with no slot free is
+// not queued (right: nothing would carry it yet) and refused with "the
+// node agent is not running", which is false; and it is refused after
+// waiting slots.wait rather than waiting the moment it takes the agent to
+// start.
+func TestReviewAgentStartingIsNotNotRunning(t *testing.T) {
+	f := newFakeNode(false, nil, "web-1")
+	otherHolder(t, f)
+	d := newDrainer(t, f, "slots: {wait: 1s}\n")
+	d.Automated = func() (bool, string) { return true, "no terminal on stdin and stderr" }
+	l, err := HoldAgentLock(d.lockDir()) // AgentStarting
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Release)
+	_, err = d.prepare(t, reboot())
+	t.Logf("reboot, agent starting: %v", err)
+	if err != nil && strings.Contains(err.Error(), "the node agent is not running") {
+		t.Errorf("the refusal says the node agent is not running; it runs (starting)")
+	}
+}
