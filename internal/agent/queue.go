@@ -16,11 +16,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"k8s.io/utils/clock"
 
 	"github.com/gnsh/gnsh/internal/drainer"
+	"github.com/gnsh/gnsh/internal/slots"
 )
 
 // Window is a maintenance window (internal/window): the opening that holds
@@ -57,8 +59,11 @@ type QueueRunner struct {
 	Reboot func(ctx context.Context, q *drainer.QueuedReboot, wait time.Duration) error
 	// GiveUp records a request given up (a Warning Event).
 	GiveUp func(ctx context.Context, q *drainer.QueuedReboot, why string)
-	// Window, if set, holds queued reboots to it.
+	// Window, if set, holds queued reboots to it. Lead is how long
+	// before the window closes the last admission may come (the drain
+	// timeout: a node admitted then goes down before the close).
 	Window Window
+	Lead   time.Duration
 	Out    io.Writer
 	Status func(string)
 	Clock  clock.WithTicker // clock.RealClock if nil
@@ -101,6 +106,7 @@ func (q *QueueRunner) Run(ctx context.Context) error {
 	var toldWhat string
 	var readErr string
 	var notBefore time.Time // no run before (a pause after a refusal)
+	fails := 0              // refusals in a row: each doubles the pause
 	for {
 		cur, err := q.Read()
 		switch {
@@ -119,7 +125,7 @@ func (q *QueueRunner) Run(ctx context.Context) error {
 		default:
 			readErr = ""
 			if !same(cur, told) {
-				toldWhat, notBefore = "", time.Time{}
+				toldWhat, notBefore, fails = "", time.Time{}, 0
 				q.say("queued: %s (%s); %s", cur.What(), cur.Why, placeLine(cur))
 			}
 			told = cur
@@ -174,8 +180,10 @@ func (q *QueueRunner) Run(ctx context.Context) error {
 				}
 				continue
 			}
-			q.say("the queued %s was not handed off: %v; asking again in %s", cur.Action, err, retry)
-			notBefore = q.clock().Now().Add(retry)
+			fails++
+			pause := min(retry<<min(fails-1, 5), 30*time.Minute)
+			q.say("the queued %s was not handed off: %v; asking again in %s", cur.Action, strings.TrimPrefix(err.Error(), "gnsh: "), pause)
+			notBefore = q.clock().Now().Add(pause)
 			toldWhat = "asks again"
 		}
 		t := q.clock().NewTimer(poll)
@@ -189,22 +197,48 @@ func (q *QueueRunner) Run(ctx context.Context) error {
 }
 
 // when is when cur may run (start), until when its wait for a slot may
-// last (end), and in words why it waits until start.
+// last (end), and in words why it waits until start. Within a window, the
+// wait ends Lead before the window closes (a node admitted then is down
+// before the close); an opening too short for that is skipped.
 func (q *QueueRunner) when(cur *drainer.QueuedReboot, now time.Time) (start, end time.Time, why string) {
 	start, end = now, cur.Until
 	if cur.NotBefore != nil && cur.NotBefore.After(start) {
 		start, why = *cur.NotBefore, "is due"
 	}
-	if q.Window != nil {
-		open, close := q.Window.Next(start)
+	if q.Window == nil {
+		return start, end, why
+	}
+	t := start
+	for range 16 {
+		open, close := q.Window.Next(t)
+		if open.IsZero() {
+			break // never open
+		}
 		if open.After(start) {
 			start, why = open, "waits for the window "+q.Window.String()+", which opens"
 		}
-		if close.Before(end) {
-			end = close
+		if last := close.Add(-q.Lead); last.After(start) {
+			end = minTime(end, last)
+			return start, end, why
 		}
+		t = close
 	}
-	return start, end, why
+	// No opening it could use: it waits past its end, and is given up.
+	return maxTime(start, cur.Until), end, "waits for the window " + q.Window.String() + ", which opens"
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // errWithdrawn: the request was removed or replaced while it ran.
@@ -219,8 +253,8 @@ func (e *slotWait) Unwrap() error { return e.err }
 // runOne runs cur for at most wait, stopped when the file no longer holds
 // it (shutdown -c, a new request in its place).
 func (q *QueueRunner) runOne(ctx context.Context, cur *drainer.QueuedReboot, wait time.Duration, poll time.Duration) error {
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	withdrawn := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -234,7 +268,7 @@ func (q *QueueRunner) runOne(ctx context.Context, cur *drainer.QueuedReboot, wai
 			}
 			if now, err := q.Read(); err == nil && !same(now, cur) {
 				close(withdrawn)
-				cancel()
+				cancel(slots.ErrWithdrawn) // its place goes too
 				return
 			}
 		}

@@ -225,3 +225,20 @@ func TestQueueRunnerGivesUpWhenNoWindowIsLeft(t *testing.T) {
 		t.Errorf("why %q", g)
 	}
 }
+
+// Within a window, the wait ends Lead (the drain timeout) before the
+// window closes; an opening too short for that is skipped.
+func TestQueueRunnerWhenLeavesTheLead(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	cur := &drainer.QueuedReboot{Action: "reboot", Since: now, Until: now.Add(48 * time.Hour)}
+	r := &QueueRunner{Window: fakeWindow{open: now.Add(-time.Hour), close: now.Add(10 * time.Minute)}, Lead: 5 * time.Minute}
+	start, end, _ := r.when(cur, now)
+	if !start.Equal(now) || !end.Equal(now.Add(5*time.Minute)) {
+		t.Errorf("start %s end %s, want now and 5m before the close", start, end)
+	}
+	r.Lead = 15 * time.Minute // the rest of this opening is too short
+	start, end, why := r.when(cur, now)
+	if !start.Equal(now.Add(23*time.Hour)) || !end.Equal(now.Add(24*time.Hour-5*time.Minute)) || !strings.Contains(why, "waits for the window") {
+		t.Errorf("start %s end %s (%s), want the next opening", start, end, why)
+	}
+}

@@ -600,7 +600,7 @@ func (w *follow) tryCancel(ctx context.Context) {
 		}
 		return
 	case cancelled && f.Defers:
-		f.say("deferred the scheduled %s for %s: %s; logind's schedule is cancelled and the %s queued: this agent %ss the node when a reboot slot is free ('shutdown -c' withdraws it)",
+		f.say("deferred the scheduled %s for %s: %s; logind's schedule is cancelled and the %s queued: this agent drains the node and hands the %s to systemd-logind when a reboot slot is free ('shutdown -c' withdraws it)",
 			s.action, s.when(), w.why, s.action, s.action)
 		f.status(fmt.Sprintf("deferred the scheduled %s for %s: no reboot slot in time", s.action, s.when()))
 		w.cur, w.tried = nil, ""

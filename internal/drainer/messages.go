@@ -79,6 +79,10 @@ func (e *Interrupted) Signal() syscall.Signal { return e.Sig }
 // not proceed, else a warning to print ("" for none). Undoing is told by
 // undo itself.
 func (r *run) tell(o outcome, v verdict, err error) string {
+	if o == queueRetry {
+		// The node agent's one line; it asks again (agent/queue.go).
+		return "gnsh: the queued " + r.verb + " was not handed off: " + oneLine(errString(err))
+	}
 	if o == drained {
 		return ""
 	}
@@ -281,6 +285,8 @@ func (r *run) undoReason(o outcome) string {
 		return "drain interrupted by " + signals.Name(r.d.Signal.Caught())
 	case cancelled:
 		return "the scheduled " + r.verb + " was cancelled by " + r.stoppedBy() + " (shutdown -c)"
+	case queueRetry:
+		return "the queued " + r.verb + " was not handed off: " + oneLine(errString(r.err))
 	}
 	return "nothing was shut down"
 }

@@ -27,10 +27,15 @@ const (
 	// queued: no reboot slot at once, and the request was queued for the
 	// node agent (queue.go): nothing cordoned, exit 0.
 	queued
+	// queueRetry: the node agent's run of a queued reboot did not hand
+	// off (no slot within its wait, the drain refused, the API server
+	// failing, withdrawn): gnsh's cordon undone, its slot freed; the
+	// agent asks again while the request stands.
+	queueRetry
 )
 
 var outcomeNames = [...]string{"drained", "not a node", "bad config", "not permitted", "lock held", "API failed",
-	"not registered", "other machine", "kubelet down", "blocked", "interrupted", "already drained", "no slot", "gate down", "cancelled", "queued"}
+	"not registered", "other machine", "kubelet down", "blocked", "interrupted", "already drained", "no slot", "gate down", "cancelled", "queued", "queue retry"}
 
 func (o outcome) String() string { return outcomeNames[o] }
 
@@ -75,7 +80,7 @@ func decide(o outcome, p purpose, forceDrain bool) verdict {
 	switch {
 	case o == drained, o == drainedBefore:
 		return verdict{proceed: true}
-	case o == interrupted, o == cancelled:
+	case o == interrupted, o == cancelled, o == queueRetry:
 		return verdict{undo: true, warn: true}
 	case p == forMaintenance:
 		return verdict{warn: true}

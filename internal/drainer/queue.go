@@ -82,6 +82,9 @@ type QueuedReboot struct {
 	// Deferred: the agent queued it for a schedule whose drain ahead got
 	// no slot in time (logind's schedule was cancelled).
 	Deferred bool `json:"deferred,omitempty"`
+	// HandingOff: the agent has drained for it and is handing it to
+	// logind: too late to withdraw.
+	HandingOff bool `json:"handingOff,omitempty"`
 }
 
 // Requester is who asked, for messages.
@@ -261,7 +264,16 @@ func (r *run) queueWhy() string {
 	if held, state, _ := AgentState(r.d.lockDir()); !held || state != AgentGuarding {
 		// Nothing would carry it: it waits in the command as before, and
 		// says why once refused (queueLost).
-		r.queueLost = "it was not queued: the node agent is not running ('systemctl enable --now gnsh.service')"
+		switch {
+		case !held:
+			r.queueLost = "it was not queued: the node agent is not running ('systemctl enable --now gnsh.service')"
+		case state == AgentStarting:
+			r.queueLost = "it was not queued: the node agent is starting; run it again in a moment"
+		case state == AgentNoKubeconfig:
+			r.queueLost = "it was not queued: the node agent has not found this node's kubeconfig yet ('systemctl status gnsh')"
+		default:
+			r.queueLost = "it was not queued: the node agent is older and carries no queued reboots; upgrade gnsh and restart it"
+		}
 		return ""
 	}
 	return why
@@ -276,11 +288,16 @@ func (r *run) enqueue(ctx context.Context, n slots.NodeState, we *slots.WaitErro
 		NotBefore: r.own.When, Until: r.d.now().UTC().Add(r.cfg.Slots.QueueFor.D()).Truncate(time.Second),
 		Ticket: we.Ticket, Place: we.Place}
 	if err := r.d.WriteQueued(q); err != nil {
-		// Not queued after all: refused as a wait that ran out is.
+		// Not queued after all: refused as a wait that ran out is, its
+		// place withdrawn.
+		r.withdrawPlace(ctx, q)
 		return r.fail(noSlot, fmt.Errorf("%w; and it could not be queued for the node agent: %v", we, err)), false
 	}
-	r.queued, r.queuedHeld = q, oneLine(blocksText(we))
-	state := fmt.Sprintf("no slot free now (%s); %s", r.queuedHeld, placeText(q.Place, r.gate().Where()))
+	r.queued, r.queuedHeld, r.queuedFull = q, oneLine(blocksText(we)), queueFull(we)
+	state := fmt.Sprintf("no slot free now (%s); %s", r.queuedHeld, placeText(q.Place, r.gate().Where(), r.queuedFull))
+	if len(we.Blocks) == 0 {
+		state = fmt.Sprintf("not asked (%s); %s", r.queuedHeld, placeText(q.Place, r.gate().Where(), false))
+	}
 	if r.queuedOutside != "" {
 		state = "not asked " + r.queuedOutside
 	}
@@ -302,16 +319,24 @@ func (r *run) enqueueOutside(ctx context.Context, n slots.NodeState, g *slots.Ga
 		ticket = 0
 	}
 	open, _ := win.Next(r.d.now())
+	if until := r.d.now().Add(r.cfg.Slots.QueueFor.D()); !open.Before(until) || open.IsZero() {
+		// Sure to be given up: refused now, saying why.
+		return r.fail(noSlot, fmt.Errorf("asked outside the window %s, which does not open before slots.queueFor (%s) would give it up; "+
+			"widen the window, or raise slots.queueFor past its next opening", win, r.cfg.Slots.QueueFor.D())), false
+	}
 	r.queuedOutside = fmt.Sprintf("outside the window %s (it opens %s)", win, open.Local().Format("Mon 15:04 MST"))
 	return r.enqueue(ctx, n, &slots.WaitError{Ticket: ticket}, why)
 }
 
 // placeText is a queued reboot's place in words.
-func placeText(place int, where string) string {
-	if place == 0 {
+func placeText(place int, where string, full bool) string {
+	switch {
+	case place > 0:
+		return fmt.Sprintf("place %d in %s", place, where)
+	case full:
 		return fmt.Sprintf("no place yet in %s (its queue is full: the node agent joins it when a place frees)", where)
 	}
-	return fmt.Sprintf("place %d in %s", place, where)
+	return fmt.Sprintf("no place yet in %s (the node agent asks for one)", where)
 }
 
 // tellQueued is the command's one line for a queued reboot.
@@ -329,17 +354,35 @@ func (r *run) tellQueued() string {
 		return fmt.Sprintf("gnsh: queued: %s; the node agent drains this node and hands the %s to systemd-logind once it is open and a reboot slot is free, or gives up at %s ('shutdown -c' withdraws it)",
 			r.queuedOutside, q.Action, q.Until.Local().Format("Mon 15:04"))
 	}
-	return fmt.Sprintf("gnsh: queued: no reboot slot is free now%s; %s; the node agent drains this node and hands the %s to systemd-logind once one is free%s, or gives up at %s ('shutdown -c' withdraws it)",
-		held, placeText(q.Place, r.gate().Where()), q.Action, window, q.Until.Local().Format("Mon 15:04"))
+	what := "no reboot slot is free now" + held
+	if strings.HasPrefix(r.queuedHeld, "the gate did not answer") {
+		what = r.queuedHeld
+	}
+	return fmt.Sprintf("gnsh: queued: %s; %s; the node agent drains this node and hands the %s to systemd-logind once one is free%s, or gives up at %s ('shutdown -c' withdraws it)",
+		what, placeText(q.Place, r.gate().Where(), r.queuedFull), q.Action, window, q.Until.Local().Format("Mon 15:04"))
 }
 
-// blocksText is what held a wait back, in words.
+// blocksText is what held a wait back, in words; the API server's answer
+// when nothing was decided.
 func blocksText(we *slots.WaitError) string {
 	var s []string
 	for _, b := range we.Blocks {
 		s = append(s, b.String())
 	}
+	if len(s) == 0 && we.Err != nil {
+		return "the gate did not answer: " + we.Err.Error()
+	}
 	return strings.Join(s, "; ")
+}
+
+// queueFull reports whether the wait ended beyond a full queue.
+func queueFull(we *slots.WaitError) bool {
+	for _, b := range we.Blocks {
+		if b.Limit == slots.LimitQueueFull {
+			return true
+		}
+	}
+	return false
 }
 
 // QueuedPreparer is the handoff.Preparer of the node agent's run for q:
@@ -366,15 +409,26 @@ func (p queuedPreparer) Prepare(_ context.Context, req *legacy.Request) (handoff
 	r := newRun(p.d, forShutdown, req.Action.String())
 	r.fromQueue, r.queueWait = p.q, p.wait
 	prep, err := r.prepare(p.ctx, req)
-	if err == nil && p.ctx.Err() != nil {
+	if err != nil {
+		return nil, err
+	}
+	var stopped *queueStopped
+	switch {
+	case p.ctx.Err() != nil:
 		// Ended as the drain did: nothing is handed off.
-		stopped := &queueStopped{err: p.ctx.Err()}
+		stopped = &queueStopped{err: context.Cause(p.ctx)}
+	case !p.d.markHandingOff(p.q):
+		// Withdrawn (or replaced) as the drain ended: the agent looks at
+		// the file only every few seconds.
+		stopped = &queueStopped{err: slots.ErrWithdrawn}
+	}
+	if stopped != nil {
 		if prep != nil {
 			prep.Finish(context.WithoutCancel(p.ctx), stopped)
 		}
-		return nil, &Refusal{Msg: "gnsh: " + stopped.Error(), Err: stopped}
+		return nil, &Refusal{Msg: "gnsh: the queued " + r.verb + " was not handed off: " + stopped.Error(), Err: stopped}
 	}
-	return prep, err
+	return prep, nil
 }
 
 // journal priorities.
@@ -397,17 +451,19 @@ func (d *Drainer) journal(prio int, line string) {
 func (d *Drainer) QueuedGivenUp(ctx context.Context, q *QueuedReboot, why string) {
 	d.journal(journalWarning, fmt.Sprintf("the queued %s is given up: %s; run it again, or raise slots.queueFor", q.What(), why))
 	r := newRun(d, forShutdown, q.Action)
-	if err := r.loadConfig(nil); err != nil || !r.cfg.Events {
+	if err := r.loadConfig(nil); err != nil {
 		return
 	}
 	ectx, stop := context.WithTimeout(context.WithoutCancel(ctx), 2*r.cfg.APITimeout.D())
 	defer stop()
-	s, err := d.connect(ectx, r.cfg, "", r.out.sayf)
-	if err != nil {
-		r.debug("no Event for the queued %s given up: %v", q.Action, err)
-		return
+	if !r.withdrawPlace(ectx, q) && r.sess == nil {
+		s, err := d.connect(ectx, r.cfg, "", r.out.sayf)
+		if err != nil {
+			r.debug("no Event for the queued %s given up: %v", q.Action, err)
+			return
+		}
+		r.sess = s
 	}
-	r.sess = s
 	r.event(ectx, "Warning", ReasonRebootGivenUp, "The queued %s is given up: %s; run it again, or raise slots.queueFor", q.What(), why)
 }
 
@@ -417,30 +473,48 @@ func (d *Drainer) QueuedGivenUp(ctx context.Context, q *QueuedReboot, why string
 // too, a bounded best effort (others drop an entry no longer renewed).
 func (c *cancelRun) withdrawQueued(ctx context.Context) {
 	q, err := c.d.ReadQueued()
-	if err != nil || q == nil || !c.d.RemoveQueued(q) {
+	if err != nil || q == nil {
 		return
 	}
 	r := newRun(c.d, forShutdown, q.Action)
 	_ = r.loadConfig(nil)
+	if q.HandingOff {
+		r.info("too late to withdraw the queued %s: the node agent has drained the node and is handing it to systemd-logind", q.What())
+		return
+	}
+	if !c.d.RemoveQueued(q) {
+		return
+	}
 	r.info("the queued %s is withdrawn", q.What())
 	c.d.journal(journalInfo, fmt.Sprintf("the queued %s is withdrawn by %s (shutdown -c)", q.What(), c.d.who().User))
+	if r.withdrawPlace(ctx, q) {
+		r.event(ctx, "Normal", ReasonRebootWithdrawn, "The queued %s was withdrawn by %s (shutdown -c)", q.What(), c.d.who().User)
+	}
+}
+
+// withdrawPlace removes q's waiter entry from the Lease's queue (a request
+// withdrawn, given up, or not written), a bounded best effort: others drop
+// an entry no longer renewed. It connects if the run has no session yet,
+// and reports whether it has one (for an Event).
+func (r *run) withdrawPlace(ctx context.Context, q *QueuedReboot) bool {
 	if r.cfg.Slots.Gate == config.GateOff {
-		return
+		return false
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*r.cfg.APITimeout.D())
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*r.cfg.APITimeout.D())
 	defer cancel()
-	s, err := c.d.connect(ctx, r.cfg, "", r.out.sayf)
-	if err != nil {
-		r.debug("its place in the queue is left to lapse: %v", err)
-		return
+	if r.sess == nil {
+		s, err := r.d.connect(ctx, r.cfg, "", r.out.sayf)
+		if err != nil {
+			r.debug("its place in the queue is left to lapse: %v", err)
+			return false
+		}
+		r.sess = s
 	}
-	r.sess = s
-	g := r.gate()
 	node := q.Node
 	if node == "" { // a deferred schedule's: this node
-		node = s.node
+		node = r.sess.node
 	}
-	_, err = g.Update(ctx, func(rec *slots.Record) bool {
+	_, err := r.gate().Update(ctx, func(rec *slots.Record) bool {
 		w, ok := rec.Waiter(node)
 		if !ok || w.Boot != q.BootID || q.UID != "" && w.UID != q.UID {
 			return false
@@ -451,7 +525,7 @@ func (c *cancelRun) withdrawQueued(ctx context.Context) {
 	if err != nil {
 		r.debug("its place in the queue is left to lapse: %v", err)
 	}
-	r.event(ctx, "Normal", ReasonRebootWithdrawn, "The queued %s was withdrawn by %s (shutdown -c)", q.What(), c.d.who().User)
+	return true
 }
 
 // QueuedLine is handoff.QueueShower: shutdown --show's line about this
@@ -472,4 +546,29 @@ func (q *QueuedReboot) Line() string {
 	}
 	return fmt.Sprintf("queued: %s, waiting for a reboot slot (%s); given up at %s; 'shutdown -c' withdraws it",
 		q.What(), place, q.Until.Local().Format("2006-01-02 15:04:05"))
+}
+
+// markHandingOff marks q, if it is still the request queued, as being
+// handed off (shutdown -c then says it is too late); false if it was
+// withdrawn or replaced.
+func (d *Drainer) markHandingOff(q *QueuedReboot) bool {
+	ok := false
+	_ = d.underQueueLock(func() error {
+		cur, err := d.ReadQueued()
+		if err != nil || !SameQueued(cur, q) {
+			return err
+		}
+		m := *cur
+		m.HandingOff = true
+		b, err := json.Marshal(&m)
+		if err != nil {
+			return err
+		}
+		if err := d.writeRunFile(QueueName, b); err != nil {
+			return err
+		}
+		ok = true
+		return nil
+	})
+	return ok
 }

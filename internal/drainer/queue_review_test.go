@@ -236,7 +236,9 @@ func TestReviewAutomatedOutsideWindowWaitsForIt(t *testing.T) {
 // ahead of the others, until it lapses.
 func TestReviewCancelWhileWaitingLeavesNoPlace(t *testing.T) {
 	f, d, ag, q := queuedFor(t, "")
-	ctx, cancel := context.WithCancel(context.Background())
+	// The runner ends the run of a withdrawn request with this cause.
+	ctx, cancelCause := context.WithCancelCause(context.Background())
+	cancel := func() { cancelCause(slots.ErrWithdrawn) }
 	done := make(chan error, 1)
 	go func() {
 		_, err := ag.QueuedPreparer(ctx, q, 20*time.Second).Prepare(context.Background(), q.Request())

@@ -82,6 +82,7 @@ type run struct {
 	queueWait  time.Duration
 	queued     *QueuedReboot
 	queuedHeld string // what held it back, in words
+	queuedFull bool   // beyond a full queue
 	// queuedOutside: queued outside the window (in words), not asked.
 	queuedOutside string
 	queueLost     string
@@ -192,28 +193,48 @@ func (r *run) prepare(ctx context.Context, req *legacy.Request) (handoff.Prepare
 // given up at its end.
 func (r *run) queuedOutcome(ctx context.Context, o outcome) outcome {
 	switch {
-	case ctx.Err() != nil && o != interrupted:
-		r.err = &queueStopped{err: ctx.Err()}
-		return cancelled
-	case o == drainedBefore || !decide(o, r.purpose, r.cfg.ForceDrain).proceed:
+	case o == interrupted:
 		return o
-	case r.slot == nil:
-		// It would go on without a slot (the gate or the API server
-		// failing before the slot was taken): not a queued reboot.
-		if r.err == nil {
-			r.err = errors.New("no reboot slot taken")
+	case ctx.Err() != nil:
+		r.err = &queueStopped{err: context.Cause(ctx)}
+		return queueRetry
+	case o == drainedBefore:
+		return o
+	case o == drained || o == blocked && r.cfg.ForceDrain:
+		if r.slot == nil && r.gated() {
+			// Never without its slot (a Lease read failing under the
+			// lock): undone, asked again.
+			r.err = fmt.Errorf("no reboot slot of %s held", r.gate().Where())
+			return queueRetry
 		}
-		r.err = &slots.UnavailableError{Where: r.gate().Where(), Err: r.err}
-		return gateDown
+		return o
 	}
-	return o
+	// Everything else asks again, its cordon undone: a wait that ran out,
+	// a drain refused (PDBs), and also what a person's reboot would go
+	// on through (the API server failing mid-drain, a dead kubelet): no
+	// one is waiting at a terminal, and the pods must leave first.
+	if r.err == nil {
+		r.err = errors.New(o.String())
+	}
+	return queueRetry
 }
 
 // queueStopped: the agent's run of a queued reboot ended by its ctx.
 type queueStopped struct{ err error }
 
 func (e *queueStopped) Error() string {
-	return "the queued reboot was withdrawn, or the node agent is stopping (" + e.err.Error() + ")"
+	if errors.Is(e.err, slots.ErrWithdrawn) {
+		return "withdrawn (shutdown -c, or a new request in its place)"
+	}
+	return "the node agent is stopping (" + e.err.Error() + "); it asks again once it runs"
+}
+
+// errString is err's text, "" for nil.
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 func (e *queueStopped) Unwrap() error { return e.err }
 
@@ -644,7 +665,7 @@ func (r *run) drain(ctx context.Context) outcome {
 		// the pods left. gnsh drain shuts nothing down: forceDrain is
 		// not for it.
 		Strict:    r.cfg.StrictDrain,
-		EvictRest: (r.cfg.ForceDrain && r.purpose != forMaintenance) || r.d.Agent,
+		EvictRest: (r.cfg.ForceDrain && r.purpose != forMaintenance) || r.d.Agent && r.fromQueue == nil,
 		Clock:     r.d.clock(),
 		Progress:  r.out.update,
 		Warn:      func(l string) { r.out.printf("evicting %s", l) },
@@ -783,7 +804,7 @@ func (r *run) conclude(o outcome, err error) (handoff.Prepared, error) {
 		if r.purpose == forShutdown && !r.d.Agent && r.onNode {
 			// The journal keeps it: the caller may be a service whose
 			// log drops the command's words (unattended-upgrades).
-			r.d.journal(journalWarning, fmt.Sprintf("%s requested by %s refused: %s", r.verb, r.ownership(nil).Requester(), strings.ReplaceAll(strings.TrimPrefix(msg, "gnsh: "), "\ngnsh: ", " ")))
+			r.d.journal(journalWarning, fmt.Sprintf("%s requested by %s refused: %s", r.verb, r.ownership(nil).Requester(), strings.ReplaceAll(strings.TrimPrefix(msg, "gnsh: "), "\ngnsh: ", "; ")))
 		}
 		r.end()
 		if o == interrupted { // only ever with a caught signal

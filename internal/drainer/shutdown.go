@@ -224,6 +224,17 @@ func (d *Drainer) NoteNoDrain(usec uint64) {
 // schedule that stood. A --no-drain schedule's note is now the only one;
 // any other request drops the notes (a dry run is noted by NoteDryRun).
 func (d *Drainer) Accepted(req *legacy.Request) {
+	if !req.DryRun {
+		// logind took a new request: it replaces a queued one, as a new
+		// schedule replaces the one before (its place goes with it).
+		if q, err := d.ReadQueued(); err == nil && q != nil && d.RemoveQueued(q) {
+			r := newRun(d, forShutdown, q.Action)
+			_ = r.loadConfig(nil)
+			r.info("the queued %s is replaced by this %s", q.What(), req.Action)
+			d.journal(journalInfo, fmt.Sprintf("the queued %s is replaced by a %s that systemd-logind accepted", q.What(), req.Action))
+			r.withdrawPlace(context.Background(), q)
+		}
+	}
 	switch {
 	case req.DryRun:
 	case req.When > 0 && req.Drain.Skip:

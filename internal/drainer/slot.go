@@ -87,6 +87,12 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 	case err == nil:
 	case errors.As(err, &we) && queueWhy != "" && !slots.Broken(err) && !slots.Unreadable(err) && ctx.Err() == nil:
 		return r.enqueue(ctx, slots.StateOf(n), we, queueWhy)
+	case errors.As(err, &ue) && queueWhy != "" && r.cfg.Slots.Gate == config.GateRequired && ctx.Err() == nil &&
+		!apierrors.IsForbidden(err) && !apierrors.IsNotFound(err):
+		// The API server failing at its one ask, the gate required: the
+		// node agent waits it out (a queued reboot never goes without
+		// its slot), rather than refuse what automation asked.
+		return r.enqueue(ctx, slots.StateOf(n), &slots.WaitError{Err: err}, queueWhy)
 	case errors.As(err, &we) && r.fromQueue != nil:
 		// The agent asks again (its place kept) while the request stands.
 		r.fromQueue.Ticket, r.fromQueue.Place = max(we.Ticket, r.fromQueue.Ticket), we.Place
@@ -171,7 +177,7 @@ func (r *run) slotStands(ctx context.Context, last bool) (st slotState, o outcom
 	if err != nil {
 		ue := &slots.UnavailableError{Where: g.Where(), Err: err}
 		r.slot.Halt()
-		if r.cfg.Slots.Gate == config.GateRequired || ctx.Err() != nil {
+		if r.cfg.Slots.Gate == config.GateRequired || r.fromQueue != nil || ctx.Err() != nil {
 			// Refused: end lets go of the slot (it frees it if the API
 			// server lets it, and says so if not) and of the lock.
 			if ctx.Err() != nil {

@@ -383,7 +383,7 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 			Clock:  d.Clock,
 		}
 		if w, err := cfg.QueueWindow(); err == nil && w != nil {
-			qr.Window = w // (a config that loaded has a window that parses)
+			qr.Window, qr.Lead = w, cfg.DrainTimeout.D() // (a config that loaded has a window that parses)
 		}
 		o := &agent.OrphanWatcher{
 			Note: d.ReadCordonNote,

@@ -489,7 +489,7 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 		select {
 		case <-ctx.Done():
 			left.Stop()
-			a.cancelled()
+			a.cancelled(ctx)
 			return nil, v, ctx.Err()
 		case <-a.kick:
 		case <-tick.C():
@@ -575,7 +575,7 @@ func (a *acquirer) trouble(ctx context.Context, err error, deadline time.Time, v
 // fail turns an error into what Acquire returns.
 func (a *acquirer) fail(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		a.cancelled()
+		a.cancelled(ctx)
 		return ctx.Err()
 	}
 	// Its waiter entry, if any, is left: others drop it once it is no
@@ -764,11 +764,16 @@ func (a *acquirer) tell(ctx context.Context, v Verdict) {
 
 }
 
+// ErrWithdrawn is the cause (context.WithCancelCause) that ends the wait
+// of a queued reboot withdrawn: its waiter entry goes, StayOnCancel or not.
+var ErrWithdrawn = errors.New("the queued request was withdrawn")
+
 // cancelled withdraws the request whose ctx ended, unless it stays
-// (StayOnCancel: others drop its entry once it is no longer renewed, or
-// the same request, asked again, renews it).
-func (a *acquirer) cancelled() {
-	if !a.r.StayOnCancel {
+// (StayOnCancel, and not withdrawn: the node agent stopping; others drop
+// its entry once it is no longer renewed, or the same request, asked
+// again, renews it).
+func (a *acquirer) cancelled(ctx context.Context) {
+	if !a.r.StayOnCancel || errors.Is(context.Cause(ctx), ErrWithdrawn) {
 		a.withdraw()
 	}
 }
