@@ -328,7 +328,7 @@ func Parse(b []byte) (Config, error) {
 	}
 	// A slots.renew is held to apiTimeout only when apiTimeout could be
 	// read: not to the default that stands in for a refused one.
-	checks = append(checks, c.Slots.check(c.APITimeout.D(), renewSet && !refused["apiTimeout"])...)
+	checks = append(checks, c.Slots.check(c.APITimeout.D(), renewSet && !refused["apiTimeout"], c.DrainTimeout.D())...)
 	// A time written as a number (start: 0200) reaches the check as YAML
 	// 1.1 reads it ("128"): say what the file says.
 	for i, p := range checks {
@@ -404,7 +404,7 @@ const MaxRenew = 10 * time.Minute
 // its key and the fix. apiTimeout is the configuration's, which bounds a
 // renewal; renewSet says whether the file set slots.renew (a derived one
 // is not held to it).
-func (s *Slots) check(apiTimeout time.Duration, renewSet bool) []Problem {
+func (s *Slots) check(apiTimeout time.Duration, renewSet bool, drainTimeout time.Duration) []Problem {
 	var ps []Problem
 	bad := func(path, format string, args ...any) {
 		ps = append(ps, Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
@@ -458,7 +458,24 @@ func (s *Slots) check(apiTimeout time.Duration, renewSet bool) []Problem {
 	}
 	if s.Window != nil {
 		w := s.Window
-		if _, err := window.Parse(w.Days, w.Start, w.End, w.TimeZone); err != nil {
+		if pw, err := window.Parse(w.Days, w.Start, w.End, w.TimeZone); err == nil {
+			// The node agent admits a queued reboot only drainTimeout
+			// before the window closes (its node is down by then): a
+			// window never open longer admits none.
+			longest := time.Duration(0)
+			t := time.Date(2026, 1, 5, 0, 0, 0, 0, pw.Location()) // a Monday: a week of openings
+			for range 8 {
+				open, close := pw.Next(t)
+				if open.IsZero() {
+					break
+				}
+				longest, t = max(longest, close.Sub(open)), close
+			}
+			if longest <= drainTimeout {
+				bad("slots.window", "it is open at most %s at a time, no longer than drainTimeout (%s): the node agent admits a queued reboot only "+
+					"drainTimeout before the window closes, so none ever would be; widen the window or lower drainTimeout", longest, drainTimeout)
+			}
+		} else {
 			var we *window.Error
 			if !errors.As(err, &we) {
 				we = &window.Error{Fields: []window.FieldError{{Msg: err.Error()}}}

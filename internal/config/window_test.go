@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,5 +116,24 @@ func TestShippedWindowExample(t *testing.T) {
 	}
 	if w, err := c.QueueWindow(); err != nil || w.String() != "mon-fri 02:00-05:00 Europe/Berlin" {
 		t.Errorf("%v %v", w, err)
+	}
+}
+
+// A window never open longer than drainTimeout admits nothing (the agent
+// stops admitting drainTimeout before it closes): refused with the fix.
+func TestWindowShorterThanDrainTimeout(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte("drainTimeout: 10m\nslots:\n  window: {start: \"02:00\", end: \"02:05\", timeZone: UTC}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(p)
+	if err == nil || !strings.Contains(err.Error(), "slots.window: it is open at most 5m0s at a time, no longer than drainTimeout (10m0s)") {
+		t.Fatalf("%v", err)
+	}
+	if err := os.WriteFile(p, []byte("drainTimeout: 10m\nslots:\n  window: {start: \"02:00\", end: \"03:00\", timeZone: UTC}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(p); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -226,7 +226,11 @@ func (d *Drainer) Describe(req *legacy.Request) string {
 		return fmt.Sprintf("none now: due beyond the drain timeout (%s); the node agent (gnsh.service), if it runs, drains %s before it (the config file's drainTimeout)%s, else run 'gnsh drain'",
 			timeout, r.agentTimeout, slot)
 	}
-	return slotStep(r.cfg, req.Drain.ForceQuorum, d.queuePlan(r.cfg, req.Drain.ForceQuorum)) + fmt.Sprintf("cordon, evict, wait up to %s, then the calls; not drained in time: %s; API server unreachable or failing, Node not this machine's, kubelet down: a warning, then the calls (kubeconfig %s)",
+	queue := d.queuePlan(r.cfg, req)
+	if strings.HasPrefix(queue, "refuse") || strings.HasPrefix(queue, "none now") {
+		return queue // nothing asked, nothing cordoned now
+	}
+	return slotStep(r.cfg, req.Drain.ForceQuorum, queue) + fmt.Sprintf("cordon, evict, wait up to %s, then the calls; not drained in time: %s; API server unreachable or failing, Node not this machine's, kubelet down: a warning, then the calls (kubeconfig %s)",
 		timeout, onBlock, path)
 }
 
@@ -262,6 +266,17 @@ func (p planPreparer) Prepare(_ context.Context, req *legacy.Request) (handoff.P
 		if err = r.namedKubeconfig(); err != nil {
 			o = badConfig
 			break
+		}
+		if purpose == forShutdown && r.cfg.Slots.Gate != config.GateOff && r.isNode() {
+			// Outside slots.window, a request that would be queued is
+			// decided without the cluster: queued (exit 0, nothing handed
+			// off), or refused when the window does not open in time.
+			switch q := d.queuePlan(r.cfg, req); {
+			case strings.HasPrefix(q, "refuse"):
+				return nil, &Refusal{Msg: "gnsh: " + strings.TrimPrefix(q, "refuse (exit 1 before any call to logind, nothing asked): ")}
+			case strings.HasPrefix(q, "none now: "):
+				return nil, &QueuedError{Msg: "gnsh: " + strings.TrimPrefix(q, "none now: ")}
+			}
 		}
 		if d.Connect != nil {
 			return nil, nil
@@ -304,14 +319,15 @@ func slotStep(cfg config.Config, forceQuorum bool, queue string) string {
 // queuePlan is gnsh plan's account of a request that would be queued
 // (queue.go's rule, as far as it can be told without the cluster), ""
 // for one that waits in the command.
-func (d *Drainer) queuePlan(cfg config.Config, forceQuorum bool) string {
+func (d *Drainer) queuePlan(cfg config.Config, req *legacy.Request) string {
 	r := newRun(d, forShutdown, "plan")
-	r.cfg, r.forceQuorum = cfg, forceQuorum
+	r.cfg, r.forceQuorum, r.req = cfg, req.Drain.ForceQuorum, req
+	forceQuorum := req.Drain.ForceQuorum
 	why := r.queueWhy()
 	switch {
 	case why == "" && r.queueLost != "":
 		return "; " + r.queueLost
-	case why == "" && cfg.Slots.Queue == config.QueueAuto && !forceQuorum:
+	case why == "" && cfg.Slots.Queue == config.QueueAuto && !forceQuorum && !req.Drain.NoQueue:
 		if held, state, _ := AgentState(d.lockDir()); held && state == AgentGuarding {
 			return "; asked with no person at a terminal (a service, cron, Ansible) it would be queued instead (slots.queue: auto)"
 		}
@@ -319,12 +335,21 @@ func (d *Drainer) queuePlan(cfg config.Config, forceQuorum bool) string {
 	case why == "":
 		return ""
 	}
+	if cfg.Slots.Queue == config.QueueAuto && why != "--queue" {
+		why += "; slots.queue: auto"
+	}
 	window := ""
 	if w, _ := cfg.QueueWindow(); w != nil {
 		window = ", within the window " + w.String()
-	}
-	if cfg.Slots.Queue == config.QueueAuto {
-		why += "; slots.queue: auto"
+		if now := d.now(); !w.Contains(now) {
+			open, _ := w.Next(now)
+			if open.IsZero() || !open.Before(now.Add(cfg.Slots.QueueFor.D())) {
+				return fmt.Sprintf("refuse (exit 1 before any call to logind, nothing asked): it would be queued (%s), but now is outside the window %s, which does not open before slots.queueFor (%s) would give it up",
+					why, w, cfg.Slots.QueueFor.D())
+			}
+			return fmt.Sprintf("none now: queued (%s) without asking for a reboot slot, outside the window %s, which opens %s: exit 0, nothing cordoned; the node agent drains and hands off once it is open and a slot is free, in arrival order, or gives up after %s (slots.queueFor)",
+				why, w, open.Local().Format("Mon 15:04 MST"), cfg.Slots.QueueFor.D())
+		}
 	}
 	return fmt.Sprintf("queued (%s): exit 0, nothing cordoned, and the node agent drains and hands off once one is free%s, in arrival order, or gives up after %s (slots.queueFor)",
 		why, window, cfg.Slots.QueueFor.D())

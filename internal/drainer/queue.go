@@ -82,6 +82,9 @@ type QueuedReboot struct {
 	// Deferred: the agent queued it for a schedule whose drain ahead got
 	// no slot in time (logind's schedule was cancelled).
 	Deferred bool `json:"deferred,omitempty"`
+	// Window is slots.window when it was queued ("" for none), for the
+	// lines that show it.
+	Window string `json:"window,omitempty"`
 	// HandingOff: the agent has drained for it and is handing it to
 	// logind: too late to withdraw.
 	HandingOff bool `json:"handingOff,omitempty"`
@@ -246,10 +249,18 @@ func (r *run) queueWhy() string {
 		return ""
 	}
 	why := ""
-	switch r.cfg.Slots.Queue {
-	case config.QueueAlways:
+	var flags legacy.DrainFlags
+	if r.req != nil {
+		flags = r.req.Drain
+	}
+	switch {
+	case flags.NoQueue:
+		return ""
+	case flags.Queue:
+		why = "--queue"
+	case r.cfg.Slots.Queue == config.QueueAlways:
 		why = "slots.queue: always"
-	case config.QueueAuto:
+	case r.cfg.Slots.Queue == config.QueueAuto:
 		if r.d.Automated == nil {
 			return ""
 		}
@@ -287,6 +298,9 @@ func (r *run) enqueue(ctx context.Context, n slots.NodeState, we *slots.WaitErro
 		User: r.own.User, TTY: r.own.TTY, Why: why, Since: r.d.now().UTC().Truncate(time.Second),
 		NotBefore: r.own.When, Until: r.d.now().UTC().Add(r.cfg.Slots.QueueFor.D()).Truncate(time.Second),
 		Ticket: we.Ticket, Place: we.Place}
+	if win, _ := r.cfg.QueueWindow(); win != nil {
+		q.Window = win.String()
+	}
 	if err := r.d.WriteQueued(q); err != nil {
 		// Not queued after all: refused as a wait that ran out is, its
 		// place withdrawn.
@@ -311,12 +325,19 @@ func (r *run) enqueue(ctx context.Context, n slots.NodeState, we *slots.WaitErro
 // asking for a slot: a ticket reserved for its place in arrival order (a
 // failure costs only that order), the request written for the agent.
 func (r *run) enqueueOutside(ctx context.Context, n slots.NodeState, g *slots.Gate, win *window.Window, why string) (outcome, bool) {
-	tctx, cancel := context.WithTimeout(ctx, 2*r.cfg.APITimeout.D())
-	ticket, err := g.ReserveTicket(tctx)
-	cancel()
-	if err != nil {
-		r.debug("no ticket reserved in %s (%v): its place is taken when the window opens", g.Where(), err)
-		ticket = 0
+	var ticket int64
+	if prev, _ := r.d.ReadQueued(); prev != nil && prev.Ticket > 0 && prev.Action == r.verb {
+		// Asked again (unattended-upgrades asks each day): the place it
+		// has stays.
+		ticket = prev.Ticket
+	} else {
+		tctx, cancel := context.WithTimeout(ctx, 2*r.cfg.APITimeout.D())
+		t, err := g.ReserveTicket(tctx)
+		cancel()
+		if err != nil {
+			r.debug("no ticket reserved in %s (%v): its place is taken when the window opens", g.Where(), err)
+		}
+		ticket = t
 	}
 	open, _ := win.Next(r.d.now())
 	if until := r.d.now().Add(r.cfg.Slots.QueueFor.D()); !open.Before(until) || open.IsZero() {
@@ -352,14 +373,14 @@ func (r *run) tellQueued() string {
 	}
 	if r.queuedOutside != "" {
 		return fmt.Sprintf("gnsh: queued: %s; the node agent drains this node and hands the %s to systemd-logind once it is open and a reboot slot is free, or gives up at %s ('shutdown -c' withdraws it)",
-			r.queuedOutside, q.Action, q.Until.Local().Format("Mon 15:04"))
+			r.queuedOutside, q.Action, q.Until.Local().Format("Mon 15:04 MST"))
 	}
 	what := "no reboot slot is free now" + held
 	if strings.HasPrefix(r.queuedHeld, "the gate did not answer") {
 		what = r.queuedHeld
 	}
 	return fmt.Sprintf("gnsh: queued: %s; %s; the node agent drains this node and hands the %s to systemd-logind once one is free%s, or gives up at %s ('shutdown -c' withdraws it)",
-		what, placeText(q.Place, r.gate().Where(), r.queuedFull), q.Action, window, q.Until.Local().Format("Mon 15:04"))
+		what, placeText(q.Place, r.gate().Where(), r.queuedFull), q.Action, window, q.Until.Local().Format("Mon 15:04 MST"))
 }
 
 // blocksText is what held a wait back, in words; the API server's answer
@@ -544,8 +565,12 @@ func (q *QueuedReboot) Line() string {
 	if q.Place > 0 {
 		place = fmt.Sprintf("place %d in the queue when last seen", q.Place)
 	}
-	return fmt.Sprintf("queued: %s, waiting for a reboot slot (%s); given up at %s; 'shutdown -c' withdraws it",
-		q.What(), place, q.Until.Local().Format("2006-01-02 15:04:05"))
+	window := ""
+	if q.Window != "" {
+		window = " within the window " + q.Window
+	}
+	return fmt.Sprintf("queued: %s, waiting for a reboot slot%s (%s); given up at %s; 'shutdown -c' withdraws it",
+		q.What(), window, place, q.Until.Local().Format("2006-01-02 15:04:05 MST"))
 }
 
 // markHandingOff marks q, if it is still the request queued, as being

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,7 +33,10 @@ func queueRig(t *testing.T, config string, automated, noAgent bool) (*fakeNode, 
 		return false, ""
 	}
 	var lines []string
+	var mu sync.Mutex // two runs at once (queue_review_test.go)
 	d.Journal = func(warning bool, line string) {
+		mu.Lock()
+		defer mu.Unlock()
 		p := "info: "
 		if warning {
 			p = "warning: "

@@ -227,7 +227,10 @@ func (d *Drainer) Accepted(req *legacy.Request) {
 	if !req.DryRun {
 		// logind took a new request: it replaces a queued one, as a new
 		// schedule replaces the one before (its place goes with it).
-		if q, err := d.ReadQueued(); err == nil && q != nil && d.RemoveQueued(q) {
+		// The same action scheduled again (unattended-upgrades asks each
+		// day) keeps the queued one and its place: whichever comes first
+		// reboots the node, which ends the other.
+		if q, err := d.ReadQueued(); err == nil && q != nil && !(req.When > 0 && q.Action == req.Action.String()) && d.RemoveQueued(q) {
 			r := newRun(d, forShutdown, q.Action)
 			_ = r.loadConfig(nil)
 			r.info("the queued %s is replaced by this %s", q.What(), req.Action)
@@ -584,6 +587,9 @@ func (d *Drainer) CancelSchedule(ctx context.Context, action string, at time.Tim
 		q = &QueuedReboot{ID: newQueueID(), BootID: d.bootID(), Command: "shutdown", Action: action, User: w.User, TTY: w.TTY,
 			Why: "deferred: its drain ahead got no reboot slot in time", Since: now.Truncate(time.Second),
 			NotBefore: &when, Until: now.Add(queueFor).Truncate(time.Second), Deferred: true}
+		if prev, _ := d.ReadQueued(); prev != nil && prev.Action == action && prev.Ticket > 0 {
+			q.Ticket = prev.Ticket // a request queued before keeps its place
+		}
 		if err := d.WriteQueued(q); err != nil {
 			r.warn("the %s scheduled for %s could not be queued (%v): it is cancelled", action, at.Local().Format(time.RFC3339), err)
 			q = nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -184,13 +185,30 @@ func TestPlanSlotStep(t *testing.T) {
 		{"#agent\n", []string{"reboot"}, []string{"take a reboot slot of gnsh/reboot-slots first, if one is free at once (none: queued (no terminal on stdin and stderr; slots.queue: auto): " +
 			"exit 0, nothing cordoned, and the node agent drains and hands off once one is free, in arrival order, or gives up after 24h0m0s (slots.queueFor)"}, "waiting up to"},
 		{"", []string{"reboot"}, []string{"none in time: refuse, exit 1, nothing cordoned; it was not queued: the node agent is not running"}, "queued ("},
-		{"#agent\n#person\nslots: {queue: always, window: {days: mon-fri, start: \"02:00\", end: \"05:00\", timeZone: UTC}}\n", []string{"reboot"},
-			[]string{"queued (slots.queue: always)", "once one is free, within the window mon-fri 02:00-05:00 UTC,"}, "waiting up to"},
+		{"#agent\n#person\nslots: {queue: always, window: WINDOW-IN}\n", []string{"reboot"},
+			[]string{"queued (slots.queue: always)", "once one is free, within the window mon-sun "}, "waiting up to"},
+		{"#agent\nslots: {window: WINDOW-OUT}\n", []string{"reboot"},
+			[]string{"none now: queued (no terminal on stdin and stderr; slots.queue: auto) without asking for a reboot slot, outside the window mon-sun ", "once it is open and a slot is free"}, "cordon, evict"},
+		{"#agent\nslots: {window: WINDOW-FAR}\n", []string{"reboot"},
+			[]string{"refuse (exit 1 before any call to logind, nothing asked): it would be queued (no terminal on stdin and stderr; slots.queue: auto), but now is outside the window "}, "cordon"},
+		{"#agent\nslots: {window: WINDOW-OUT}\n", []string{"reboot", "--no-queue"}, []string{"waiting up to 5m0s in arrival order"}, "queued"},
+		{"#person\n#agent\n", []string{"reboot", "--queue"}, []string{"queued (--queue): exit 0"}, "waiting up to"},
 		{"#agent\n#person\n", []string{"reboot"}, []string{"waiting up to 5m0s in arrival order (slots.wait; none in time: refuse, exit 1, nothing cordoned; " +
 			"asked with no person at a terminal (a service, cron, Ansible) it would be queued instead (slots.queue: auto);"}, "queued ("},
 	} {
 		env, out, errb := testEnv(t)
 		cfg := filepath.Join(t.TempDir(), "config.yaml")
+		// Windows around the test's now: open now, opening in an hour,
+		// and one whose next opening is days away (past slots.queueFor).
+		now := env.Now().UTC()
+		hm := func(d time.Duration) string { return now.Add(d).Format("15:04") }
+		far := strings.ToLower(now.Add(72 * time.Hour).Weekday().String()[:3])
+		refused := strings.Contains(tt.config, "WINDOW-FAR") // the command's exit status: 1
+		tt.config = strings.NewReplacer(
+			"WINDOW-IN", fmt.Sprintf("{start: %q, end: %q, timeZone: UTC}", hm(-time.Hour), hm(time.Hour)),
+			"WINDOW-OUT", fmt.Sprintf("{start: %q, end: %q, timeZone: UTC}", hm(time.Hour), hm(2*time.Hour)),
+			"WINDOW-FAR", fmt.Sprintf("{days: %s, start: %q, end: %q, timeZone: UTC}", far, hm(time.Hour), hm(2*time.Hour)),
+		).Replace(tt.config)
 		if err := os.WriteFile(cfg, []byte(tt.config), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +227,7 @@ func TestPlanSlotStep(t *testing.T) {
 				Clock: clocktesting.NewFakeClock(env.Now()), LockDir: lockDir,
 				Automated: func() (bool, string) { return !person, "no terminal on stdin and stderr" }}
 		}
-		if code := Run(context.Background(), append([]string{"gnsh", "plan", "--output", "json"}, tt.args...), env); code != 0 {
+		if code := Run(context.Background(), append([]string{"gnsh", "plan", "--output", "json"}, tt.args...), env); code != 0 && !(refused && code == 1) {
 			t.Fatalf("%v: exit %d: %s", tt.args, code, errb)
 		}
 		var p handoff.Plan

@@ -20,6 +20,11 @@ type DrainFlags struct {
 	// ForceQuorum (--force-quorum): a control-plane or etcd node takes a reboot
 	// slot even when etcd would lose its quorum.
 	ForceQuorum bool
+	// Queue (--queue) and NoQueue (--no-queue) override slots.queue for
+	// this command: queue it when no reboot slot is free (automation's
+	// way), or wait for one in the command (a person's way, not held by
+	// slots.window). The last given wins.
+	Queue, NoQueue bool
 }
 
 // Keys of the drain options, out of the range the grammars use.
@@ -28,6 +33,8 @@ const (
 	keyDrainTimeout
 	keyForceDrain
 	keyForceQuorum
+	keyQueue
+	keyNoQueue
 )
 
 // DrainLongOptions are appended to each grammar's long options.
@@ -36,12 +43,14 @@ var DrainLongOptions = []getopt.Long{
 	{Name: "drain-timeout", HasArg: getopt.RequiredArgument, Key: keyDrainTimeout, Exact: true},
 	{Name: "force-drain", Key: keyForceDrain, Exact: true},
 	{Name: "force-quorum", Key: keyForceQuorum, Exact: true},
+	{Name: "queue", Key: keyQueue, Exact: true},
+	{Name: "no-queue", Key: keyNoQueue, Exact: true},
 }
 
 // HelpLine is the one line gnsh adds at the end of systemd's --help text
 // of shutdown, poweroff, reboot and halt, which it prints otherwise as it
 // is: gnsh's own options (DrainLongOptions) and where they are described.
-const HelpLine = "gnsh adds --no-drain, --drain-timeout=DURATION, --force-drain, --force-quorum; see gnsh-shutdown(8).\n"
+const HelpLine = "gnsh adds --no-drain, --drain-timeout=DURATION, --force-drain, --force-quorum, --queue, --no-queue; see gnsh-shutdown(8).\n"
 
 // DrainOption applies o if it is one of DrainLongOptions and reports
 // whether it was. A bad --drain-timeout is an error with exit status 1.
@@ -53,6 +62,10 @@ func (r *Request) DrainOption(o getopt.Option) (bool, error) {
 		r.Drain.Force = true
 	case keyForceQuorum:
 		r.Drain.ForceQuorum = true
+	case keyQueue:
+		r.Drain.Queue, r.Drain.NoQueue = true, false
+	case keyNoQueue:
+		r.Drain.Queue, r.Drain.NoQueue = false, true
 	case keyDrainTimeout:
 		d, err := ParseDuration(o.Arg)
 		if err != nil {
