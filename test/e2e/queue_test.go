@@ -104,48 +104,15 @@ func TestQueueE2E(t *testing.T) {
 	if os.Getenv("GNSH_E2E_QUEUE") == "0" {
 		t.Skip("SKIP: GNSH_E2E_QUEUE=0")
 	}
-	const suite = "bookworm"
 	start := time.Now()
-	gnsh := needGnsh(t)
-	needAnsible(t)
-	rootfs, _, err := rootfsFlavor(suite, "unattended")
-	if err != nil {
-		t.Fatalf("rootfs %s (unattended): %v", suite, err)
-	}
-	r := &queueRig{t: t, stop: make(chan struct{})}
+	r := newQueueRig(t)
 	defer func() {
 		if t.Failed() {
 			markFailed()
 		}
 	}()
-	cpShared := &sharedCP{parent: t}
-	for i := 1; i <= queueNodes; i++ {
-		name := fmt.Sprintf("queue-%d", i)
-		dir := freshResults(t, "ansible", suite, name)
-		d := &drainCase{suite: suite, node: name, peer: name + "-peer", ns: name, shared: cpShared}
-		d.connect(t)
-		d.populate(t)
-		root := persistentRoot(t, rootfs, dir)
-		n := &ansibleNode{t: t, top: t, suite: name, dir: dir, adir: filepath.Join(dir, "ansible"), gnsh: gnsh, d: d}
-		n.c = boot(t, suite, rootfs, dir, bootOpts{persist: root})
-		d.installKubeconfig(n.c)
-		d.reportBoot(t, n.c)
-		n.setupSSH()
-		q := &qNode{ansibleNode: n, rig: r, root: root, cur: n.c}
-		q.boots = []qBoot{{id: q.bootID(t), up: time.Now()}}
-		r.nodes = append(r.nodes, q)
-	}
-	r.cp = r.nodes[0].d.cp
-	r.install(t, gnsh)
-	setup := time.Since(start)
-	r.times = append(r.times, fmt.Sprintf("setup (3 nodes booted, the role applied): %v", setup.Round(time.Second)))
-
-	r.sample = startSampler(r.nodes[0].d.admin, "queue-")
-	for _, q := range r.nodes {
-		r.wg.Add(1)
-		go q.watch()
-	}
 	defer r.shutdown()
+	r.times = append(r.times, fmt.Sprintf("setup (3 nodes booted, the role applied): %v", time.Since(start).Round(time.Second)))
 
 	r.step("unattended_upgrades_now", r.unattendedNow)
 	r.step("unattended_upgrades_time", r.unattendedTime)
@@ -166,6 +133,44 @@ func TestQueueE2E(t *testing.T) {
 }
 
 // ---------------------------------------------------------------- the rig
+
+// newQueueRig boots the three nodes, applies the role to them, and starts
+// the sampler and the watchers (stopped by shutdown, which the test defers).
+func newQueueRig(t *testing.T) *queueRig {
+	const suite = "bookworm"
+	gnsh := needGnsh(t)
+	needAnsible(t)
+	rootfs, _, err := rootfsFlavor(suite, "unattended")
+	if err != nil {
+		t.Fatalf("rootfs %s (unattended): %v", suite, err)
+	}
+	r := &queueRig{t: t, stop: make(chan struct{})}
+	cpShared := &sharedCP{parent: t}
+	for i := 1; i <= queueNodes; i++ {
+		name := fmt.Sprintf("queue-%d", i)
+		dir := freshResults(t, "ansible", suite, name)
+		d := &drainCase{suite: suite, node: name, peer: name + "-peer", ns: name, shared: cpShared}
+		d.connect(t)
+		d.populate(t)
+		root := persistentRoot(t, rootfs, dir)
+		n := &ansibleNode{t: t, top: t, suite: name, dir: dir, adir: filepath.Join(dir, "ansible"), gnsh: gnsh, d: d}
+		n.c = boot(t, suite, rootfs, dir, bootOpts{persist: root})
+		d.installKubeconfig(n.c)
+		d.reportBoot(t, n.c)
+		n.setupSSH()
+		q := &qNode{ansibleNode: n, rig: r, root: root, cur: n.c}
+		q.boots = []qBoot{{id: q.bootID(t), up: time.Now()}}
+		r.nodes = append(r.nodes, q)
+	}
+	r.cp = r.nodes[0].d.cp
+	r.install(t, gnsh)
+	r.sample = startSampler(r.nodes[0].d.admin, "queue-")
+	for _, q := range r.nodes {
+		r.wg.Add(1)
+		go q.watch()
+	}
+	return r
+}
 
 // install applies the role to the three nodes at once (one inventory,
 // forks 5 as Ansible's default), gnsh's own identity, the limit of one.
@@ -402,17 +407,67 @@ func (q *qNode) try(t *testing.T, argv ...string) bool {
 // service runs argv as a transient service (no terminal: stdin is
 // /dev/null, stdout and stderr pipes), as a timer's job runs, and returns
 // its result when the command ends (or the container goes down under it).
+// Each run is a unit of its own (unit-N), unloaded when it ends.
 func (q *qNode) service(unit string, argv ...string) <-chan result {
 	ch := make(chan result, 1)
 	c := q.container()
+	unitSeq.Lock()
+	unitSeq.n++
+	unit = fmt.Sprintf("%s-%d", unit, unitSeq.n)
+	unitSeq.Unlock()
 	go func() {
-		res := c.in(10*time.Minute, append([]string{"systemd-run", "--quiet", "--unit=" + unit, "--wait", "--pipe",
+		res := c.in(10*time.Minute, append([]string{"systemd-run", "--quiet", "--collect", "--unit=" + unit, "--wait", "--pipe",
 			"-p", "StandardInput=null", "--"}, argv...)...)
 		res.argv = argv
 		c.logf("%s: service %s: %s", q.name(), unit, res)
 		ch <- res
 	}()
 	return ch
+}
+
+var unitSeq struct {
+	sync.Mutex
+	n int
+}
+
+// rebootNow runs shutdown -r now from a transient service on each of qs
+// at once and sorts them out: the one that gets the slot at once drains
+// and hands off (its command exits 0 after its drain, or dies with its
+// container); the others must be queued: their command says "gnsh:
+// queued: …" and exits 0 at once. A refusal (or anything else) fails t.
+// It returns the admitted node and the queued ones, by name.
+func (r *queueRig) rebootNow(t *testing.T, qs []*qNode, since time.Time) (admitted *qNode, queued []*qNode) {
+	t.Helper()
+	res := map[*qNode]<-chan result{}
+	for _, q := range qs {
+		res[q] = q.service("e2e-reboot-now", "/sbin/shutdown", "-r", "now")
+	}
+	deadline := time.After(60 * time.Second)
+	for q, ch := range res {
+		var x result
+		select {
+		case x = <-ch:
+		case <-deadline:
+			t.Fatalf("%s: shutdown -r now from a service did not end within 60 s", q.name())
+		}
+		switch {
+		case x.rc == 0 && strings.Contains(x.stdout+x.stderr, "gnsh: queued: "):
+			queued = append(queued, q)
+		case x.rc == 0 || q.downSince(since) || q.container().hasExited():
+			if admitted != nil {
+				t.Fatalf("%s and %s both went ahead with shutdown -r now (maxUnavailable 1): %s", admitted.name(), q.name(), x)
+			}
+			admitted = q
+		default:
+			t.Fatalf("%s: shutdown -r now from a service, with no slot at once: %s; want \"gnsh: queued: …\" and exit 0", q.name(), x)
+		}
+	}
+	if admitted == nil {
+		t.Fatalf("shutdown -r now on %v: all queued, none admitted with the slot free", names(qs))
+	}
+	sort.Slice(queued, func(i, j int) bool { return queued[i].name() < queued[j].name() })
+	t.Logf("shutdown -r now: %s admitted, %v queued", admitted.name(), names(queued))
+	return admitted, queued
 }
 
 // waitIdle waits until every node is up and schedulable without gnsh's
@@ -1029,7 +1084,7 @@ func (r *queueRig) ansibleForks(t *testing.T) {
 	t.Logf("ansible all -m ansible.builtin.reboot -f 3: %v after %v", err, time.Since(start).Round(100*time.Millisecond))
 	out := tailFile(filepath.Join(r.group, log), 8000)
 	if err != nil {
-		t.Errorf("the play failed (%v):\n%s", err, out)
+		t.Fatalf("the play failed (%v):\n%s", err, out)
 	}
 	if n := strings.Count(out, `"rebooted": true`); n != 3 {
 		t.Errorf("the play reports %d nodes rebooted, want 3:\n%s", n, out)
@@ -1048,38 +1103,9 @@ func (r *queueRig) ansibleForks(t *testing.T) {
 // B's request waits it out and B reboots.
 func (r *queueRig) withdrawalAndFaults(t *testing.T) {
 	start := time.Now()
-	res := map[*qNode]<-chan result{}
-	for _, q := range r.nodes {
-		res[q] = q.service("e2e-reboot-now", "/sbin/shutdown", "-r", "now")
-	}
-	var queued []*qNode
-	deadline := time.After(45 * time.Second)
-	for len(queued) < 2 {
-		progress := false
-		for q, ch := range res {
-			select {
-			case x := <-ch:
-				progress = true
-				delete(res, q)
-				if x.rc != 0 || !strings.Contains(x.stdout+x.stderr, "gnsh: queued: ") {
-					t.Fatalf("%s: shutdown -r now from a service, with no slot at once: %s; want \"gnsh: queued: …\" and exit 0", q.name(), x)
-				}
-				queued = append(queued, q)
-			default:
-			}
-		}
-		if !progress {
-			select {
-			case <-deadline:
-				t.Fatalf("45 s after shutdown -r now on three nodes, %d queued (%v), want 2", len(queued), names(queued))
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	}
-	sort.Slice(queued, func(i, j int) bool { return queued[i].name() < queued[j].name() })
-	var a *qNode
-	for q := range res {
-		a = q
+	a, queued := r.rebootNow(t, r.nodes, start)
+	if len(queued) != 2 {
+		t.Fatalf("queued: %v; want two", names(queued))
 	}
 	b, c := queued[0], queued[1]
 	t.Logf("admitted: %s; queued: %s (agent restarted), %s (withdrawn)", a.name(), b.name(), c.name())
@@ -1175,22 +1201,11 @@ func (r *queueRig) waitIdleQuiet(t *testing.T, timeout time.Duration) {
 // boot (nor any of Y).
 func (r *queueRig) powerCycle(t *testing.T) {
 	start := time.Now()
-	x0, y0 := r.nodes[0], r.nodes[1]
-	rx := x0.service("e2e-reboot-now", "/sbin/shutdown", "-r", "now")
-	time.Sleep(2 * time.Second) // x0 asks first
-	ry := y0.service("e2e-reboot-now", "/sbin/shutdown", "-r", "now")
-	var y *qNode
-	select {
-	case res := <-ry:
-		if res.rc != 0 || !strings.Contains(res.stdout+res.stderr, "gnsh: queued: ") {
-			t.Fatalf("%s: shutdown -r now with no slot at once: %s; want \"gnsh: queued: …\" and exit 0", y0.name(), res)
-		}
-		y = y0
-	case res := <-rx:
-		t.Fatalf("%s: shutdown -r now returned (%s) while it should hold the slot and reboot", x0.name(), res)
-	case <-time.After(45 * time.Second):
-		t.Fatalf("%s: shutdown -r now with no slot at once did not return within 45 s", y0.name())
+	x0, queued := r.rebootNow(t, r.nodes[:2], start)
+	if len(queued) != 1 {
+		t.Fatalf("queued: %v; want one", names(queued))
 	}
+	y := queued[0]
 	old := y.bootID(t)
 	rec, err := r.record(t)
 	if err != nil || len(entriesOf(rec, y.name())) == 0 {
@@ -1275,6 +1290,7 @@ func restartAPIServer(t *testing.T, cp *controlplane.ControlPlane, d *drainCase,
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	t.Logf("kube-apiserver (pid %d) stopped: exited %.1f s after SIGTERM", pid, time.Since(stopped).Seconds())
 	time.Sleep(time.Until(stopped.Add(down)))
 	logf, err := os.OpenFile(filepath.Join(cp.Dir, "logs", "kube-apiserver.log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
@@ -1287,6 +1303,7 @@ func restartAPIServer(t *testing.T, cp *controlplane.ControlPlane, d *drainCase,
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start kube-apiserver again: %v", err)
 	}
+	restarted := time.Now()
 	go func() { _ = cmd.Wait() }()
 	npid := cmd.Process.Pid
 	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", npid))
@@ -1312,6 +1329,7 @@ func restartAPIServer(t *testing.T, cp *controlplane.ControlPlane, d *drainCase,
 		body, err := d.admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		cancel()
 		if err == nil && strings.TrimSpace(string(body)) == "ok" {
+			t.Logf("kube-apiserver (pid %d) started again: ready %.1f s after its start", npid, time.Since(restarted).Seconds())
 			return stopped, time.Now()
 		}
 		if time.Now().After(end) {
