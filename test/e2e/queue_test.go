@@ -19,10 +19,13 @@ package e2e
 // by the role with gnsh's own identity and
 //
 //	drainTimeout: 20s
-//	slots: {maxUnavailable: 1, settle: 5s, renew: 5s, wait: 10s}
+//	slots: {maxUnavailable: 1, settle: 5s, renew: 5s, wait: 5s}
 //
-// A node's turn (its drain, its reboot, its boot, its agent's uncordon and
-// settle) takes about 20 s, longer than slots.wait: a reboot that waited in
+// and, on each node, the drain rig's pods (three web pods of a ReplicaSet
+// under a PodDisruptionBudget, 2 s of grace each, a DaemonSet pod) and one
+// more of the ReplicaSet with 8 s of grace. A node's turn (its drain, its
+// reboot, its boot, its agent's uncordon and slots.settle) takes at least
+// 13 s (about 15 s seen), longer than slots.wait: a reboot that waited in
 // the command would be refused, as the issue found. A sampler lists the
 // Nodes every 0.5 s from the role's end to the test's and fails the test if
 // it ever sees more than one of the three out (cordoned or NotReady). Each
@@ -58,7 +61,11 @@ import (
 const (
 	queueNodes        = 3
 	queueDrainTimeout = 20 * time.Second
-	queueSlotWait     = 10 * time.Second
+	queueSlotWait     = 5 * time.Second
+	// slowGrace is the grace period of one more pod on each node (beside
+	// the drain rig's three web pods of 2 s): a node's turn is then at
+	// least its drain (8 s) and slots.settle (5 s), well beyond slots.wait.
+	slowGrace = 8
 	// uuLog is unattended-upgrades' own log (it keeps what the shutdown
 	// command printed: "Shutdown msg: …", or "Failed to issue shutdown").
 	uuLog = "/var/log/unattended-upgrades/unattended-upgrades.log"
@@ -89,6 +96,7 @@ type qNode struct {
 	cur    *container
 	boots  []qBoot
 	cutNow bool // the test is cutting the power: the next exit is not a reboot
+	gen    int  // pods made again so far (their names' suffix)
 }
 
 // qBoot is one boot of a node's container.
@@ -152,6 +160,7 @@ func newQueueRig(t *testing.T) *queueRig {
 		d := &drainCase{suite: suite, node: name, peer: name + "-peer", ns: name, shared: cpShared}
 		d.connect(t)
 		d.populate(t)
+		d.webOnNode = append(d.webOnNode, "slow")
 		root := persistentRoot(t, rootfs, dir)
 		n := &ansibleNode{t: t, top: t, suite: name, dir: dir, adir: filepath.Join(dir, "ansible"), gnsh: gnsh, d: d}
 		n.c = boot(t, suite, rootfs, dir, bootOpts{persist: root})
@@ -545,9 +554,11 @@ func entriesOf(rec slots.Record, node string) []slots.Entry {
 	return out
 }
 
-// repopulate puts back the web pods its drains evicted (the test plays
-// their ReplicaSet controller) and waits until the budget allows the next
-// drain.
+// repopulate puts back the pods its drains evicted (the test plays
+// their ReplicaSet controller), under new names (the disruption
+// controller counts a pod of an evicted pod's name as disrupted for two
+// minutes when it missed the deletion, as while the API server was down),
+// and waits until the budget allows the next drain.
 func (q *qNode) repopulate(t *testing.T) {
 	t.Helper()
 	d := q.d
@@ -558,19 +569,30 @@ func (q *qNode) repopulate(t *testing.T) {
 	}
 	ref := *metav1.NewControllerRef(rs, rs.GroupVersionKind())
 	ref.APIVersion, ref.Kind = "apps/v1", "ReplicaSet"
-	for {
-		missing := 0
-		for _, p := range d.webOnNode {
-			_, err := d.admin.CoreV1().Pods(d.ns).Get(ctx, p, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				missing++
-				if _, err := d.admin.CoreV1().Pods(d.ns).Create(ctx, drainPod(d.ns, p, d.node, map[string]string{"app": "web"}, ref), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-					t.Fatalf("create pod %s again: %v", p, err)
-				}
-			}
+	for i, name := range d.webOnNode {
+		_, err := d.admin.CoreV1().Pods(d.ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			continue
 		}
+		if !apierrors.IsNotFound(err) {
+			t.Fatalf("pod %s: %v", name, err)
+		}
+		base, _, _ := strings.Cut(name, ".")
+		q.gen++
+		p := drainPod(d.ns, fmt.Sprintf("%s.%d", base, q.gen), d.node, map[string]string{"app": "web"}, ref)
+		if base == "slow" {
+			grace := int64(slowGrace)
+			p.Labels = map[string]string{"app": "slow"} // under no budget
+			p.Spec.TerminationGracePeriodSeconds = &grace
+		}
+		if _, err := d.admin.CoreV1().Pods(d.ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create pod %s: %v", p.Name, err)
+		}
+		d.webOnNode[i] = p.Name
+	}
+	for {
 		last := d.readiness(ctx, len(d.webOnNode)+2)
-		if last == "" && missing == 0 {
+		if last == "" {
 			return
 		}
 		if ctx.Err() != nil {
@@ -748,7 +770,7 @@ func (r *queueRig) cancelled(t *testing.T, since time.Time, also func() string) 
 				return why
 			}
 		}
-		if n := r.events(t, since)["GnshScheduleCancelled"]; len(n) > 0 {
+		if n := r.eventsLog(t, since, false)["GnshScheduleCancelled"]; len(n) > 0 {
 			return fmt.Sprintf("the schedule was cancelled (GnshScheduleCancelled) on %v", n)
 		}
 		return ""
@@ -776,8 +798,13 @@ func (r *queueRig) agentJournals(names []string) string {
 }
 
 // events are gnsh's Events on the rig's Nodes created at or after since:
-// reason -> the nodes (one per Event).
+// reason -> the nodes (one per Event). With log, those of queued and
+// scheduled reboots are logged.
 func (r *queueRig) events(t *testing.T, since time.Time) map[string][]string {
+	return r.eventsLog(t, since, true)
+}
+
+func (r *queueRig) eventsLog(t *testing.T, since time.Time, log bool) map[string][]string {
 	evs, err := r.nodes[0].d.admin.CoreV1().Events(metav1.NamespaceDefault).List(ctxT(t, 15*time.Second), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -792,7 +819,7 @@ func (r *queueRig) events(t *testing.T, since time.Time) map[string][]string {
 			continue
 		}
 		out[e.Reason] = append(out[e.Reason], e.InvolvedObject.Name)
-		if strings.HasPrefix(e.Reason, "GnshReboot") || strings.HasPrefix(e.Reason, "GnshSchedule") {
+		if log && (strings.HasPrefix(e.Reason, "GnshReboot") || strings.HasPrefix(e.Reason, "GnshSchedule")) {
 			t.Logf("Event %s %s on %s: %s", e.Type, e.Reason, e.InvolvedObject.Name, e.Message)
 		}
 	}
@@ -892,6 +919,18 @@ func (r *queueRig) expectUnattended(t *testing.T, off map[string]int64) []string
 	return queued
 }
 
+// noCancelPromise fails t if what a far schedule's command printed says
+// that the reboot will be cancelled when no slot comes in time: it is
+// deferred and queued instead.
+func noCancelPromise(t *testing.T, node, out string) {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "cancels the reboot") || strings.Contains(l, "cancel the reboot") {
+			t.Errorf("%s: the command says the reboot is cancelled without a slot, while it is deferred: %s", node, l)
+		}
+	}
+}
+
 // nextMinute is the first whole minute at least lead from now (UTC, the
 // containers' time zone).
 func nextMinute(lead time.Duration) time.Time {
@@ -961,6 +1000,9 @@ func (r *queueRig) unattendedTime(t *testing.T) {
 		}
 	}
 	r.expectUnattended(t, off)
+	for _, q := range r.nodes {
+		noCancelPromise(t, q.name(), q.uuSince(off[q.name()]))
+	}
 	evs := r.events(t, start)
 	expectEvents(t, evs, "GnshScheduleCancelled", nil)
 	expectEvents(t, evs, "GnshRebootGivenUp", nil)
@@ -1046,6 +1088,7 @@ func (r *queueRig) dnfAutomatic(t *testing.T) {
 			if x.rc != 0 {
 				t.Errorf("%s: shutdown -r +1 from a service: %s", n, x)
 			}
+			noCancelPromise(t, n, x.stdout+x.stderr)
 		case <-time.After(45 * time.Second):
 			t.Errorf("%s: shutdown -r +1 did not return within 45 s", n)
 		}
@@ -1094,10 +1137,11 @@ func (r *queueRig) ansibleForks(t *testing.T) {
 
 // withdrawalAndFaults (cases 5 and 6, first part): shutdown -r now from a
 // transient service on all three at once: one (A) is admitted and reboots;
-// the two others are queued. On the first queued node (B) the agent is
-// restarted (systemctl restart gnsh.service): its request is kept, and it
-// reboots after A. On the second (C) shutdown -c withdraws it: the slots
-// record has no entry of C from then on, and C never goes down or out. The
+// the two others are queued, B first, C behind it. At once, shutdown -c on
+// C withdraws it: the slots record has no entry of C from then on, and C
+// never goes down or out, up to well past when its turn would have come.
+// Then B's agent is restarted (systemctl restart gnsh.service): its
+// request is kept (its entry stays, of the same boot), and B reboots. The
 // API server is stopped the moment A is back and uncordoned (its slot
 // would be freed after slots.settle, 5 s) and started again 25 s later:
 // B's request waits it out and B reboots.
@@ -1107,26 +1151,29 @@ func (r *queueRig) withdrawalAndFaults(t *testing.T) {
 	if len(queued) != 2 {
 		t.Fatalf("queued: %v; want two", names(queued))
 	}
+	// B is the first in the queue, C behind it: C is withdrawn at once,
+	// long before its turn (two turns away).
+	rec, err := r.record(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	place := map[string]int{}
+	for i, e := range rec.Waiters {
+		if _, ok := place[e.Node]; !ok {
+			place[e.Node] = i + 1
+		}
+	}
 	b, c := queued[0], queued[1]
-	t.Logf("admitted: %s; queued: %s (agent restarted), %s (withdrawn)", a.name(), b.name(), c.name())
+	if place[b.name()] == 0 || place[c.name()] == 0 {
+		t.Fatalf("queued %v, but the slots record's waiters are %s", names(queued), entries(rec))
+	}
+	if place[c.name()] < place[b.name()] {
+		b, c = c, b
+	}
+	t.Logf("admitted: %s; queued: %s (its agent restarted), %s behind it (withdrawn)", a.name(), b.name(), c.name())
 	bBoot := b.bootID(t)
 	cBoot := c.bootID(t)
 
-	t.Run("agent_restart_keeps_it", func(t *testing.T) {
-		b.must(t, "systemctl", "restart", "gnsh.service")
-		b.must(t, "systemctl", "is-active", "--quiet", "gnsh.service")
-		time.Sleep(3 * time.Second)
-		rec, err := r.record(t)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e := entriesOf(rec, b.name()); len(e) != 1 || e[0].Boot != bBoot {
-			t.Errorf("after the agent's restart the slots record has %v of %s; want its queued entry (boot %s): %s", e, b.name(), bBoot, entries(rec))
-		}
-		if st := b.in(30*time.Second, "/usr/local/sbin/gnsh", "status"); !strings.Contains(strings.ToLower(st.stdout+st.stderr), "queued") {
-			t.Errorf("%s: gnsh status after the agent's restart does not show the queued reboot: %s", b.name(), st)
-		}
-	})
 	t.Run("withdrawal", func(t *testing.T) {
 		x := c.in(60*time.Second, "shutdown", "-c")
 		if x.rc != 0 {
@@ -1140,6 +1187,21 @@ func (r *queueRig) withdrawalAndFaults(t *testing.T) {
 			if time.Now().After(end) {
 				t.Fatalf("10 s after shutdown -c the slots record still has %s: %s (%v)", c.name(), entries(rec), err)
 			}
+		}
+	})
+	t.Run("agent_restart_keeps_it", func(t *testing.T) {
+		b.must(t, "systemctl", "restart", "gnsh.service")
+		b.must(t, "systemctl", "is-active", "--quiet", "gnsh.service")
+		time.Sleep(3 * time.Second)
+		rec, err := r.record(t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := entriesOf(rec, b.name()); len(e) != 1 || e[0].Boot != bBoot {
+			t.Errorf("after the agent's restart the slots record has %v of %s; want its queued entry (boot %s): %s", e, b.name(), bBoot, entries(rec))
+		}
+		if st := b.in(30*time.Second, "/usr/local/sbin/gnsh", "status"); !strings.Contains(strings.ToLower(st.stdout+st.stderr), "queued") {
+			t.Errorf("%s: gnsh status after the agent's restart does not show the queued reboot: %s", b.name(), st)
 		}
 	})
 
@@ -1168,7 +1230,7 @@ func (r *queueRig) withdrawalAndFaults(t *testing.T) {
 	if o := r.sample.firstOut(c.name(), start); !o.IsZero() {
 		t.Errorf("%s was out (cordoned) at %s after its queued reboot was withdrawn", c.name(), o.Format("15:04:05.0"))
 	}
-	rec, err := r.record(t)
+	rec, err = r.record(t)
 	if err != nil || len(entriesOf(rec, c.name())) != 0 {
 		t.Errorf("the slots record after the case: %s (%v); want no entry of %s", entries(rec), err, c.name())
 	}
