@@ -121,6 +121,16 @@ func TestQueueE2E(t *testing.T) {
 	}()
 	defer r.shutdown()
 	r.times = append(r.times, fmt.Sprintf("setup (3 nodes booted, the role applied): %v", time.Since(start).Round(time.Second)))
+	defer func() {
+		most, worst, samples := r.sample.worst(time.Time{}, time.Now())
+		t.Logf("sampler: %d samples, at most %d node(s) out at once (%s)", samples, most, worst)
+		if most > 1 {
+			t.Errorf("the sampler saw %d nodes out at once: %s", most, worst)
+		}
+		r.times = append(r.times, fmt.Sprintf("TestQueueE2E: %v", time.Since(start).Round(time.Second)))
+		t.Logf("times:\n%s", strings.Join(r.times, "\n"))
+		_ = os.WriteFile(filepath.Join(resultsRoot, "queue-summary.txt"), []byte(strings.Join(r.times, "\n")+"\n"), 0o644)
+	}()
 
 	r.step("unattended_upgrades_now", r.unattendedNow)
 	r.step("unattended_upgrades_time", r.unattendedTime)
@@ -129,15 +139,6 @@ func TestQueueE2E(t *testing.T) {
 	r.step("ansible_reboot_forks", r.ansibleForks)
 	r.step("withdrawal_agent_restart_api_down", r.withdrawalAndFaults)
 	r.step("power_cycle_while_queued", r.powerCycle)
-
-	most, worst, samples := r.sample.worst(time.Time{}, time.Now())
-	t.Logf("sampler: %d samples, at most %d node(s) out at once (%s)", samples, most, worst)
-	if most > 1 {
-		t.Errorf("the sampler saw %d nodes out at once: %s", most, worst)
-	}
-	r.times = append(r.times, fmt.Sprintf("TestQueueE2E: %v", time.Since(start).Round(time.Second)))
-	t.Logf("times:\n%s", strings.Join(r.times, "\n"))
-	_ = os.WriteFile(filepath.Join(resultsRoot, "queue-summary.txt"), []byte(strings.Join(r.times, "\n")+"\n"), 0o644)
 }
 
 // ---------------------------------------------------------------- the rig
@@ -1295,7 +1296,17 @@ func (r *queueRig) powerCycle(t *testing.T) {
 	newBoot := y.bootID(t)
 	t.Logf("%s power-cycled: boot %s, then %s", y.name(), old, newBoot)
 	r.waitReboots(t, []*qNode{x0}, start, 2*time.Minute, nil)
-	r.waitIdleQuiet(t, 90*time.Second)
+	// X's slot freed (after its settle), then past when Y would have
+	// been admitted.
+	for end := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		rec, err := r.record(t)
+		if err == nil && len(rec.Holders) == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%s's slot not freed 60 s after it was back: %s (%v)", x0.name(), entries(rec), err)
+		}
+	}
 	time.Sleep(15 * time.Second)
 	if got := y.bootID(t); got != newBoot || len(y.rebootsSince(start)) != 0 {
 		t.Errorf("%s rebooted again after its power cycle (boot %s, then %s now; reboots %+v)", y.name(), newBoot, got, y.rebootsSince(start))
