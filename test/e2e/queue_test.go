@@ -578,9 +578,9 @@ func (q *qNode) repopulate(t *testing.T) {
 		if !apierrors.IsNotFound(err) {
 			t.Fatalf("pod %s: %v", name, err)
 		}
-		base, _, _ := strings.Cut(name, ".")
+		base, _, _ := strings.Cut(name, "-g")
 		q.gen++
-		p := drainPod(d.ns, fmt.Sprintf("%s.%d", base, q.gen), d.node, map[string]string{"app": "web"}, ref)
+		p := drainPod(d.ns, fmt.Sprintf("%s-g%d", base, q.gen), d.node, map[string]string{"app": "web"}, ref)
 		if base == "slow" {
 			grace := int64(slowGrace)
 			p.Labels = map[string]string{"app": "slow"} // under no budget
@@ -982,14 +982,14 @@ func (r *queueRig) unattendedNow(t *testing.T) {
 }
 
 // unattendedTime (case 2): Automatic-Reboot-Time "HH:MM", the next whole
-// minute at least drainTimeout + 25 s ahead (a far schedule: the agent
+// minute at least drainTimeout + 10 s ahead (a far schedule: the agent
 // drains ahead of it). The node whose drain ahead takes the slot reboots at
 // that time; the two others get no slot before it: their schedules are
 // deferred (logind's cancelled, the request queued), not cancelled, and
 // they reboot in turn after it. None reboots before HH:MM.
 func (r *queueRig) unattendedTime(t *testing.T) {
 	off := r.uuOffsets()
-	at := nextMinute(queueDrainTimeout + 25*time.Second)
+	at := nextMinute(queueDrainTimeout + 10*time.Second)
 	hhmm := at.Format("15:04")
 	t.Logf("Automatic-Reboot-Time %q (UTC), %.0f s ahead", hhmm, time.Until(at).Seconds())
 	start := time.Now()
@@ -1013,11 +1013,11 @@ func (r *queueRig) unattendedTime(t *testing.T) {
 }
 
 // window (case 3): slots.window opens at the next whole minute at least
-// 40 s ahead; unattended-upgrades' "now" reboot asked on all three before
+// 25 s ahead; unattended-upgrades' "now" reboot asked on all three before
 // it: all three are queued, none is cordoned or goes down before the
 // window opens, then they reboot one at a time.
 func (r *queueRig) window(t *testing.T) {
-	open := nextMinute(40 * time.Second)
+	open := nextMinute(25 * time.Second)
 	w := map[string]any{"start": open.Format("15:04"), "end": open.Add(20 * time.Minute).Format("15:04"), "timeZone": "UTC"}
 	t.Logf("slots.window %v: opens in %.0f s", w, time.Until(open).Seconds())
 	// The role's config back on every node once the case ends, however
