@@ -1144,7 +1144,7 @@ func (r *queueRig) ansibleForks(t *testing.T) {
 // Then B's agent is restarted (systemctl restart gnsh.service): its
 // request is kept (its entry stays, of the same boot), and B reboots. The
 // API server is stopped the moment A is back and uncordoned (its slot
-// would be freed after slots.settle, 5 s) and started again 25 s later:
+// would be freed after slots.settle, 5 s) and started again 15 s later:
 // B's request waits it out and B reboots.
 func (r *queueRig) withdrawalAndFaults(t *testing.T) {
 	start := time.Now()
@@ -1207,11 +1207,11 @@ func (r *queueRig) withdrawalAndFaults(t *testing.T) {
 	})
 
 	// A reboots and comes back; the moment it is uncordoned, the API
-	// server goes down for 25 s.
+	// server goes down for 15 s.
 	var stopped, ready time.Time
 	t.Run("api_down_waited_out", func(t *testing.T) {
 		r.waitReboots(t, []*qNode{a}, start, 2*time.Minute, nil)
-		stopped, ready = restartAPIServer(t, r.cp, r.nodes[0].d, 25*time.Second)
+		stopped, ready = restartAPIServer(t, r.cp, r.nodes[0].d, 15*time.Second)
 		t.Logf("kube-apiserver down from %s to %s", stopped.Format("15:04:05.000"), ready.Format("15:04:05.000"))
 		down := r.waitReboots(t, []*qNode{b}, start, 3*time.Minute, nil)
 		if down[b.name()].Before(ready) {
@@ -1328,29 +1328,59 @@ func (r *queueRig) powerCycle(t *testing.T) {
 // restartAPIServer stops the control plane's kube-apiserver (SIGTERM, as
 // a service manager stops it; SIGKILL 5 s later, since its graceful
 // termination waits up to a minute for open watches: seen 30 s), keeps it
-// down for down,
-// then starts it again with the same command line (same port, same etcd,
-// same audit log, appended to its log file), records its new PID where
-// controlplane.sh keeps it (so that Stop ends it), and waits until it is
-// ready. It returns when it went down and when it was ready again.
+// down for down, then starts it again with the same command line (same
+// port, same etcd, same audit log, appended to its log file) and waits
+// until it is ready. Then it restarts kwok (the kubelets' stand-in) and the
+// disruption controller the same way: their informers otherwise take up
+// to a minute to watch again (client-go's backoff), meanwhile no evicted
+// pod ends and no budget is updated, which real kubelets do not show. It
+// returns when the API server went down and when it was ready again.
 func restartAPIServer(t *testing.T, cp *controlplane.ControlPlane, d *drainCase, down time.Duration) (stopped, ready time.Time) {
 	t.Helper()
-	pid := cp.PIDs()["kube-apiserver"]
+	argv := cpStop(t, cp, "kube-apiserver")
+	stopped = time.Now()
+	time.Sleep(time.Until(stopped.Add(down)))
+	npid, restarted := cpStart(t, cp, "kube-apiserver", argv)
+	for end := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		body, err := d.admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		cancel()
+		if err == nil && strings.TrimSpace(string(body)) == "ok" {
+			ready = time.Now()
+			t.Logf("kube-apiserver (pid %d) started again: ready %.1f s after its start", npid, time.Since(restarted).Seconds())
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("kube-apiserver not ready 60 s after its restart: %v %s", err, body)
+		}
+	}
+	for _, name := range []string{"kwok", "kube-controller-manager"} {
+		cpStart(t, cp, name, cpStop(t, cp, name))
+	}
+	return stopped, ready
+}
+
+// cpStop stops the control plane's process NAME (SIGTERM, SIGKILL after 5
+// s) and returns its command line. Its PID files stay (controlplane.sh's
+// watchdog stops the control plane when the apiserver's goes).
+func cpStop(t *testing.T, cp *controlplane.ControlPlane, name string) []string {
+	t.Helper()
+	pid := cp.PIDs()[name]
 	if pid <= 1 {
-		t.Fatalf("no kube-apiserver PID in %s/run", cp.Dir)
+		t.Fatalf("no %s PID in %s/run", name, cp.Dir)
 	}
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	argv := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
-	if len(argv) < 2 || filepath.Base(argv[0]) != "kube-apiserver" {
-		t.Fatalf("PID %d is not the kube-apiserver: %q", pid, argv)
+	if len(argv) < 2 || filepath.Base(argv[0]) != name {
+		t.Fatalf("PID %d is not the %s: %q", pid, name, argv)
 	}
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	stopped = time.Now()
+	sent := time.Now()
 	gone := func() bool {
 		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
@@ -1360,14 +1390,21 @@ func restartAPIServer(t *testing.T, cp *controlplane.ControlPlane, d *drainCase,
 		return strings.HasPrefix(rest, "Z") || strings.HasPrefix(rest, "X")
 	}
 	for !gone() {
-		if time.Since(stopped) > 5*time.Second {
+		if time.Since(sent) > 5*time.Second {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("kube-apiserver (pid %d) stopped: exited %.1f s after SIGTERM", pid, time.Since(stopped).Seconds())
-	time.Sleep(time.Until(stopped.Add(down)))
-	logf, err := os.OpenFile(filepath.Join(cp.Dir, "logs", "kube-apiserver.log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	t.Logf("%s (pid %d) stopped: exited %.1f s after SIGTERM", name, pid, time.Since(sent).Seconds())
+	return argv
+}
+
+// cpStart starts the control plane's process NAME again with argv (its
+// own session, output appended to its log), and records its PID and start
+// time where controlplane.sh keeps them, so that Stop ends it.
+func cpStart(t *testing.T, cp *controlplane.ControlPlane, name string, argv []string) (int, time.Time) {
+	t.Helper()
+	logf, err := os.OpenFile(filepath.Join(cp.Dir, "logs", name+".log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1376,9 +1413,9 @@ func restartAPIServer(t *testing.T, cp *controlplane.ControlPlane, d *drainCase,
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start kube-apiserver again: %v", err)
+		t.Fatalf("start %s again: %v", name, err)
 	}
-	restarted := time.Now()
+	started := time.Now()
 	go func() { _ = cmd.Wait() }()
 	npid := cmd.Process.Pid
 	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", npid))
@@ -1390,8 +1427,8 @@ func restartAPIServer(t *testing.T, cp *controlplane.ControlPlane, d *drainCase,
 	if len(f) < 20 {
 		t.Fatalf("/proc/%d/stat: %q", npid, st)
 	}
-	for _, w := range []struct{ name, val string }{{"kube-apiserver.start", f[19]}, {"kube-apiserver.pid", strconv.Itoa(npid)}} {
-		p := filepath.Join(cp.Dir, "run", w.name)
+	for _, w := range []struct{ file, val string }{{name + ".start", f[19]}, {name + ".pid", strconv.Itoa(npid)}} {
+		p := filepath.Join(cp.Dir, "run", w.file)
 		if err := os.WriteFile(p+".tmp", []byte(w.val+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -1399,16 +1436,5 @@ func restartAPIServer(t *testing.T, cp *controlplane.ControlPlane, d *drainCase,
 			t.Fatal(err)
 		}
 	}
-	for end := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		body, err := d.admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		cancel()
-		if err == nil && strings.TrimSpace(string(body)) == "ok" {
-			t.Logf("kube-apiserver (pid %d) started again: ready %.1f s after its start", npid, time.Since(restarted).Seconds())
-			return stopped, time.Now()
-		}
-		if time.Now().After(end) {
-			t.Fatalf("kube-apiserver not ready 60 s after its restart: %v %s", err, body)
-		}
-	}
+	return npid, started
 }
