@@ -137,8 +137,8 @@ func TestQueueE2E(t *testing.T) {
 	r.step("window", r.window)
 	r.step("dnf_automatic", r.dnfAutomatic)
 	r.step("ansible_reboot_forks", r.ansibleForks)
-	r.step("withdrawal_agent_restart_api_down", r.withdrawalAndFaults)
-	r.step("power_cycle_while_queued", r.powerCycle)
+	r.step("withdrawal_agent_restart", r.withdrawalAgentRestart)
+	r.step("power_cycle_api_down", r.powerCycleAPIDown)
 }
 
 // ---------------------------------------------------------------- the rig
@@ -284,9 +284,39 @@ func (r *queueRig) step(name string, f func(t *testing.T)) {
 				c.in(30*time.Second, "shutdown", "-c")
 			}
 		}
+		r.clearLeftovers(t)
 	}
 	if !t.Run(name+"_idle_after", func(t *testing.T) { r.waitIdle(t, 120*time.Second) }) {
 		t.Fatalf("the rig is not idle after %s: the cases after it cannot run", name)
+	}
+}
+
+// clearLeftovers, after a failed case: once every node is up and
+// schedulable for 30 s while the slots record still holds entries (a
+// withdrawn or dropped request the case found left there), it empties the
+// record as an admin would with gnsh slots reset --force, and says so,
+// so that the cases after it can run.
+func (r *queueRig) clearLeftovers(t *testing.T) {
+	deadline := time.Now().Add(90 * time.Second)
+	quiet := time.Time{}
+	for time.Now().Before(deadline) {
+		why := r.notIdle(t)
+		switch {
+		case why == "":
+			return
+		case strings.HasPrefix(why, "the slots record holds"):
+			if quiet.IsZero() {
+				quiet = time.Now()
+			}
+			if time.Since(quiet) >= 30*time.Second {
+				res, err := (&slots.Gate{C: r.nodes[0].d.admin, Namespace: "gnsh", Name: "reboot-slots", APITimeout: 10 * time.Second}).Reset(ctxT(t, 20*time.Second), true)
+				t.Logf("after the failed case %s for 30 s with every node up: reset it (gnsh slots reset --force): %+v %v", why, res, err)
+				return
+			}
+		default:
+			quiet = time.Time{}
+		}
+		time.Sleep(time.Second)
 	}
 }
 
@@ -446,10 +476,16 @@ var unitSeq struct {
 // container); the others must be queued: their command says "gnsh:
 // queued: …" and exits 0 at once. A refusal (or anything else) fails t.
 // It returns the admitted node and the queued ones, by name.
-func (r *queueRig) rebootNow(t *testing.T, qs []*qNode, since time.Time) (admitted *qNode, queued []*qNode) {
+//
+// gap, if not zero, spaces the requests out in the order of qs (so that
+// the queue's order is theirs).
+func (r *queueRig) rebootNow(t *testing.T, qs []*qNode, since time.Time, gap time.Duration) (admitted *qNode, queued []*qNode) {
 	t.Helper()
 	res := map[*qNode]<-chan result{}
-	for _, q := range qs {
+	for i, q := range qs {
+		if i > 0 {
+			time.Sleep(gap)
+		}
 		res[q] = q.service("e2e-reboot-now", "/sbin/shutdown", "-r", "now")
 	}
 	deadline := time.After(60 * time.Second)
@@ -1136,41 +1172,21 @@ func (r *queueRig) ansibleForks(t *testing.T) {
 	r.waitReboots(t, r.nodes, start, time.Minute, nil)
 }
 
-// withdrawalAndFaults (cases 5 and 6, first part): shutdown -r now from a
-// transient service on all three at once: one (A) is admitted and reboots;
-// the two others are queued, B first, C behind it. At once, shutdown -c on
-// C withdraws it: the slots record has no entry of C from then on, and C
-// never goes down or out, up to well past when its turn would have come.
-// Then B's agent is restarted (systemctl restart gnsh.service): its
-// request is kept (its entry stays, of the same boot), and B reboots. The
-// API server is stopped the moment A is back and uncordoned (its slot
-// would be freed after slots.settle, 5 s) and started again 15 s later:
-// B's request waits it out and B reboots.
-func (r *queueRig) withdrawalAndFaults(t *testing.T) {
+// withdrawalAgentRestart (case 5, and case 6's agent restart): shutdown
+// -r now from a transient service on all three at once: one (A) is
+// admitted and reboots; the two others are queued, B first, C behind it.
+// At once, shutdown -c on C withdraws it: the slots record has no entry of
+// C within 10 s, and C never goes down or out, up to well past when its
+// turn would have come. B's agent is restarted (systemctl restart
+// gnsh.service) while B waits: its entry stays (of the same boot), gnsh
+// status shows the queued reboot, and B reboots.
+func (r *queueRig) withdrawalAgentRestart(t *testing.T) {
 	start := time.Now()
-	a, queued := r.rebootNow(t, r.nodes, start)
+	a, queued := r.rebootNow(t, r.nodes, start, 0)
 	if len(queued) != 2 {
 		t.Fatalf("queued: %v; want two", names(queued))
 	}
-	// B is the first in the queue, C behind it: C is withdrawn at once,
-	// long before its turn (two turns away).
-	rec, err := r.record(t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	place := map[string]int{}
-	for i, e := range rec.Waiters {
-		if _, ok := place[e.Node]; !ok {
-			place[e.Node] = i + 1
-		}
-	}
-	b, c := queued[0], queued[1]
-	if place[b.name()] == 0 || place[c.name()] == 0 {
-		t.Fatalf("queued %v, but the slots record's waiters are %s", names(queued), entries(rec))
-	}
-	if place[c.name()] < place[b.name()] {
-		b, c = c, b
-	}
+	b, c := r.inQueueOrder(t, queued)
 	t.Logf("admitted: %s; queued: %s (its agent restarted), %s behind it (withdrawn)", a.name(), b.name(), c.name())
 	bBoot := b.bootID(t)
 	cBoot := c.bootID(t)
@@ -1186,14 +1202,15 @@ func (r *queueRig) withdrawalAndFaults(t *testing.T) {
 				break
 			}
 			if time.Now().After(end) {
-				t.Fatalf("10 s after shutdown -c the slots record still has %s: %s (%v)", c.name(), entries(rec), err)
+				t.Errorf("10 s after shutdown -c the slots record still has %s: %s (%v)", c.name(), entries(rec), err)
+				break
 			}
 		}
 	})
 	t.Run("agent_restart_keeps_it", func(t *testing.T) {
 		b.must(t, "systemctl", "restart", "gnsh.service")
 		b.must(t, "systemctl", "is-active", "--quiet", "gnsh.service")
-		time.Sleep(3 * time.Second)
+		time.Sleep(2 * time.Second)
 		rec, err := r.record(t)
 		if err != nil {
 			t.Fatal(err)
@@ -1204,19 +1221,7 @@ func (r *queueRig) withdrawalAndFaults(t *testing.T) {
 		if st := b.in(30*time.Second, "/usr/local/sbin/gnsh", "status"); !strings.Contains(strings.ToLower(st.stdout+st.stderr), "queued") {
 			t.Errorf("%s: gnsh status after the agent's restart does not show the queued reboot: %s", b.name(), st)
 		}
-	})
-
-	// A reboots and comes back; the moment it is uncordoned, the API
-	// server goes down for 15 s.
-	var stopped, ready time.Time
-	t.Run("api_down_waited_out", func(t *testing.T) {
-		r.waitReboots(t, []*qNode{a}, start, 2*time.Minute, nil)
-		stopped, ready = restartAPIServer(t, r.cp, r.nodes[0].d, 15*time.Second)
-		t.Logf("kube-apiserver down from %s to %s", stopped.Format("15:04:05.000"), ready.Format("15:04:05.000"))
-		down := r.waitReboots(t, []*qNode{b}, start, 3*time.Minute, nil)
-		if down[b.name()].Before(ready) {
-			t.Errorf("%s went down at %s while the API server was down (until %s)", b.name(), down[b.name()].Format("15:04:05.000"), ready.Format("15:04:05.000"))
-		}
+		r.waitReboots(t, []*qNode{a, b}, start, 3*time.Minute, nil)
 		if rb := b.rebootsSince(start); len(rb) != 1 || rb[0].id != bBoot {
 			t.Errorf("%s: reboots %+v since the request; want one, of boot %s", b.name(), rb, bBoot)
 		}
@@ -1231,12 +1236,36 @@ func (r *queueRig) withdrawalAndFaults(t *testing.T) {
 	if o := r.sample.firstOut(c.name(), start); !o.IsZero() {
 		t.Errorf("%s was out (cordoned) at %s after its queued reboot was withdrawn", c.name(), o.Format("15:04:05.0"))
 	}
-	rec, err = r.record(t)
+	rec, err := r.record(t)
 	if err != nil || len(entriesOf(rec, c.name())) != 0 {
 		t.Errorf("the slots record after the case: %s (%v); want no entry of %s", entries(rec), err, c.name())
 	}
 	evs := r.events(t, start)
 	expectEvents(t, evs, "GnshRebootGivenUp", nil)
+}
+
+// inQueueOrder returns the two queued nodes in the order of the slots
+// record's waiters.
+func (r *queueRig) inQueueOrder(t *testing.T, queued []*qNode) (first, second *qNode) {
+	t.Helper()
+	rec, err := r.record(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	place := map[string]int{}
+	for i, e := range rec.Waiters {
+		if _, ok := place[e.Node]; !ok {
+			place[e.Node] = i + 1
+		}
+	}
+	first, second = queued[0], queued[1]
+	if place[first.name()] == 0 || place[second.name()] == 0 {
+		t.Fatalf("queued %v, but the slots record's waiters are %s", names(queued), entries(rec))
+	}
+	if place[second.name()] < place[first.name()] {
+		first, second = second, first
+	}
+	return first, second
 }
 
 // waitIdleQuiet waits (without repopulating) until the slots record is
@@ -1256,24 +1285,27 @@ func (r *queueRig) waitIdleQuiet(t *testing.T, timeout time.Duration) {
 	}
 }
 
-// powerCycle (case 6, second part): shutdown -r now from a service on two
-// nodes: one is admitted, the other (Y) queued; Y's power is cut (its
-// container's PID 1 killed) and it boots again. The new boot does not
-// reboot: past when Y would have been admitted, its boot ID is the new
-// boot's, it was never out, and the slots record has no entry of its old
-// boot (nor any of Y).
-func (r *queueRig) powerCycle(t *testing.T) {
+// powerCycleAPIDown (case 6's power cycle and API server): shutdown -r now
+// from a service on the three, 2 s apart: X is admitted, Z queued first,
+// Y behind it. Y's power is cut at once (its container's PID 1 killed)
+// and Y boots again. The moment X is back and uncordoned (its slot would
+// be freed after slots.settle, 5 s, and Z admitted), the API server is
+// stopped, and started again 15 s later: Z's request waits it out and Z
+// reboots, after the API server is back. Y's new boot does not reboot:
+// 15 s after Z's slot is freed, Y's boot ID is the new boot's, Y was never
+// out, the slots record has no entry of Y (its old boot's waiter gone),
+// and gnsh status on the new boot shows no queued reboot.
+func (r *queueRig) powerCycleAPIDown(t *testing.T) {
 	start := time.Now()
-	x0, queued := r.rebootNow(t, r.nodes[:2], start)
-	if len(queued) != 1 {
-		t.Fatalf("queued: %v; want one", names(queued))
+	x, queued := r.rebootNow(t, r.nodes, start, 2*time.Second)
+	if x != r.nodes[0] || len(queued) != 2 {
+		t.Fatalf("admitted %s, queued %v; want %s admitted (it asked 2 s before the others), two queued", x.name(), names(queued), r.nodes[0].name())
 	}
-	y := queued[0]
+	z, y := r.inQueueOrder(t, queued)
+	t.Logf("admitted: %s; queued: %s (waits out the API server), %s behind it (power-cycled)", x.name(), z.name(), y.name())
+	zBoot := z.bootID(t)
 	old := y.bootID(t)
-	rec, err := r.record(t)
-	if err != nil || len(entriesOf(rec, y.name())) == 0 {
-		t.Fatalf("%s is queued but the slots record has no entry of it: %s (%v)", y.name(), entries(rec), err)
-	}
+
 	// The power cut: SIGKILL to the container's PID 1 (from the host, it
 	// takes the whole PID namespace down at once; no shutdown of any kind).
 	c := y.container()
@@ -1288,39 +1320,57 @@ func (r *queueRig) powerCycle(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("%s: the container did not go down within 30 s of its power cut", y.name())
 	}
-	for end := time.Now().Add(90 * time.Second); !y.up() || y.container() == c; time.Sleep(250 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("%s not booted again within 90 s of its power cut", y.name())
+
+	var stopped, ready time.Time
+	t.Run("api_down_waited_out", func(t *testing.T) {
+		r.waitReboots(t, []*qNode{x}, start, 2*time.Minute, nil)
+		if rec, err := r.record(t); err != nil || len(entriesOf(rec, x.name())) == 0 {
+			t.Fatalf("%s is back and its slot already freed (%s, %v): too late to stop the API server before %s's slot comes", x.name(), entries(rec), err, z.name())
 		}
-	}
-	newBoot := y.bootID(t)
-	t.Logf("%s power-cycled: boot %s, then %s", y.name(), old, newBoot)
-	r.waitReboots(t, []*qNode{x0}, start, 2*time.Minute, nil)
-	// X's slot freed (after its settle), then past when Y would have
-	// been admitted.
-	for end := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		stopped, ready = restartAPIServer(t, r.cp, r.nodes[0].d, 15*time.Second)
+		t.Logf("kube-apiserver down from %s to %s", stopped.Format("15:04:05.000"), ready.Format("15:04:05.000"))
+		down := r.waitReboots(t, []*qNode{z}, start, 3*time.Minute, nil)
+		if down[z.name()].Before(ready) {
+			t.Errorf("%s went down at %s while the API server was down (until %s)", z.name(), down[z.name()].Format("15:04:05.000"), ready.Format("15:04:05.000"))
+		}
+		if rb := z.rebootsSince(start); len(rb) != 1 || rb[0].id != zBoot {
+			t.Errorf("%s: reboots %+v since the request; want one, of boot %s", z.name(), rb, zBoot)
+		}
+	})
+	t.Run("power_cycle_drops_it", func(t *testing.T) {
+		for end := time.Now().Add(90 * time.Second); !y.up() || y.container() == c; time.Sleep(250 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("%s not booted again within 90 s of its power cut", y.name())
+			}
+		}
+		newBoot := y.bootID(t)
+		t.Logf("%s power-cycled: boot %s, then %s", y.name(), old, newBoot)
+		// Z's slot freed (after its settle), then past when Y would
+		// have been admitted.
+		for end := time.Now().Add(90 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+			rec, err := r.record(t)
+			if err == nil && len(rec.Holders) == 0 {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("the slots still held 90 s after %s's power cut: %s (%v)", y.name(), entries(rec), err)
+			}
+		}
+		time.Sleep(15 * time.Second)
+		if got := y.bootID(t); got != newBoot || len(y.rebootsSince(start)) != 0 {
+			t.Errorf("%s rebooted again after its power cycle (boot %s, then %s now; reboots %+v)", y.name(), newBoot, got, y.rebootsSince(start))
+		}
+		if o := r.sample.firstOut(y.name(), start); !o.IsZero() {
+			t.Errorf("%s was out (cordoned) at %s: its queued reboot outlived its power cycle", y.name(), o.Format("15:04:05.0"))
+		}
 		rec, err := r.record(t)
-		if err == nil && len(rec.Holders) == 0 {
-			break
+		if err != nil || len(entriesOf(rec, y.name())) != 0 {
+			t.Errorf("the slots record after the power cycle: %s (%v); want no entry of %s (old boot %s)", entries(rec), err, y.name(), old)
 		}
-		if time.Now().After(end) {
-			t.Fatalf("%s's slot not freed 60 s after it was back: %s (%v)", x0.name(), entries(rec), err)
+		if st := y.in(30*time.Second, "/usr/local/sbin/gnsh", "status"); strings.Contains(strings.ToLower(st.stdout+st.stderr), "queued") {
+			t.Errorf("%s: gnsh status on the new boot still shows a queued reboot: %s", y.name(), st)
 		}
-	}
-	time.Sleep(15 * time.Second)
-	if got := y.bootID(t); got != newBoot || len(y.rebootsSince(start)) != 0 {
-		t.Errorf("%s rebooted again after its power cycle (boot %s, then %s now; reboots %+v)", y.name(), newBoot, got, y.rebootsSince(start))
-	}
-	if o := r.sample.firstOut(y.name(), start); !o.IsZero() {
-		t.Errorf("%s was out (cordoned) at %s: its queued reboot outlived its power cycle", y.name(), o.Format("15:04:05.0"))
-	}
-	rec, err = r.record(t)
-	if err != nil || len(entriesOf(rec, y.name())) != 0 {
-		t.Errorf("the slots record after the power cycle: %s (%v); want no entry of %s (old boot %s)", entries(rec), err, y.name(), old)
-	}
-	if st := y.in(30*time.Second, "/usr/local/sbin/gnsh", "status"); strings.Contains(strings.ToLower(st.stdout+st.stderr), "queued") {
-		t.Errorf("%s: gnsh status on the new boot still shows a queued reboot: %s", y.name(), st)
-	}
+	})
 }
 
 // ---------------------------------------------------------------- the API server
