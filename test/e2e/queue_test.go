@@ -1192,7 +1192,7 @@ func (r *queueRig) withdrawalAgentRestart(t *testing.T) {
 	cBoot := c.bootID(t)
 
 	t.Run("withdrawal", func(t *testing.T) {
-		x := c.in(60*time.Second, "shutdown", "-c")
+		x := c.container().run(60*time.Second, "shutdown", "-c")
 		if x.rc != 0 {
 			t.Errorf("%s: shutdown -c of a queued reboot: %s", c.name(), x)
 		}
