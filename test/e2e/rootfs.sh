@@ -10,6 +10,9 @@
 #               disabled: the test gives each container its own loopback
 #               port before it starts sshd; the containers share the host's
 #               network). Its own cache dir, so the default rootfs is unchanged.
+#               "unattended": the ansible flavour plus Debian's own
+#               unattended-upgrades, for the queued-reboot tests
+#               (queue_test.go); its own cache dir too.
 #   GNSH_CACHE  cache root (default /var/cache/gnsh); rootfs dirs live in
 #               $GNSH_CACHE/rootfs/<suite>-<recipe-hash>/
 #   GNSH_MIRROR Debian mirror (default http://deb.debian.org/debian)
@@ -26,14 +29,14 @@ FLAVOR=${2:-}
 case "$SUITE" in
 bullseye | bookworm) ;;
 *)
-	echo "usage: $0 bullseye|bookworm [ansible]" >&2
+	echo "usage: $0 bullseye|bookworm [ansible|unattended]" >&2
 	exit 2
 	;;
 esac
 case "$FLAVOR" in
-"" | ansible) ;;
+"" | ansible | unattended) ;;
 *)
-	echo "usage: $0 bullseye|bookworm [ansible]" >&2
+	echo "usage: $0 bullseye|bookworm [ansible|unattended]" >&2
 	exit 2
 	;;
 esac
@@ -56,10 +59,16 @@ case "$SUITE" in
 bookworm) PACKAGES=$PACKAGES,dbus-bin ;; # dbus-monitor (in package dbus on bullseye)
 esac
 NAME=$SUITE
-if [ "$FLAVOR" = ansible ]; then
+case "$FLAVOR" in
+ansible)
 	PACKAGES=$PACKAGES,openssh-server,python3,python3-apt
 	NAME=$SUITE-ansible
-fi
+	;;
+unattended)
+	PACKAGES=$PACKAGES,openssh-server,python3,python3-apt,unattended-upgrades
+	NAME=$SUITE-unattended
+	;;
+esac
 # Units that are useless or slow inside a throwaway container.
 MASK_UNITS="apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.timer fstrim.timer systemd-tmpfiles-clean.timer console-getty.service getty@tty1.service"
 
@@ -134,7 +143,7 @@ mkdir -p "$TMP/var/cache/gnsh-e2e/debs"
 for p in $KEEP_DEBS; do
 	cp "$TMP"/var/cache/apt/archives/"$p"_*.deb "$TMP/var/cache/gnsh-e2e/debs/"
 done
-if [ "$FLAVOR" = ansible ]; then
+if [ "$FLAVOR" = ansible ] || [ "$FLAVOR" = unattended ]; then
 	# sshd must not start on the host's port 22 (shared network): the test
 	# enables it once the container has a port of its own.
 	rm -f "$TMP/etc/systemd/system/multi-user.target.wants/ssh.service" "$TMP/etc/systemd/system/sshd.service" \
@@ -145,6 +154,10 @@ if [ "$FLAVOR" = ansible ]; then
 			exit 1
 		fi
 	done
+fi
+if [ "$FLAVOR" = unattended ] && [ ! -e "$TMP/usr/bin/unattended-upgrade" ]; then
+	log "recipe broken: /usr/bin/unattended-upgrade missing in the rootfs"
+	exit 1
 fi
 # Keep the rootfs small and free of host/build leftovers.
 rm -rf "$TMP"/var/cache/apt/archives/*.deb "$TMP"/var/lib/apt/lists/* "$TMP"/var/log/journal/*
