@@ -51,7 +51,7 @@ test-integration:
 	GNSH_REQUIRE_RIGS=1 $(GO) test -count=1 -v ./test/integration/ ./test/oracle/
 
 test-e2e: build k8s
-	GNSH_BIN=$(CURDIR)/bin/gnsh $(GO) test -tags e2e -count=1 -timeout 30m -v ./test/e2e/
+	GNSH_BIN=$(CURDIR)/bin/gnsh $(GO) test -tags e2e -count=1 -timeout 45m -v ./test/e2e/
 
 # The node agent's chaos loop alone, many cycles (make test runs 3): reboots
 # through random ways with random faults on both suites; the seed it prints
