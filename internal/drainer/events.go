@@ -27,6 +27,10 @@ const (
 	// warning line's text, on the Node. Not for the kubelet's own
 	// credentials, which cannot use the gate by design.
 	ReasonSlotNotChecked = "GnshSlotNotChecked"
+	// ReasonRefused: a shutdown through the commands refused before its
+	// drain began (no reboot slot in time, the gate required and down, the
+	// drain lock held): the drain's refusals post GnshDrainFailed.
+	ReasonRefused = "GnshShutdownRefused"
 )
 
 // eventNamespace is where Node events live (kubectl describe node reads

@@ -154,6 +154,9 @@ func TestQueueModes(t *testing.T) {
 			if _, ok := slotRecord(t, f).Waiter("node1"); ok {
 				t.Error("a refused request left its place")
 			}
+			if !strings.Contains(strings.Join(f.reasons(), ","), ReasonRefused) {
+				t.Errorf("no %s Event: %v", ReasonRefused, f.reasons())
+			}
 		})
 	}
 }

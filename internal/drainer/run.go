@@ -803,8 +803,14 @@ func (r *run) conclude(o outcome, err error) (handoff.Prepared, error) {
 	if !v.proceed {
 		if r.purpose == forShutdown && !r.d.Agent && r.onNode {
 			// The journal keeps it: the caller may be a service whose
-			// log drops the command's words (unattended-upgrades).
-			r.d.journal(journalWarning, fmt.Sprintf("%s requested by %s refused: %s", r.verb, r.ownership(nil).Requester(), strings.ReplaceAll(strings.TrimPrefix(msg, "gnsh: "), "\ngnsh: ", "; ")))
+			// log drops the command's words (unattended-upgrades); and an
+			// Event, for whoever watches the cluster, where the drain
+			// posted none.
+			line := fmt.Sprintf("%s requested by %s refused: %s", r.verb, r.ownership(nil).Requester(), strings.ReplaceAll(strings.TrimPrefix(msg, "gnsh: "), "\ngnsh: ", "; "))
+			r.d.journal(journalWarning, line)
+			if !r.draining && o != interrupted {
+				r.event(context.Background(), "Warning", ReasonRefused, "%s", oneLine(line))
+			}
 		}
 		r.end()
 		if o == interrupted { // only ever with a caught signal
