@@ -107,6 +107,7 @@ func (q *QueueRunner) Run(ctx context.Context) error {
 	var readErr string
 	var notBefore time.Time // no run before (a pause after a refusal)
 	fails := 0              // refusals in a row: each doubles the pause
+	heldSaid := ""          // the drain lock held: said once
 	for {
 		cur, err := q.Read()
 		switch {
@@ -180,9 +181,23 @@ func (q *QueueRunner) Run(ctx context.Context) error {
 				}
 				continue
 			}
-			fails++
-			pause := min(retry<<min(fails-1, 5), 30*time.Minute)
-			q.say("the queued %s was not handed off: %v; asking again in %s", cur.Action, strings.TrimPrefix(err.Error(), "gnsh: "), pause)
+			msg := strings.TrimPrefix(err.Error(), "gnsh: ")
+			if !strings.HasPrefix(msg, "the queued ") {
+				msg = "the queued " + cur.Action + " was not handed off: " + msg
+			}
+			pause := poll
+			if drainer.IsLockHeld(err) {
+				// Another gnsh holds the drain lock for a moment (an undo,
+				// the uncordon after boot): asked again soon, said once.
+				if msg != heldSaid {
+					q.say("%s; asking again every %s meanwhile", msg, pause)
+				}
+				heldSaid = msg
+			} else {
+				fails++
+				pause = min(retry<<min(fails-1, 5), 30*time.Minute)
+				q.say("%s; asking again in %s", msg, pause)
+			}
 			notBefore = q.clock().Now().Add(pause)
 			toldWhat = "asks again"
 		}

@@ -84,7 +84,8 @@ func TestReviewQueuedAgentKilledMidDrain(t *testing.T) {
 			break
 		}
 		if time.Now().After(end) {
-			t.Fatalf("not handed off 90 s after the restart: logind %q; record %+v", members(ld.Calls()), k.slotRecord(t))
+			t.Errorf("not handed off 90 s after the restart: logind %q; record %+v", members(ld.Calls()), k.slotRecord(t))
+			t.Fatalf("second agent:\n%s", a.stop())
 		}
 	}
 	h2, ok := k.slotRecord(t).Holder(n.name)

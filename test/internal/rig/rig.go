@@ -244,6 +244,11 @@ func (p *Proc) wait() Result {
 	case <-p.done:
 	case <-time.After(time.Until(p.start.Add(time.Minute))):
 		_ = p.cmd.Process.Kill()
+		select {
+		case <-p.done: // what it said, for the failure
+			t.Fatalf("%q did not finish within a minute; it said:\n%s", p.spec.Argv, p.se.String())
+		case <-time.After(5 * time.Second):
+		}
 		t.Fatalf("%q did not finish within a minute", p.spec.Argv)
 	}
 	err := p.err
