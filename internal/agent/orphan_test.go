@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -44,6 +45,10 @@ func runOrphan(t *testing.T, n drainer.CordonNote, undo func() (bool, error)) (s
 	done := make(chan error)
 	go func() { done <- w.Run(ctx) }()
 	<-asked
+	// Its line follows the Undo's answer: wait for it (at most 5 s).
+	for end := time.Now().Add(5 * time.Second); out.String() == "" && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
