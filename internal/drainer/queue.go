@@ -325,6 +325,12 @@ func (r *run) enqueue(ctx context.Context, n slots.NodeState, we *slots.WaitErro
 // asking for a slot: a ticket reserved for its place in arrival order (a
 // failure costs only that order), the request written for the agent.
 func (r *run) enqueueOutside(ctx context.Context, n slots.NodeState, g *slots.Gate, win *window.Window, why string) (outcome, bool) {
+	open, _ := win.Next(r.d.now())
+	if until := r.d.now().Add(r.cfg.Slots.QueueFor.D()); !open.Before(until) || open.IsZero() {
+		// Sure to be given up: refused now, saying why (nothing written).
+		return r.fail(noSlot, fmt.Errorf("asked outside the window %s, which does not open before slots.queueFor (%s) would give it up; "+
+			"widen the window, or raise slots.queueFor past its next opening", win, r.cfg.Slots.QueueFor.D())), false
+	}
 	var ticket int64
 	if prev, _ := r.d.ReadQueued(); prev != nil && prev.Ticket > 0 && prev.Action == r.verb {
 		// Asked again (unattended-upgrades asks each day): the place it
@@ -338,12 +344,6 @@ func (r *run) enqueueOutside(ctx context.Context, n slots.NodeState, g *slots.Ga
 			r.debug("no ticket reserved in %s (%v): its place is taken when the window opens", g.Where(), err)
 		}
 		ticket = t
-	}
-	open, _ := win.Next(r.d.now())
-	if until := r.d.now().Add(r.cfg.Slots.QueueFor.D()); !open.Before(until) || open.IsZero() {
-		// Sure to be given up: refused now, saying why.
-		return r.fail(noSlot, fmt.Errorf("asked outside the window %s, which does not open before slots.queueFor (%s) would give it up; "+
-			"widen the window, or raise slots.queueFor past its next opening", win, r.cfg.Slots.QueueFor.D())), false
 	}
 	r.queuedOutside = fmt.Sprintf("outside the window %s (it opens %s)", win, open.Local().Format("Mon 15:04 MST"))
 	return r.enqueue(ctx, n, &slots.WaitError{Ticket: ticket}, why)
