@@ -127,7 +127,7 @@ func (q *QueueRunner) Run(ctx context.Context) error {
 			readErr = ""
 			if !same(cur, told) {
 				toldWhat, notBefore, fails = "", time.Time{}, 0
-				q.say("queued: %s (%s); %s", cur.What(), cur.Why, placeLine(cur))
+				q.say("queued: %s (%s); %s", cur.What(), cur.Why, cur.PlaceLine())
 			}
 			told = cur
 			now := q.clock().Now()
@@ -155,7 +155,7 @@ func (q *QueueRunner) Run(ctx context.Context) error {
 				break
 			}
 			toldWhat = ""
-			q.status(fmt.Sprintf("a queued %s waits for a reboot slot (%s)", cur.Action, placeLine(cur)))
+			q.status(fmt.Sprintf("a queued %s waits for a reboot slot (%s)", cur.Action, cur.PlaceLine()))
 			err := q.runOne(ctx, cur, end.Sub(now), poll)
 			switch {
 			case err == nil:
@@ -313,12 +313,4 @@ func (q *QueueRunner) giveUp(ctx context.Context, cur *drainer.QueuedReboot, why
 	if q.GiveUp != nil {
 		q.GiveUp(ctx, cur, why)
 	}
-}
-
-// placeLine is cur's place in words.
-func placeLine(cur *drainer.QueuedReboot) string {
-	if cur.Place == 0 {
-		return "no place in the queue yet"
-	}
-	return fmt.Sprintf("place %d in the queue when last seen", cur.Place)
 }

@@ -561,10 +561,7 @@ func (d *Drainer) QueuedLine() string {
 
 // Line says where q stands, for shutdown --show and gnsh status.
 func (q *QueuedReboot) Line() string {
-	place := "no place in the queue yet"
-	if q.Place > 0 {
-		place = fmt.Sprintf("place %d in the queue when last seen", q.Place)
-	}
+	place := q.PlaceLine()
 	window := ""
 	if q.Window != "" {
 		window = " within the window " + q.Window
@@ -596,4 +593,12 @@ func (d *Drainer) markHandingOff(q *QueuedReboot) bool {
 		return nil
 	})
 	return ok
+}
+
+// PlaceLine is q's place in the queue in words, as last seen.
+func (q *QueuedReboot) PlaceLine() string {
+	if q.Place == 0 {
+		return "no place in the queue yet"
+	}
+	return fmt.Sprintf("place %d in the queue when last seen", q.Place)
 }
