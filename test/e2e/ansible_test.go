@@ -279,11 +279,17 @@ func runAnsibleSuite(t *testing.T, suite string, rel ansibleRelease) {
 		}
 		n.expectInstalled("drainTimeout: \"2m\"\nevents: true\n")
 		if _, err := os.Stat(filepath.Join(root, "etc/gnsh/kubeconfig")); err == nil {
-			t.Errorf("/etc/gnsh/kubeconfig exists with gnsh_credentials=kubelet")
+			t.Errorf("/etc/gnsh/kubeconfig exists with the default gnsh_credentials (auto) and no gnsh_kubectl_kubeconfig")
 		}
-		// The kubelet's credentials: the play says, once, that the gate is off.
-		if n := strings.Count(r.out, `"gnsh: the reboot-slot gate is off on 1 of 1 nodes (`+suite+`): with the kubelet's credentials`); n != 1 {
+		// The default (auto) without an admin kubeconfig: the kubelet's
+		// credentials only, and the play says, once, that the gate is off
+		// and what turns it on.
+		if n := strings.Count(r.out, `"gnsh: the reboot-slot gate is off on 1 of 1 nodes (`+suite+`): with the kubelet's credentials only, each reboot is drained`); n != 1 {
 			t.Errorf("the play says %d times that the reboot-slot gate is off with the kubelet's credentials, want once", n)
+		}
+		if !strings.Contains(r.out, "to turn it on, set gnsh_kubectl_kubeconfig (an admin kubeconfig on the controller") ||
+			strings.Contains(r.out, "and gnsh_credentials: auto") {
+			t.Errorf("the gate-off line does not name gnsh_kubectl_kubeconfig alone as what turns the gate on")
 		}
 	})
 	n.step("second_run_changes_nothing", func(t *testing.T) {
@@ -310,8 +316,9 @@ func runAnsibleSuite(t *testing.T, suite string, rel ansibleRelease) {
 		n.rebootInside()
 	})
 
+	// The default gnsh_credentials (auto) with an admin kubeconfig: the
+	// dedicated identity.
 	dedicated := map[string]any{
-		"gnsh_credentials":        "dedicated",
 		"gnsh_kubectl":            filepath.Join(d.cp.BinDir, "kubectl"),
 		"gnsh_kubectl_kubeconfig": d.cp.AdminKubeconfig,
 		// A token carries no node name, and the container's host name is
@@ -341,6 +348,7 @@ func runAnsibleSuite(t *testing.T, suite string, rel ansibleRelease) {
 		}
 		n.expectInstalled(fmt.Sprintf("node: %q\ndrainTimeout: \"2m\"\nslots: {\"maxUnavailable\": 5, \"settle\": \"5s\"}\n", d.node))
 		n.expectDedicatedKubeconfig()
+		n.expectFreshToken()
 		n.expectUnchanged(n.play("dedicated-again", "site.yml", dedicated, false))
 		n.expectUnchanged(n.play("dedicated-check", "site.yml", dedicated, true))
 	})
@@ -367,6 +375,7 @@ func runAnsibleSuite(t *testing.T, suite string, rel ansibleRelease) {
 		}
 		n.expectDedicatedKubeconfig()
 	})
+	n.step("dedicated_token_lifecycle", func(t *testing.T) { n.tokenLifecycle(dedicated) })
 	n.step("ansible_reboot_module", func(t *testing.T) { n.ansibleReboot(dedicated) })
 
 	// gnsh_agent: false: the agent disabled and stopped, and kept so: a
