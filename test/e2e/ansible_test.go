@@ -241,6 +241,20 @@ func runAnsibleSuite(t *testing.T, suite string, rel ansibleRelease) {
 		if diff := lineDiff(before, n.listing()); diff != "" {
 			t.Errorf("check mode changed the node:\n%s", diff)
 		}
+		// With an admin kubeconfig (the default gnsh_credentials: auto):
+		// the token it would write, for a Node not known before gnsh is
+		// installed.
+		r = n.play("check-fresh-dedicated", "site.yml", withVars(kubeletVars, map[string]any{
+			"gnsh_kubectl": filepath.Join(d.cp.BinDir, "kubectl"), "gnsh_kubectl_kubeconfig": d.cp.AdminKubeconfig}), true)
+		if want := "/etc/gnsh/kubeconfig would get a new token of 24h, bound to Node (this node's: not known until gnsh is installed): there is none"; !strings.Contains(r.out, want) {
+			t.Errorf("check mode with an admin kubeconfig on a fresh node does not say %q", want)
+		}
+		if strings.Contains(r.out, "reboot-slot gate is off") {
+			t.Errorf("check mode with an admin kubeconfig says that the gate is off")
+		}
+		if diff := lineDiff(before, n.listing()); diff != "" {
+			t.Errorf("check mode changed the node:\n%s", diff)
+		}
 	})
 	// A release archive that is not the one SHA256SUMS names (one byte
 	// changed): refused before anything is unpacked, and removed.
