@@ -227,6 +227,23 @@ func (n *ansibleNode) tokenLifecycle(dedicated map[string]any) {
 		t.Errorf("the play does not name gnsh_token_renew_before_hours for gnsh_token_renew_before_days")
 	}
 
+	// A node whose gnsh_config names a Node the cluster does not have: the
+	// play stops before its token or config is touched.
+	before, _, _ = n.nodeToken()
+	conf = map[string]any{}
+	for k, v := range dedicated["gnsh_config"].(map[string]any) {
+		conf[k] = v
+	}
+	conf["node"] = "no-such-node"
+	r = n.playFails("token-no-node", "site.yml", withVars(dedicated, map[string]any{"gnsh_config": conf}))
+	if !strings.Contains(r.out, "gnsh: the cluster has no Node no-such-node to bind this node's token to (") ||
+		!strings.Contains(r.out, "set node in gnsh_config for this host to its Node's name") {
+		t.Errorf("the play does not say that the cluster has no Node no-such-node")
+	}
+	if after, _, _ := n.nodeToken(); after != before {
+		t.Errorf("a play that stopped for a Node the cluster does not have changed /etc/gnsh/kubeconfig")
+	}
+
 	n.play("token-restored", "site.yml", dedicated, false)
 	n.expectDedicatedKubeconfig()
 }
