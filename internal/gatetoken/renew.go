@@ -391,12 +391,15 @@ func Human(d time.Duration) string {
 	if d < time.Minute {
 		return d.Round(time.Second).String()
 	}
+	if d >= 10*time.Hour {
+		return fmt.Sprintf("%dh", d.Round(time.Hour)/time.Hour)
+	}
 	d = d.Round(time.Minute)
 	h, m := d/time.Hour, (d%time.Hour)/time.Minute
 	switch {
 	case h == 0:
 		return fmt.Sprintf("%dm", m)
-	case m == 0 || h >= 10:
+	case m == 0:
 		return fmt.Sprintf("%dh", h)
 	}
 	return fmt.Sprintf("%dh%dm", h, m)

@@ -30,12 +30,14 @@ type GateTokenFacts struct {
 	Path string `json:"path"`
 	// Error: the file or its token cannot be read (or is no
 	// ServiceAccount token); the rest is then empty.
-	Error    string    `json:"error,omitempty"`
-	Subject  string    `json:"subject,omitempty"`
-	Node     string    `json:"node,omitempty"` // the Node it is bound to, "" if none
-	Binding  string    `json:"binding,omitempty"`
-	IssuedAt time.Time `json:"issuedAt,omitzero"`
-	Expiry   time.Time `json:"expiry,omitzero"` // zero: never
+	Error string `json:"error,omitempty"`
+	// Unreadable: Error is this user's lack of permission (not root).
+	Unreadable bool      `json:"unreadable,omitempty"`
+	Subject    string    `json:"subject,omitempty"`
+	Node       string    `json:"node,omitempty"` // the Node it is bound to, "" if none
+	Binding    string    `json:"binding,omitempty"`
+	IssuedAt   time.Time `json:"issuedAt,omitzero"`
+	Expiry     time.Time `json:"expiry,omitzero"` // zero: never
 	// Renewed is the agent's last renewal, RenewError why its last try
 	// failed (since RenewErrorSince), from the agent's state file; Agent
 	// says whether that file was there.
@@ -56,6 +58,9 @@ func readGateToken(s *Sources, now time.Time) *GateTokenFacts {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
+	case errors.Is(err, fs.ErrPermission):
+		f.Error, f.Unreadable = "this user may not read it (run as root)", true
+		return f
 	case err != nil:
 		f.Error = err.Error()
 		return f
@@ -140,6 +145,8 @@ func CheckGateToken(r *Report) Check {
 	c.Message = f.Path + ": " + f.Line()
 	c.Verdict = OK
 	switch {
+	case f.Unreadable:
+		c.Verdict, c.Message, c.Fix = Warn, "not checked: "+f.Path+": "+f.Error, "run gnsh doctor as root"
 	case f.Error != "":
 		c.Verdict, c.Fix = Fail, gateTokenFix
 	case f.Subject != gatetoken.Username:
