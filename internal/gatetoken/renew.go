@@ -360,7 +360,7 @@ func failLine(path string, c Claims, now time.Time, err error) string {
 func Reason(err error) string {
 	switch {
 	case apierrors.IsUnauthorized(err):
-		return "the API server refuses the token: 401 Unauthorized, it has expired or was revoked (its Node deleted?)"
+		return "the API server refuses the token: 401 Unauthorized; it expired, or its Node was deleted"
 	case apierrors.IsForbidden(err):
 		return "403 Forbidden: " + statusMessage(err) +
 			"; is install/kubernetes/rbac.yaml applied (Role gnsh:token, the gnsh-token policy)?"

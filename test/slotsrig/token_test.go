@@ -8,6 +8,7 @@ package slotsrig_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gnsh/gnsh/internal/gatetoken"
+	"github.com/gnsh/gnsh/internal/slots"
 	"github.com/gnsh/gnsh/test/internal/controlplane"
 )
 
@@ -225,12 +227,22 @@ func TestTokenPolicyRefusals(t *testing.T) {
 
 func TestDeletedNodeRevokesToken(t *testing.T) {
 	r := startTokenRig(t)
-	r.makeNode(t, "n3")
+	n3 := r.makeNode(t, "n3")
 	kc := r.cp.TokenKubeconfig(t, r.boundToken(t, "n3", time.Hour))
 	c := client(t, kc, 10*time.Second)
 	if _, _, err := credential(t, c); err != nil {
 		t.Fatalf("the bound token before the Node is deleted: %v", err)
 	}
+	gate := &slots.Gate{C: c, Namespace: leaseNS, Name: leaseName, Limits: slots.Limits{Max: 1},
+		Renew: time.Second, WarnAfter: time.Hour, APITimeout: 5 * time.Second}
+	// The gate works with it (RBAC in force a moment after apply).
+	waitFor(t, "a slot with the bound token", func() (bool, error) {
+		s, _, err := gate.Acquire(ctxFor(t, time.Minute), request(n3, 5*time.Second))
+		if err == nil {
+			s.Halt()
+		}
+		return err == nil, err
+	})
 	if err := r.admin.CoreV1().Nodes().Delete(ctxFor(t, 30*time.Second), "n3", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -238,6 +250,14 @@ func TestDeletedNodeRevokesToken(t *testing.T) {
 		_, _, err := credential(t, c)
 		return apierrors.IsUnauthorized(err), err
 	})
+	// The gate is then unavailable (what slots.gate decides on), saying
+	// why and how to renew the token.
+	_, _, err := gate.Acquire(ctxFor(t, time.Minute), request(n3, 5*time.Second))
+	var ue *slots.UnavailableError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "401 Unauthorized") || !strings.Contains(err.Error(), "gnsh token install") {
+		t.Fatalf("the gate with the deleted Node's token: %v, want unavailable naming the token", err)
+	}
+	t.Logf("gate: %v", err)
 	// The agent cannot renew it, and says so once, with the fix.
 	var said []string
 	var st gatetoken.State
