@@ -1,11 +1,7 @@
-// Package gatetoken keeps the reboot-slot gate's token alive on a node: the
-// ServiceAccount token of kube-system/gnsh embedded in /etc/gnsh/kubeconfig,
-// short-lived and bound to this node's Node object (so that deleting the
-// Node revokes it). The node agent renews it with a TokenRequest made with
-// the token itself, long before it lapses, and writes the kubeconfig anew
-// (atomically, never through a symbolic link). `gnsh token install`
-// delivers the first one; gnsh status and gnsh doctor show its state.
-package gatetoken
+// Package claims reads the claims of a Kubernetes ServiceAccount token
+// (a JWT) without verifying it, for internal/gatetoken. It depends on the
+// standard library alone, so that its fuzz target builds quickly.
+package claims
 
 import (
 	"encoding/base64"
