@@ -363,7 +363,7 @@ func Reason(err error) string {
 		return "the API server refuses the token: 401 Unauthorized; it expired, or its Node was deleted"
 	case apierrors.IsForbidden(err):
 		return "403 Forbidden: " + statusMessage(err) +
-			"; is install/kubernetes/rbac.yaml applied (Role gnsh:token, the gnsh-token policy)?"
+			"; is gnsh's rbac.yaml applied (Role gnsh:token, the gnsh-token policy)?"
 	}
 	return err.Error()
 }
