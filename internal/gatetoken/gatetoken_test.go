@@ -383,3 +383,20 @@ func TestChangedMeanwhileNotOverwritten(t *testing.T) {
 		t.Fatal("a token installed during the renewal was overwritten")
 	}
 }
+
+// A node-bound token issued for longer than a renewal may ask (the policy's
+// 48 hours) is renewed for 48 hours.
+func TestLongLivedBoundRenewedShorter(t *testing.T) {
+	start := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	clock := clocktesting.NewFakeClock(start)
+	s := newTokenServer(clock)
+	p := writeKubeconfig(t, t.TempDir(), saToken("n1", start.Add(-2*time.Hour), 8760*time.Hour))
+	r, said, _ := newRenewer(t, p, s)
+	r.Once(context.Background())
+	if len(s.asked) != 1 || *s.asked[0].Spec.ExpirationSeconds != int64(MaxLife/time.Second) || len(*said) != 0 {
+		t.Fatalf("asked %d, said %q", len(s.asked), *said)
+	}
+	if c := tokenIn(t, p); c.Life() != MaxLife {
+		t.Fatalf("renewed for %v", c.Life())
+	}
+}

@@ -221,8 +221,6 @@ func renewable(c Claims) string {
 		return "is bound to a " + c.OtherBinding + ", not to a Node"
 	case c.NodeName == "":
 		return "is not bound to a Node"
-	case c.Life() > MaxLife:
-		return fmt.Sprintf("was issued for %s, longer than the %s a renewal may ask for", Human(c.Life()), Human(MaxLife))
 	}
 	return ""
 }
@@ -298,7 +296,8 @@ func (r *Renewer) renew(ctx context.Context, k *Kubeconfig, c Claims) (Claims, e
 
 // Request asks the API server, through c, for a new token of
 // kube-system/gnsh bound to the Node of c (name and UID), of the same
-// lifetime (within MinLife and MaxLife), bounded by timeout.
+// lifetime (within MinLife and MaxLife: a longer-lived token is renewed
+// for MaxLife, which the gnsh-token policy allows), bounded by timeout.
 func Request(ctx context.Context, c kubernetes.Interface, cl Claims, timeout time.Duration) (string, error) {
 	secs := int64(min(MaxLife, max(MinLife, cl.Life())) / time.Second)
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
