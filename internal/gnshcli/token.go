@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,10 +126,14 @@ func installToken(c *cli.Context, env *dispatch.Env) error {
 		}
 	}
 	k := gatetoken.New(at(kube.GnshKubeconfig), server, ca, token)
-	if err := os.MkdirAll(filepath.Dir(k.Path), 0o755); err != nil {
-		return err
+	err = os.MkdirAll(filepath.Dir(k.Path), 0o755)
+	if err == nil {
+		err = k.Save()
 	}
-	if err := k.Save(); err != nil {
+	if errors.Is(err, fs.ErrPermission) {
+		return fmt.Errorf("%v: run gnsh token install as root", err)
+	}
+	if err != nil {
 		return err
 	}
 	if warn != "" {
