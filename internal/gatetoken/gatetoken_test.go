@@ -400,3 +400,45 @@ func TestLongLivedBoundRenewedShorter(t *testing.T) {
 		t.Fatalf("renewed for %v", c.Life())
 	}
 }
+
+// An API server that does not answer (a control-plane node's own, still
+// starting after boot) is said only once the token has lost half its
+// life; a refusal is said at once.
+func TestUnreachableSaidLate(t *testing.T) {
+	start := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	clock := clocktesting.NewFakeClock(start)
+	s := newTokenServer(clock)
+	p := writeKubeconfig(t, t.TempDir(), saToken("n1", start.Add(-time.Hour), 24*time.Hour))
+	r, said, st := newRenewer(t, p, s)
+	s.fail = errors.New("dial tcp 10.0.0.1:6443: connect: connection refused")
+	for clock.Now().Before(start.Add(10 * time.Hour)) {
+		r.Once(context.Background())
+		clock.Step(time.Minute)
+	}
+	if len(*said) != 0 || st.Error == "" {
+		t.Fatalf("said %q (state %+v) with 13h of 24h left", *said, st)
+	}
+	for clock.Now().Before(start.Add(13 * time.Hour)) {
+		r.Once(context.Background())
+		clock.Step(time.Minute)
+	}
+	if len(*said) != 1 || !strings.Contains((*said)[0], "expires in 12h") || !strings.Contains((*said)[0], "connection refused") {
+		t.Fatalf("said %q", *said)
+	}
+	s.fail = nil
+	clock.Step(MaxRetry)
+	r.Once(context.Background())
+	if len(*said) != 2 || !strings.Contains((*said)[1], "renewed again") {
+		t.Fatalf("said %q", *said)
+	}
+	// A short failure, not said, is not followed by "renewed again".
+	s.fail = errors.New("connection refused")
+	clock.Step(2 * time.Hour)
+	r.Once(context.Background())
+	s.fail = nil
+	clock.Step(MaxRetry)
+	r.Once(context.Background())
+	if len(*said) != 2 {
+		t.Fatalf("said %q", *said)
+	}
+}

@@ -71,6 +71,7 @@ type Renewer struct {
 	Record func(State)
 
 	started  bool
+	failSaid bool          // a failure was said, and no success since
 	said     string        // key of the state last said
 	jitterOf time.Time     // the iat the jitter was drawn for
 	jitter   time.Duration // drawn for jitterOf
@@ -196,16 +197,30 @@ func (r *Renewer) Once(ctx context.Context) time.Duration {
 		r.nextTry = now.Add(r.backoff)
 		st.Error, st.Next = err.Error(), r.nextTry
 		expired := !now.Before(c.Expiry)
-		r.settle(st, fmt.Sprintf("fail:%s:%v", failKind(err), expired), failLine(r.Path, c, now, err))
+		kind := failKind(err)
+		// An API server that does not answer while the token has more
+		// than half its life left (a control-plane node's own API
+		// server still starting after boot) is not worth a line yet:
+		// it is said once half the life is gone.
+		quiet := kind == "other" && c.Expiry.Sub(now) > c.Life()/2
+		line := failLine(r.Path, c, now, err)
+		if quiet {
+			line = ""
+		}
+		r.settle(st, fmt.Sprintf("fail:%s:%v:%v", kind, expired, quiet), line)
+		if line != "" {
+			r.failSaid = true
+		}
 		return min(poll, r.backoff)
 	}
 	r.backoff, r.nextTry = 0, time.Time{}
 	st.Renewed, st.Expiry, st.Node, st.Error, st.Since = now, nc.Expiry, nc.NodeName, "", time.Time{}
 	st.Next = nc.IssuedAt.Add(RenewAfter(nc.Life(), r.Every))
 	line := ""
-	if r.state.Error != "" && len(r.said) > 5 && r.said[:5] == "fail:" {
+	if r.failSaid {
 		line = fmt.Sprintf("gnsh: the gate's token in %s is renewed again: node %s, valid until %s", r.Path, nc.NodeName, stamp(nc.Expiry))
 	}
+	r.failSaid = false
 	r.settle(st, "ok", line)
 	return min(poll, max(time.Second, st.Next.Sub(now)))
 }
