@@ -11,7 +11,7 @@
 # fails too.
 set -eu
 t=${1:-10s}
-for pkg in ./wrappers/shutdown ./wrappers/halt ./internal/config ./internal/window; do
+for pkg in ./wrappers/shutdown ./wrappers/halt ./internal/config ./internal/window ./internal/gatetoken/claims; do
 	for f in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz'); do
 		corpus="$pkg/testdata/fuzz/$f"
 		before=$(ls "$corpus" 2>/dev/null || true)

@@ -250,6 +250,9 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 			stop()
 		}
 	}
+	// The gate's short-lived token is renewed from the start, whatever
+	// else waits (the API server after boot, the Node to be Ready).
+	renewed := renewGateToken(ctx, d, cfg, env.Stderr)
 	isNode := make(chan struct{})
 	u.OnNode = func() { close(isNode) }
 	// The slot keeper waits for the API server to answer the uncordon
@@ -436,6 +439,8 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		}
 		wg.Wait()
 	}
+	stop()
+	<-renewed
 	_ = notify.Notify("STOPPING=1")
 	if sig := d.Signal.Caught(); sig != 0 {
 		say("agent stopping on %s", signals.Name(sig))

@@ -67,6 +67,7 @@ func newApp(env *dispatch.Env, code *int) *cli.App {
 			doctorCommand(code, env),
 			slotsCommand(code, env),
 			agentCommand(code, env),
+			tokenCommand(code, env),
 			installCommand(code, env),
 			uninstallCommand(code, env),
 			versionCommand(env),

@@ -84,6 +84,14 @@ var examples = map[string][]example{
 		{"systemctl status gnsh.service", "the agent as systemd runs it"},
 		{"journalctl -u gnsh.service", "what it did, one line an event"},
 	},
+	"gnsh token": {
+		{"kubectl -n kube-system create token gnsh --bound-object-kind Node \\\n    --bound-object-name n1 --duration 24h | ssh n1 gnsh token install", ""},
+		{"gnsh status", "the token's node, expiry and last renewal"},
+	},
+	"gnsh token install": {
+		{"kubectl -n kube-system create token gnsh --bound-object-kind Node \\\n    --bound-object-name n1 --duration 24h | ssh n1 gnsh token install", ""},
+		{"... | gnsh token install --server https://10.0.0.1:6443 \\\n    --certificate-authority ca.crt", ""},
+	},
 	"gnsh install": {
 		{"gnsh install --dry-run", "what it would change"},
 		{"gnsh install", "on Debian, Ubuntu and RHEL: divert"},

@@ -243,6 +243,9 @@ func WriteStatus(w io.Writer, r *nodefacts.Report) {
 	}
 	add("agent runs", runs)
 	add("reboot slots", slotsLine(r.Slots))
+	if r.GateToken != nil {
+		add("gate token", r.GateToken.Line())
+	}
 
 	width := 0
 	for _, row := range rows {

@@ -177,7 +177,7 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 	e.out.Reset()
 	code := Run(context.Background(), []string{"gnsh", "doctor"}, e.env)
 	lines := unwrapChecks(e.out.String())
-	if code != 1 || len(lines) != 14 || e.errb.String() != "gnsh: doctor: 3 of 14 checks failed\n" {
+	if code != 1 || len(lines) != 15 || e.errb.String() != "gnsh: doctor: 3 of 15 checks failed\n" {
 		t.Fatalf("doctor exit %d, stderr %q:\n%s", code, e.errb, e.out)
 	}
 	for i, want := range []string{
@@ -196,6 +196,7 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 		"fail  agent                 gnsh.service: state unknown (Unknown method GetUnit or interface org.freedesktop.systemd1.Manager.), " +
 			"no agent holds /run/gnsh/agent.flock: nothing uncordons the node after a reboot",
 		"ok    reboot slots          not a node (no kubeconfig found): the gate does not apply",
+		"ok    gate token            no token in /etc/gnsh/kubeconfig (no dedicated identity for the gate)",
 	} {
 		if !strings.HasPrefix(lines[i], want) {
 			t.Errorf("doctor line %d:\n got %s\nwant %s…", i+1, lines[i], want)
@@ -214,7 +215,7 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 		t.Fatalf("doctor json exit %d", code)
 	}
 	var checks []nodefacts.Check
-	if err := json.Unmarshal(e.out.Bytes(), &checks); err != nil || len(checks) != 14 || checks[5].Verdict != nodefacts.Fail ||
+	if err := json.Unmarshal(e.out.Bytes(), &checks); err != nil || len(checks) != 15 || checks[5].Verdict != nodefacts.Fail ||
 		checks[8].Name != "config" || checks[11].Name != "API access" || checks[12].Verdict != nodefacts.Fail || !strings.HasSuffix(e.out.String(), "]\n") {
 		t.Fatalf("doctor json %v: %s", err, e.out)
 	}

@@ -312,9 +312,16 @@ func (l *Locator) RESTConfig(path string) (*rest.Config, error) {
 	if err := checkReadable(path); err != nil {
 		return nil, err
 	}
+	stamp, _ := stampOf(path)
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig %s: %w", path, err)
+	}
+	if cfg.BearerToken != "" && cfg.BearerTokenFile == "" {
+		// An embedded token, renewed in place by the node agent: read
+		// again when the file changes (tokenreread.go).
+		cfg.Wrap(rereadToken(path, cfg.BearerToken, stamp))
+		cfg.BearerToken = ""
 	}
 	cfg.QPS, cfg.Burst = DefaultQPS, DefaultBurst
 	timeout := l.Timeout

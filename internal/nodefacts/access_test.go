@@ -272,6 +272,7 @@ func TestRBACManifestCoversGnshRequests(t *testing.T) {
 		return false
 	}
 	reqs := append(GnshRequests("n1", true), SlotRequests("gnsh", "reboot-slots", true, false)...)
+	reqs = append(reqs, TokenRequests()...)
 	// Nothing broader than needed.
 	for _, b := range bindings {
 		if !isSA(b.subjects) {

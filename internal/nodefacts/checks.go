@@ -50,6 +50,7 @@ func Doctor(r *Report) []Check {
 		CheckAccess(r),
 		CheckAgent(r),
 		CheckSlots(r),
+		CheckGateToken(r),
 	}
 }
 

@@ -41,6 +41,9 @@ type Report struct {
 	Drain      DrainFacts      `json:"drain"`
 	Agent      AgentFacts      `json:"agent"`
 	Slots      SlotsFacts      `json:"slots"`
+	// GateToken is the gate's token in /etc/gnsh/kubeconfig; nil when
+	// there is none.
+	GateToken *GateTokenFacts `json:"gateToken,omitempty"`
 	// Access is asked only with Sources.Access (gnsh doctor): nil otherwise.
 	Access *AccessFacts `json:"access,omitempty"`
 	// Install shapes doctor's fixes; not in status's JSON.
@@ -360,6 +363,7 @@ func Gather(ctx context.Context, s *Sources) *Report {
 	r.Kubelet = readKubelet(s)
 	r.Commands = resolveCommands(s)
 	r.Install = readInstall(s, s.configPath())
+	r.GateToken = readGateToken(s, time.Now())
 	wg.Wait()
 	r.Agent.LockPath = AgentLockPath
 	lock, err := ProbeAgentLock(s.path(AgentLockPath))

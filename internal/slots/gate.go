@@ -98,6 +98,10 @@ func (e *UnavailableError) Error() string {
 		return e.Err.Error() // it names the Lease, and the reset
 	case apierrors.IsForbidden(e.Err):
 		return fmt.Sprintf("these credentials may not use the Lease %s (%s): the gate needs gnsh's own identity (gnsh's rbac.yaml applied, its ServiceAccount in /etc/gnsh/kubeconfig); the kubelet's cannot", e.Where, reasonOf(e.Err))
+	case apierrors.IsUnauthorized(e.Err):
+		return fmt.Sprintf("the API server refuses these credentials (401 Unauthorized) for the Lease %s: the gate's token in /etc/gnsh/kubeconfig "+
+			"expired or was revoked (its Node deleted?); the node agent renews it, and gnsh status says why it could not: "+
+			"re-run the playbook or `gnsh token install`", e.Where)
 	case apierrors.IsNotFound(e.Err):
 		return fmt.Sprintf("the Lease %s cannot be made (%s): apply gnsh's rbac.yaml, which creates its namespace", e.Where, reasonOf(e.Err))
 	}
@@ -543,9 +547,10 @@ func (a *acquirer) trouble(ctx context.Context, err error, deadline time.Time, v
 		// it holds is unknown, so no limit can be kept. A refusal, never
 		// "unavailable" (which the optional gate goes past).
 		return &WaitError{Waited: a.g.clock().Since(a.start), Blocks: v.Blocks, Err: err}
-	case !a.wrote && !a.waited && (apierrors.IsForbidden(err) || apierrors.IsNotFound(err)):
+	case !a.wrote && !a.waited && (apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsUnauthorized(err)):
 		// Refused before it ever wrote or was told to wait: these
-		// credentials cannot use the gate (no place was taken, nobody
+		// credentials cannot use the gate (401: not accepted at all, the
+		// gate's token expired or revoked; no place was taken, nobody
 		// was told to wait). One told to wait without a place (the
 		// queue full) waits it out like one that wrote.
 		return a.fail(ctx, err)

@@ -38,8 +38,8 @@ func doctorLine(t *testing.T, env []string) (string, rig.Result) {
 	}
 	lines := unwrapChecks(r.Stdout)
 	r.Stdout = strings.Join(lines, "\n") + "\n"
-	if len(lines) != 14 {
-		t.Fatalf("%d lines, want one per check (14)", len(lines))
+	if len(lines) != 15 {
+		t.Fatalf("%d lines, want one per check (15)", len(lines))
 	}
 	for _, l := range lines {
 		f := strings.Fields(l)
@@ -191,7 +191,7 @@ func TestDoctorAgent(t *testing.T) {
 				"clusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\nusers: [{name: u, user: {token: t}}]\n"+
 				"contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n")}})
 		lines := unwrapChecks(r.Stdout)
-		if len(lines) != 14 || !strings.Contains(lines[12], "  agent  ") {
+		if len(lines) != 15 || !strings.Contains(lines[12], "  agent  ") {
 			t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 		}
 		t.Logf("%s", lines[12])
