@@ -312,6 +312,12 @@ func errText(err error, kubeconfig string) string {
 		return ue.Error()
 	case apierrors.IsUnauthorized(err):
 		return fmt.Sprintf("the API server does not accept the credentials in %s (401 Unauthorized): renew them (an expired kubelet client certificate?)", kubeconfig)
+	case apierrors.IsForbidden(err) && strings.HasSuffix(kubeconfig, kube.GnshKubeconfig):
+		// The drain's fallback (no kubelet.conf): the gate's identity,
+		// which the narrowed rbac.yaml does not let drain.
+		return fmt.Sprintf("the identity in %s is the reboot-slot gate's and may not drain (403 Forbidden: %s): "+
+			"set kubeconfig in %s to this node's kubelet kubeconfig (k3s, rke2: /var/lib/rancher/{k3s,rke2}/agent/kubelet.kubeconfig)",
+			kubeconfig, statusMessage(err), config.Path)
 	case apierrors.IsForbidden(err):
 		return fmt.Sprintf("the identity in %s may not drain this node (403 Forbidden: %s): use the kubelet's kubeconfig or apply gnsh's rbac.yaml ('gnsh doctor' says how on this node)",
 			kubeconfig, statusMessage(err))
@@ -404,6 +410,10 @@ func (r *run) slotsLikely() bool {
 	}
 	loc := r.d.locator(r.cfg)
 	path, err := loc.FindKubeconfig()
+	if err != nil {
+		return false
+	}
+	path, err = loc.GateKubeconfig(path)
 	return err == nil && filepath.Base(path) != filepath.Base(kube.KubeletKubeconfig)
 }
 
