@@ -180,6 +180,9 @@ func (d *Drainer) locator(cfg config.Config) kube.Locator {
 	if loc.NodeName == "" {
 		loc.NodeName = cfg.Node
 	}
+	if cfg.Slots.Kubeconfig != "" {
+		loc.GateKubeconfigPath, loc.GateKubeconfigFrom = cfg.Slots.Kubeconfig, "slots.kubeconfig in "+d.configPath()
+	}
 	return loc
 }
 

@@ -169,10 +169,15 @@ type Locator struct {
 	// KubeconfigFrom says where Kubeconfig came from, for messages:
 	// FromFlag (if empty), or "kubeconfig in FILE" for the config file.
 	KubeconfigFrom string
-	NodeName       string // --node or the config file
-	Getenv         func(string) string
-	Root           string // prefix for the well-known paths ("" = /); for tests
-	Hostname       func() (string, error)
+	// GateKubeconfigPath is the reboot-slot gate's kubeconfig named by
+	// the config file (slots.kubeconfig), GateKubeconfigFrom where:
+	// "slots.kubeconfig in FILE". Empty: gnsh's own, else the drain's.
+	GateKubeconfigPath string
+	GateKubeconfigFrom string
+	NodeName           string // --node or the config file
+	Getenv             func(string) string
+	Root               string // prefix for the well-known paths ("" = /); for tests
+	Hostname           func() (string, error)
 	// Timeout bounds each API request, from sending it to the end of
 	// reading its answer (a watch ends after it too); DefaultConnectTimeout
 	// if zero.
@@ -264,12 +269,23 @@ func (l *Locator) findKubeconfig() (string, bool, error) {
 }
 
 // GateKubeconfig returns the reboot-slot gate's kubeconfig, given the
-// drain's (FindKubeconfig): gnsh's own /etc/gnsh/kubeconfig once it is
+// drain's (FindKubeconfig): the one the config file names
+// (GateKubeconfigPath, which must be usable), else gnsh's own /etc/gnsh/kubeconfig once it is
 // there at all (it must then be usable: a *KubeconfigError, From
 // FromGnsh, if not), else the drain's, one kubeconfig for both (an admin
 // kubeconfig named with kubeconfig: in the config file, a small cluster's
 // or a test's).
 func (l *Locator) GateKubeconfig(drain string) (string, error) {
+	if p := l.GateKubeconfigPath; p != "" {
+		from := l.GateKubeconfigFrom
+		if from == "" {
+			from = "slots.kubeconfig"
+		}
+		if err := check(p, from); err != nil {
+			return "", err
+		}
+		return p, nil
+	}
 	own := l.path(GnshKubeconfig)
 	if _, err := os.Lstat(own); err != nil {
 		if u := unreadable(own, err); u != nil {

@@ -98,6 +98,9 @@ func gatherKube(ctx context.Context, s *Sources, kf *KubeconfigFacts, nf *NodeFa
 	if loc.NodeName == "" {
 		loc.NodeName = cfg.Node
 	}
+	if cfg.Slots.Kubeconfig != "" {
+		loc.GateKubeconfigPath, loc.GateKubeconfigFrom = cfg.Slots.Kubeconfig, "slots.kubeconfig in "+cfgPath
+	}
 	path, err := loc.FindKubeconfig()
 	var ue *kube.UnreadableError
 	var ke *kube.KubeconfigError
