@@ -21,7 +21,7 @@ import (
 func TestNamedKubeconfigMissing(t *testing.T) {
 	d := newDrainer(t, nil, "kubeconfig: /nonexistent/kubeconfig\n")
 	want := "gnsh: kubeconfig in " + d.ConfigPath + ": /nonexistent/kubeconfig does not exist; nothing was shut down: " +
-		"fix the kubeconfig key or remove it (gnsh then looks in $KUBECONFIG, /etc/gnsh/kubeconfig, /etc/kubernetes/kubelet.conf), " +
+		"fix the kubeconfig key or remove it (gnsh then looks in $KUBECONFIG, /etc/kubernetes/kubelet.conf, /etc/gnsh/kubeconfig), " +
 		"or run the command again with --no-drain"
 	for name, req := range map[string]*legacy.Request{
 		"reboot": reboot(),
@@ -162,7 +162,7 @@ func TestGnshOwnKubeconfigBroken(t *testing.T) {
 		_, err := d.prepare(t, req)
 		refusal(t, err, "gnsh: gnsh's own kubeconfig: "+own+" is not a usable kubeconfig (",
 			"; nothing was shut down: fix "+own+" (the Ansible role's gnsh_credentials: dedicated writes it) or remove it "+
-				"(gnsh then looks in /etc/kubernetes/kubelet.conf), or run the command again with --no-drain")
+				"(the reboot-slot gate then uses the drain's kubeconfig), or run the command again with --no-drain")
 		if d.stderr.Len() != 0 {
 			t.Errorf("%s: stderr %q", name, d.stderr)
 		}
