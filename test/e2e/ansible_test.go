@@ -1099,7 +1099,9 @@ func (n *ansibleNode) ansibleReboot(vars map[string]any) {
 		<-done
 		t.Fatalf("the container did not go down within 2 min of the play's start:\n%s", tailFile(logf.Name(), 4000))
 	}
-	n.afterReboot(start, saUser)
+	// Drained with the kubelet's identity even with the dedicated one
+	// on the node: that one is the reboot-slot gate's only (issue 22).
+	n.afterReboot(start, "system:node:"+n.d.node)
 	r := finish()
 	if !strings.Contains(r.out, "boot ID changed") {
 		t.Errorf("the reboot play did not report a new boot ID")
