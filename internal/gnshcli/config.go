@@ -193,6 +193,9 @@ func showConfig(cfg config.Config) ([]byte, error) {
 		if cfg.Slots.Window == nil {
 			unset(slots, "window", "no window: queued reboots are admitted at any hour", nil)
 		}
+		if cfg.Slots.Kubeconfig == "" {
+			unset(slots, "kubeconfig", kube.GnshKubeconfig+" if it is there, else the drain's", nil)
+		}
 		for k := 0; k+1 < len(slots.Content); k += 2 {
 			if v := slots.Content[k+1]; slots.Content[k].Value == "pools" && v.Tag == "!!null" {
 				slots.Content[k+1] = &yaml3.Node{Kind: yaml3.SequenceNode, Tag: "!!seq", Style: yaml3.FlowStyle}

@@ -129,7 +129,7 @@ func TestConfigShow(t *testing.T) {
 	// No "null": the value a shutdown uses, or what an unset key means
 	// (issue 19: wait: null, podGracePeriod: null).
 	for _, w := range []string{"\npodGracePeriod: null # unset: each pod's own grace period\n", "\n  wait: 1m30s # unset: drainTimeout\n",
-		"\n  pools: []\n", "\n  window: null # unset: no window: queued reboots are admitted at any hour\n", "\nkubeconfig: \"\" # unset: $KUBECONFIG, /etc/kubernetes/kubelet.conf, then /etc/gnsh/kubeconfig\n"} {
+		"\n  pools: []\n", "\n  window: null # unset: no window: queued reboots are admitted at any hour\n", "\n  kubeconfig: \"\" # unset: /etc/gnsh/kubeconfig if it is there, else the drain's\n", "\nkubeconfig: \"\" # unset: $KUBECONFIG, /etc/kubernetes/kubelet.conf, then /etc/gnsh/kubeconfig\n"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("%s\nlacks %q", out, w)
 		}
