@@ -64,7 +64,7 @@ func (d *Drainer) checkConfigFile(skipKubeconfig, own bool) (found bool, uncheck
 		p, ue = d.kubeconfigProblem(path, kc, line)
 	}
 	if p == nil && ue == nil && own {
-		p, ue = d.ownKubeconfigProblem(kc, cfg.Slots.Gate != config.GateOff)
+		p, ue = d.ownKubeconfigProblem(path, kc, cfg)
 	}
 	switch {
 	case p != nil:
@@ -105,17 +105,23 @@ func hasPath(ce *config.Error, path string) bool {
 // returns the problem it is, if it cannot be used; or, if this user may
 // not read it, that error. Any other (kubelet.conf, $KUBECONFIG) is not
 // gnsh's to judge.
-func (d *Drainer) ownKubeconfigProblem(kc string, gate bool) (*config.Problem, *kube.UnreadableError) {
+func (d *Drainer) ownKubeconfigProblem(file, kc string, cfg config.Config) (*config.Problem, *kube.UnreadableError) {
 	loc := kube.Locator{Kubeconfig: kc, Getenv: d.getenv, Root: d.KubeRoot}
+	if cfg.Slots.Kubeconfig != "" {
+		loc.GateKubeconfigPath, loc.GateKubeconfigFrom = cfg.Slots.Kubeconfig, "slots.kubeconfig in "+file
+	}
 	path, err := loc.FindKubeconfig()
 	what := "not set, so gnsh's own kubeconfig is used, and "
-	if err == nil && gate {
+	if err == nil && cfg.Slots.Gate != config.GateOff {
 		_, err = loc.GateKubeconfig(path)
 		what = "gnsh's own kubeconfig is the reboot-slot gate's, and "
 	}
 	var ke *kube.KubeconfigError
 	var ue *kube.UnreadableError
 	switch {
+	case errors.As(err, &ke) && ke.Path == cfg.Slots.Kubeconfig && !ke.FromGnshOwn():
+		b, _ := os.ReadFile(file)
+		return &config.Problem{Line: config.KeyLine(b, "slots.kubeconfig"), Path: "slots.kubeconfig", Msg: ke.What() + "; " + kubeconfigFix(ke)}, nil
 	case errors.As(err, &ke) && ke.FromGnshOwn():
 		return &config.Problem{Path: "kubeconfig", Msg: what + ke.What() + "; " + kubeconfigFix(ke)}, nil
 	case errors.As(err, &ue) && ue.Path == filepath.Join(d.KubeRoot, kube.GnshKubeconfig):

@@ -219,6 +219,8 @@ func kubeconfigFix(ke *kube.KubeconfigError) string {
 	switch {
 	case ke.FromFlag():
 		return "pass a kubeconfig that exists, or leave --kubeconfig out (" + search + ")"
+	case strings.HasPrefix(ke.From, "slots.kubeconfig"):
+		return "fix slots.kubeconfig or remove it (the reboot-slot gate then uses " + kube.GnshKubeconfig + " if it is there, else the drain's kubeconfig)"
 	case ke.FromGnshOwn():
 		return "fix " + ke.Path + " (the Ansible role's gnsh_credentials: dedicated writes it) or remove it (the reboot-slot gate then uses the drain's kubeconfig)"
 	}
