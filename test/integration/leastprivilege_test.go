@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -188,4 +190,42 @@ func statusText(err error) string {
 		return se.Status().Message
 	}
 	return fmt.Sprint(err)
+}
+
+// TestRBACApplyOverEarlier: kubectl apply of rbac.yaml over an earlier
+// release's (whose gnsh:drain let patch Nodes and evict pods, and
+// gnsh:events post Events) takes those rights back; applied again, it
+// changes nothing (the Ansible role counts any line but "unchanged" as a
+// change).
+func TestRBACApplyOverEarlier(t *testing.T) {
+	k := startCluster(t)
+	earlier := []byte(`apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "gnsh:drain"}
+rules:
+- {apiGroups: [""], resources: ["nodes"], verbs: ["get", "list", "watch", "patch"]}
+- {apiGroups: [""], resources: ["pods/eviction"], verbs: ["create"]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: "gnsh:events", namespace: default}
+rules:
+- {apiGroups: [""], resources: ["events"], verbs: ["create"]}
+`)
+	k.cp.Kubectl(t, earlier, "apply", "-f", "-")
+	manifest, err := os.ReadFile(filepath.Join("..", "..", "install", "kubernetes", "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.cp.Kubectl(t, manifest, "apply", "-f", "-")
+	for _, args := range [][]string{{"get", "clusterrole", "gnsh:drain"}, {"-n", "default", "get", "role", "gnsh:events"}} {
+		if rules := k.cp.Kubectl(t, nil, append(args, "-o", "jsonpath={.rules}")...); rules != "" && rules != "null" {
+			t.Errorf("%v after the apply: rules %s, want none", args, rules)
+		}
+	}
+	for _, l := range strings.Split(strings.TrimSpace(k.cp.Kubectl(t, manifest, "apply", "-f", "-")), "\n") {
+		if !strings.HasSuffix(l, " unchanged") {
+			t.Errorf("applied again: %s", l)
+		}
+	}
 }
