@@ -37,8 +37,8 @@ type Config struct {
 	// Node is this node's name in the cluster; empty = from the kubelet's
 	// client certificate or the host name.
 	Node string `json:"node"`
-	// Kubeconfig to use; empty = $KUBECONFIG, /etc/gnsh/kubeconfig, then
-	// /etc/kubernetes/kubelet.conf.
+	// Kubeconfig the drain uses; empty = $KUBECONFIG, the kubelet's
+	// /etc/kubernetes/kubelet.conf, then /etc/gnsh/kubeconfig.
 	Kubeconfig string `json:"kubeconfig"`
 	// Drain before shutdown, reboot, poweroff and halt (--no-drain = false).
 	Drain bool `json:"drain"`
@@ -95,6 +95,9 @@ const (
 type Slots struct {
 	// Gate is off, optional (default) or required.
 	Gate string `json:"gate"`
+	// Kubeconfig is the gate's own kubeconfig; empty =
+	// /etc/gnsh/kubeconfig if it is there, else the drain's.
+	Kubeconfig string `json:"kubeconfig"`
 	// MaxUnavailable is the cluster-wide limit: nodes out at once,
 	// counting slot holders and every node that is NotReady, cordoned or
 	// being deleted. Default 1.
@@ -322,6 +325,10 @@ func Parse(b []byte) (Config, error) {
 		// directory (the node agent's is /).
 		checks = append(checks, Problem{Path: "kubeconfig", Msg: fmt.Sprintf("%q is not an absolute path (what it names depends on the directory gnsh runs in); "+
 			"write the full path, such as /etc/gnsh/kubeconfig", c.Kubeconfig)})
+	}
+	if c.Slots.Kubeconfig != "" && !filepath.IsAbs(c.Slots.Kubeconfig) {
+		checks = append(checks, Problem{Path: "slots.kubeconfig", Msg: fmt.Sprintf("%q is not an absolute path (what it names depends on the directory gnsh runs in); "+
+			"write the full path, such as /etc/gnsh/kubeconfig", c.Slots.Kubeconfig)})
 	}
 	if c.PodGracePeriod != nil && *c.PodGracePeriod < 0 {
 		checks = append(checks, Problem{Path: "podGracePeriod", Msg: "must be 0 or more seconds; leave it out for each pod's own"})

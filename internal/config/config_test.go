@@ -150,7 +150,7 @@ func TestLoadErrors(t *testing.T) {
 		{"slots:\n  pools:\n  - name: a\n    selektor: p=1\n", `line 4: slots.pools[0].selektor: unknown key; did you mean selector?`},
 		{"nodes: [a]\n", "line 1: nodes: unknown key; did you mean node?"},
 		{"colour: blue\n", "line 1: colour: unknown key; the keys at the top of the file are node, kubeconfig, drain,"},
-		{"slots:\n  colour: blue\n", "line 2: slots.colour: unknown key; the keys in slots are gate, maxUnavailable,"},
+		{"slots:\n  colour: blue\n", "line 2: slots.colour: unknown key; the keys in slots are gate, kubeconfig, maxUnavailable,"},
 		{"\"a\\nb\": 1\n", `line 1: "a\nb": unknown key`},
 		// Merge keys are read as the decoder reads them.
 		{"base: &b {gate: required}\nslots:\n  <<: *b\n", "line 1: base: unknown key"},

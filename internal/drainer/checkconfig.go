@@ -62,8 +62,9 @@ func (d *Drainer) checkConfigFile(skipKubeconfig, own bool) (found bool, uncheck
 	var ue *kube.UnreadableError
 	if kc != "" {
 		p, ue = d.kubeconfigProblem(path, kc, line)
-	} else {
-		p, ue = d.ownKubeconfigProblem()
+	}
+	if p == nil && ue == nil && own {
+		p, ue = d.ownKubeconfigProblem(path, kc, cfg)
 	}
 	switch {
 	case p != nil:
@@ -97,19 +98,32 @@ func hasPath(ce *config.Error, path string) bool {
 	return false
 }
 
-// ownKubeconfigProblem checks the kubeconfig a shutdown uses when the
-// config file names none, as the wrapper finds it, if that is gnsh's own
-// (kube.GnshKubeconfig): the problem it is, if it cannot be used; or, if
-// this user may not read it, that error. Any other (kubelet.conf,
-// $KUBECONFIG) is not gnsh's to judge.
-func (d *Drainer) ownKubeconfigProblem() (*config.Problem, *kube.UnreadableError) {
-	loc := kube.Locator{Getenv: d.getenv, Root: d.KubeRoot}
-	_, err := loc.FindKubeconfig()
+// ownKubeconfigProblem checks gnsh's own kubeconfig (kube.GnshKubeconfig)
+// where a shutdown uses it, as the wrapper finds it: as the drain's when
+// the config file names none (kc) and the node has no kubelet.conf, and
+// as the reboot-slot gate's whenever it is there and the gate is on. It
+// returns the problem it is, if it cannot be used; or, if this user may
+// not read it, that error. Any other (kubelet.conf, $KUBECONFIG) is not
+// gnsh's to judge.
+func (d *Drainer) ownKubeconfigProblem(file, kc string, cfg config.Config) (*config.Problem, *kube.UnreadableError) {
+	loc := kube.Locator{Kubeconfig: kc, Getenv: d.getenv, Root: d.KubeRoot}
+	if cfg.Slots.Kubeconfig != "" {
+		loc.GateKubeconfigPath, loc.GateKubeconfigFrom = cfg.Slots.Kubeconfig, "slots.kubeconfig in "+file
+	}
+	path, err := loc.FindKubeconfig()
+	what := "not set, so gnsh's own kubeconfig is used, and "
+	if err == nil && cfg.Slots.Gate != config.GateOff {
+		_, err = loc.GateKubeconfig(path)
+		what = "gnsh's own kubeconfig is the reboot-slot gate's, and "
+	}
 	var ke *kube.KubeconfigError
 	var ue *kube.UnreadableError
 	switch {
+	case errors.As(err, &ke) && ke.Path == cfg.Slots.Kubeconfig && !ke.FromGnshOwn():
+		b, _ := os.ReadFile(file)
+		return &config.Problem{Line: config.KeyLine(b, "slots.kubeconfig"), Path: "slots.kubeconfig", Msg: ke.What() + "; " + kubeconfigFix(ke)}, nil
 	case errors.As(err, &ke) && ke.FromGnshOwn():
-		return &config.Problem{Path: "kubeconfig", Msg: "not set, so gnsh's own kubeconfig is used, and " + ke.What() + "; " + kubeconfigFix(ke)}, nil
+		return &config.Problem{Path: "kubeconfig", Msg: what + ke.What() + "; " + kubeconfigFix(ke)}, nil
 	case errors.As(err, &ue) && ue.Path == filepath.Join(d.KubeRoot, kube.GnshKubeconfig):
 		return nil, ue
 	}

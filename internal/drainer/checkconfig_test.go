@@ -28,7 +28,11 @@ func TestConfigCheckAgreesWithWrapper(t *testing.T) {
 		{"valid, own kubeconfig usable", "apiTimeout: 1s\n", usable, "", ""},
 		{"own kubeconfig broken", "apiTimeout: 1s\n", "not: [a kubeconfig\n", "", "kubeconfig: not set, so gnsh's own kubeconfig is used, and "},
 		{"own kubeconfig a link to nothing", "apiTimeout: 1s\n", "->/nonexistent/kc", "", "a symbolic link to /nonexistent/kc, which does not exist;"},
-		{"own kubeconfig broken, another named", "apiTimeout: 1s\nkubeconfig: KC\n", "not: [a kubeconfig\n", "", ""},
+		// The gate (optional by default) uses gnsh's own kubeconfig
+		// beside the one named: a broken one is a mistake (issue 22).
+		{"own kubeconfig broken, another named", "apiTimeout: 1s\nkubeconfig: KC\n", "not: [a kubeconfig\n", "", " is not a usable kubeconfig ("},
+		{"slots.kubeconfig missing", "apiTimeout: 1s\nslots: {kubeconfig: /nonexistent/gate}\n", "", usable, "fix slots.kubeconfig or remove it (the reboot-slot gate then uses /etc/gnsh/kubeconfig if it is there, else the drain's kubeconfig)"},
+		{"own kubeconfig broken, another named, gate off", "apiTimeout: 1s\nkubeconfig: KC\nslots: {gate: off}\n", "not: [a kubeconfig\n", "", ""},
 		{"kubelet.conf broken", "apiTimeout: 1s\n", "", "not: [a kubeconfig\n", ""},
 		{"typo", "drian: false\n", "", "", "drian: unknown key"},
 		{"named kubeconfig missing", "kubeconfig: /nonexistent/kubeconfig\n", "", "", "/nonexistent/kubeconfig does not exist"},

@@ -30,7 +30,7 @@ func (d *Drainer) DrainCommand(ctx context.Context, timeout time.Duration, dryRu
 		r.cfg.DrainTimeout = config.Duration(timeout)
 	}
 	if dryRun {
-		s, err := d.connect(ctx, r.cfg, "", r.out.sayf)
+		s, err := d.connect(ctx, r.cfg, "", r.out)
 		if err != nil {
 			return r.refuse(classifyLocal(err), err)
 		}
@@ -108,7 +108,7 @@ func (d *Drainer) UncordonCommand(ctx context.Context, onlyIfOurs bool, stdout i
 	if err := r.loadConfig(nil); err != nil {
 		return &Refusal{Msg: configLines(err), Err: err}
 	}
-	s, err := d.connect(ctx, r.cfg, "", r.out.sayf)
+	s, err := d.connect(ctx, r.cfg, "", r.out)
 	if err != nil {
 		return r.refuse(classifyLocal(err), err)
 	}

@@ -150,7 +150,7 @@ func (d *Drainer) UndoOrphanCordon(ctx context.Context, n CordonNote) (bool, err
 		forget() // of another boot (after a soft-reboot, /run stays): the uncordon after boot's
 		return false, nil
 	}
-	s, err := d.connect(ctx, r.cfg, "", r.out.sayf)
+	s, err := d.connect(ctx, r.cfg, "", r.out)
 	if err != nil {
 		return false, err
 	}

@@ -23,6 +23,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -69,6 +70,9 @@ type Drainer struct {
 	Signal *signals.Handler // the process's signal handler; nil handles none
 	// Connect, if set, replaces kubeconfig discovery (unit tests).
 	Connect func(ctx context.Context) (kubernetes.Interface, string, error)
+	// ConnectGate, if set with Connect, is the reboot-slot gate's own
+	// client (unit tests); without it the gate uses Connect's.
+	ConnectGate func(ctx context.Context) (kubernetes.Interface, error)
 	// Agent: this is the node agent's drainer. Its drain locks say so
 	// (HolderAgent, HolderAgentDrain), so that a wrapper waits for them
 	// rather than refuse the shutdown; and it never waits for a lock.
@@ -91,6 +95,9 @@ type Drainer struct {
 	// agent's uncordon, shutdown guard and schedule follower share one
 	// Drainer from their own goroutines.
 	idMu sync.Mutex
+	// saidFallback: the drain's fallback to gnsh's own kubeconfig was
+	// said (once per process).
+	saidFallback atomic.Bool
 }
 
 var (
@@ -172,6 +179,9 @@ func (d *Drainer) locator(cfg config.Config) kube.Locator {
 	}
 	if loc.NodeName == "" {
 		loc.NodeName = cfg.Node
+	}
+	if cfg.Slots.Kubeconfig != "" {
+		loc.GateKubeconfigPath, loc.GateKubeconfigFrom = cfg.Slots.Kubeconfig, "slots.kubeconfig in "+d.configPath()
 	}
 	return loc
 }

@@ -21,7 +21,7 @@ import (
 func TestNamedKubeconfigMissing(t *testing.T) {
 	d := newDrainer(t, nil, "kubeconfig: /nonexistent/kubeconfig\n")
 	want := "gnsh: kubeconfig in " + d.ConfigPath + ": /nonexistent/kubeconfig does not exist; nothing was shut down: " +
-		"fix the kubeconfig key or remove it (gnsh then looks in $KUBECONFIG, /etc/gnsh/kubeconfig, /etc/kubernetes/kubelet.conf), " +
+		"fix the kubeconfig key or remove it (gnsh then looks in $KUBECONFIG, /etc/kubernetes/kubelet.conf, /etc/gnsh/kubeconfig), " +
 		"or run the command again with --no-drain"
 	for name, req := range map[string]*legacy.Request{
 		"reboot": reboot(),
@@ -125,7 +125,12 @@ current-context: x
 	if err := d.handOff(t, reboot(), nil); err != nil {
 		t.Fatal(err)
 	}
-	out := d.stderr.String()
+	// gnsh's own kubeconfig, reached for want of kubelet.conf, is the
+	// drain's fallback, said first (issue 22).
+	out, ok := strings.CutPrefix(d.stderr.String(), "gnsh: "+fallbackLine(d.KubeRoot)+"\n")
+	if !ok {
+		t.Fatalf("no fallback line: %q", d.stderr.String())
+	}
 	if !strings.HasPrefix(out, "gnsh: warning: API server unreachable (") || !strings.Contains(out, "connection refused") ||
 		!strings.HasSuffix(out, "; rebooting without draining\n") || strings.Contains(out, "set node") || strings.Contains(out, "no Node") {
 		t.Fatalf("stderr %q", out)
@@ -157,7 +162,7 @@ func TestGnshOwnKubeconfigBroken(t *testing.T) {
 		_, err := d.prepare(t, req)
 		refusal(t, err, "gnsh: gnsh's own kubeconfig: "+own+" is not a usable kubeconfig (",
 			"; nothing was shut down: fix "+own+" (the Ansible role's gnsh_credentials: dedicated writes it) or remove it "+
-				"(gnsh then looks in /etc/kubernetes/kubelet.conf), or run the command again with --no-drain")
+				"(the reboot-slot gate then uses the drain's kubeconfig), or run the command again with --no-drain")
 		if d.stderr.Len() != 0 {
 			t.Errorf("%s: stderr %q", name, d.stderr)
 		}

@@ -97,7 +97,7 @@ func (r *run) tell(o outcome, v verdict, err error) string {
 	switch o {
 	case notANode:
 		r.debug("no kubeconfig ($KUBECONFIG, %s, %s): not a Kubernetes node, not draining",
-			filepath.Join(r.d.KubeRoot, kube.GnshKubeconfig), filepath.Join(r.d.KubeRoot, kube.KubeletKubeconfig))
+			filepath.Join(r.d.KubeRoot, kube.KubeletKubeconfig), filepath.Join(r.d.KubeRoot, kube.GnshKubeconfig))
 		return ""
 	case badConfig:
 		var ke *kube.KubeconfigError
@@ -196,7 +196,7 @@ func (r *run) tellMaintenance(o outcome, err error, node string) string {
 	}
 	switch o {
 	case notANode:
-		return fmt.Sprintf("gnsh: no kubeconfig found ($KUBECONFIG, %s, %s); pass --kubeconfig", kube.GnshKubeconfig, kube.KubeletKubeconfig)
+		return fmt.Sprintf("gnsh: no kubeconfig found ($KUBECONFIG, %s, %s); pass --kubeconfig", kube.KubeletKubeconfig, kube.GnshKubeconfig)
 	case interrupted:
 		return "gnsh: drain interrupted by " + signals.Name(r.d.Signal.Caught())
 	case notPermitted:
@@ -215,12 +215,14 @@ func (r *run) tellMaintenance(o outcome, err error, node string) string {
 // kubeconfigFix says how to get round a kubeconfig named by --kubeconfig
 // or the config file that cannot be used.
 func kubeconfigFix(ke *kube.KubeconfigError) string {
-	search := fmt.Sprintf("gnsh then looks in $KUBECONFIG, %s, %s", kube.GnshKubeconfig, kube.KubeletKubeconfig)
+	search := fmt.Sprintf("gnsh then looks in $KUBECONFIG, %s, %s", kube.KubeletKubeconfig, kube.GnshKubeconfig)
 	switch {
 	case ke.FromFlag():
 		return "pass a kubeconfig that exists, or leave --kubeconfig out (" + search + ")"
+	case strings.HasPrefix(ke.From, "slots.kubeconfig"):
+		return "fix slots.kubeconfig or remove it (the reboot-slot gate then uses " + kube.GnshKubeconfig + " if it is there, else the drain's kubeconfig)"
 	case ke.FromGnshOwn():
-		return "fix " + ke.Path + " (the Ansible role's gnsh_credentials: dedicated writes it) or remove it (gnsh then looks in " + kube.KubeletKubeconfig + ")"
+		return "fix " + ke.Path + " (the Ansible role's gnsh_credentials: dedicated writes it) or remove it (the reboot-slot gate then uses the drain's kubeconfig)"
 	}
 	return "fix the kubeconfig key or remove it (" + search + ")"
 }
@@ -312,8 +314,15 @@ func errText(err error, kubeconfig string) string {
 		return ue.Error()
 	case apierrors.IsUnauthorized(err):
 		return fmt.Sprintf("the API server does not accept the credentials in %s (401 Unauthorized): renew them (an expired kubelet client certificate?)", kubeconfig)
+	case apierrors.IsForbidden(err) && strings.HasSuffix(kubeconfig, kube.GnshKubeconfig):
+		// The drain's fallback (no kubelet.conf): the gate's identity,
+		// which the narrowed rbac.yaml does not let drain.
+		return fmt.Sprintf("the identity in %s is the reboot-slot gate's and may not drain (403 Forbidden: %s): "+
+			"set kubeconfig in %s to this node's kubelet kubeconfig (k3s, rke2: /var/lib/rancher/{k3s,rke2}/agent/kubelet.kubeconfig)",
+			kubeconfig, statusMessage(err), config.Path)
 	case apierrors.IsForbidden(err):
-		return fmt.Sprintf("the identity in %s may not drain this node (403 Forbidden: %s): use the kubelet's kubeconfig or apply gnsh's rbac.yaml ('gnsh doctor' says how on this node)",
+		return fmt.Sprintf("the identity in %s may not drain this node (403 Forbidden: %s): use this node's kubelet kubeconfig, which may drain this node and no other "+
+			"(gnsh's rbac.yaml grants only the reboot-slot gate's requests; 'gnsh doctor' says which kubeconfig each uses)",
 			kubeconfig, statusMessage(err))
 	case apierrors.IsTooManyRequests(err):
 		return fmt.Sprintf("the API server is throttling requests (429 Too Many Requests: %s)", statusMessage(err))
@@ -404,6 +413,10 @@ func (r *run) slotsLikely() bool {
 	}
 	loc := r.d.locator(r.cfg)
 	path, err := loc.FindKubeconfig()
+	if err != nil {
+		return false
+	}
+	path, err = loc.GateKubeconfig(path)
 	return err == nil && filepath.Base(path) != filepath.Base(kube.KubeletKubeconfig)
 }
 

@@ -478,7 +478,7 @@ func (d *Drainer) QueuedGivenUp(ctx context.Context, q *QueuedReboot, why string
 	ectx, stop := context.WithTimeout(context.WithoutCancel(ctx), 2*r.cfg.APITimeout.D())
 	defer stop()
 	if !r.withdrawPlace(ectx, q) && r.sess == nil {
-		s, err := d.connect(ectx, r.cfg, "", r.out.sayf)
+		s, err := d.connect(ectx, r.cfg, "", r.out)
 		if err != nil {
 			r.debug("no Event for the queued %s given up: %v", q.Action, err)
 			return
@@ -524,7 +524,7 @@ func (r *run) withdrawPlace(ctx context.Context, q *QueuedReboot) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*r.cfg.APITimeout.D())
 	defer cancel()
 	if r.sess == nil {
-		s, err := r.d.connect(ctx, r.cfg, "", r.out.sayf)
+		s, err := r.d.connect(ctx, r.cfg, "", r.out)
 		if err != nil {
 			r.debug("its place in the queue is left to lapse: %v", err)
 			return false

@@ -240,14 +240,18 @@ func (e *queueStopped) Unwrap() error { return e.err }
 
 // namedKubeconfig checks the kubeconfig named by --kubeconfig or the
 // config file, if one is, else gnsh's own /etc/gnsh/kubeconfig if it is
-// the one found: a *kube.KubeconfigError when it cannot be used (a mistake
-// in the configuration, as an invalid file is), else nil.
+// the one found for the drain or (with the gate on) the gate's: a
+// *kube.KubeconfigError when it cannot be used (a mistake in the
+// configuration, as an invalid file is), else nil.
 func (r *run) namedKubeconfig() error {
 	if r.d.Connect != nil {
 		return nil
 	}
 	loc := r.d.locator(r.cfg)
-	_, err := loc.FindKubeconfig()
+	path, err := loc.FindKubeconfig()
+	if err == nil && r.cfg.Slots.Gate != config.GateOff {
+		_, err = loc.GateKubeconfig(path)
+	}
 	if ke := (*kube.KubeconfigError)(nil); errors.As(err, &ke) {
 		return err
 	}
@@ -292,7 +296,7 @@ func (r *run) attempt(ctx context.Context, when *time.Time) outcome {
 	// A wrapper's run notes itself, so that shutdown -c finds it (and
 	// stops it, for a schedule: runnote.go).
 	ctx = r.noteRun(ctx, when)
-	s, err := r.d.connect(ctx, r.cfg, r.kubeconfig, r.out.sayf)
+	s, err := r.d.connect(ctx, r.cfg, r.kubeconfig, r.out)
 	if err != nil {
 		return r.unslotted(r.classify(ctx, err), err)
 	}
@@ -1062,7 +1066,7 @@ func (c *cancelRun) FinishCancel(ctx context.Context, cancelled bool, err error)
 // gnsh's cordon for a schedule stands (o, its record). A failure is a
 // warning.
 func (c *cancelRun) scheduleCordon(ctx context.Context, r *run) (*corev1.Node, *drain.Ownership, bool) {
-	s, err := c.d.connect(ctx, r.cfg, "", r.out.sayf)
+	s, err := c.d.connect(ctx, r.cfg, "", r.out)
 	if err != nil {
 		r.warn("cannot check the node for gnsh's cordon (%v); 'gnsh uncordon --only-if-ours' undoes it", err)
 		return nil, nil, false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,34 +13,73 @@ import (
 
 	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/drain"
+	"github.com/gnsh/gnsh/internal/kube"
 )
 
-// session is a connection to the cluster with this node's name. check
-// (this machine's kube.HostID.Check) goes with every write to the Node.
+// session is a connection to the cluster with this node's name: two
+// identities, each used only for its own work. c is the drain's (cordon,
+// the cordon record, evictions, the wait for pods, the kubelet check,
+// uncordon, the Node conditions, and every Event about this node, the
+// gate's too): the kubelet's own credentials where the node has them,
+// which the Node authorizer and NodeRestriction confine to this node.
+// gate is the reboot-slot gate's (internal/slots), made only when the gate
+// is on: gnsh's own /etc/gnsh/kubeconfig if it is there, else c (one
+// kubeconfig for both). check (this machine's kube.HostID.Check) goes with
+// every write to the Node.
 type session struct {
 	c     kubernetes.Interface
+	gate  kubernetes.Interface
 	node  string
 	check drain.Check
 }
 
-// connect loads the kubeconfig at path (found by the caller) and resolves
-// the node's name, each request bounded by apiTimeout. API-server warnings
-// go to warn.
-func (d *Drainer) connect(ctx context.Context, cfg config.Config, path string, warn func(string)) (*session, error) {
+// gateClient is the client the reboot-slot gate uses: its own, else the
+// drain's.
+func (s *session) gateClient() kubernetes.Interface {
+	if s.gate != nil {
+		return s.gate
+	}
+	return s.c
+}
+
+// fallbackLine is said once per process when the drain runs with gnsh's
+// own kubeconfig because the node has no kubelet.conf.
+func fallbackLine(root string) string {
+	return fmt.Sprintf("draining with gnsh's own %s, the reboot-slot gate's identity, because this node has no %s: "+
+		"set kubeconfig in %s to the kubelet's kubeconfig (k3s: /var/lib/rancher/k3s/agent/kubelet.kubeconfig, "+
+		"rke2: /var/lib/rancher/rke2/agent/kubelet.kubeconfig), which may drain this node and no other",
+		filepath.Join(root, kube.GnshKubeconfig), filepath.Join(root, kube.KubeletKubeconfig), config.Path)
+}
+
+// connect loads the drain's kubeconfig at path (found by the caller, else
+// here) and resolves the node's name, each request bounded by apiTimeout;
+// with the gate on, it also makes the gate's client (kube.Locator's
+// GateKubeconfig). API-server warnings and the one line saying the drain
+// falls back to gnsh's own kubeconfig go to out.
+func (d *Drainer) connect(ctx context.Context, cfg config.Config, path string, out *progress) (*session, error) {
 	if d.Connect != nil {
 		c, node, err := d.Connect(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return &session{c: c, node: node, check: d.hostID().Check}, nil
+		s := &session{c: c, node: node, check: d.hostID().Check}
+		if d.ConnectGate != nil && cfg.Slots.Gate != config.GateOff {
+			if s.gate, err = d.ConnectGate(ctx); err != nil {
+				return nil, err
+			}
+		}
+		return s, nil
 	}
 	loc := d.locator(cfg)
-	loc.Warn = warn
+	loc.Warn = out.sayf
 	if path == "" {
 		var err error
 		if path, err = loc.FindKubeconfig(); err != nil {
 			return nil, err
 		}
+	}
+	if path == filepath.Join(d.KubeRoot, kube.GnshKubeconfig) && loc.Fallback() && d.saidFallback.CompareAndSwap(false, true) {
+		out.printf("%s", fallbackLine(d.KubeRoot))
 	}
 	rc, err := loc.RESTConfig(path)
 	if err != nil {
@@ -49,13 +89,28 @@ func (d *Drainer) connect(ctx context.Context, cfg config.Config, path string, w
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
+	s := &session{c: c, check: d.hostID().Check}
+	if cfg.Slots.Gate != config.GateOff {
+		gp, err := loc.GateKubeconfig(path)
+		if err != nil {
+			return nil, err
+		}
+		if gp != path {
+			grc, err := loc.RESTConfig(gp)
+			if err != nil {
+				return nil, err
+			}
+			if s.gate, err = kubernetes.NewForConfig(grc); err != nil {
+				return nil, fmt.Errorf("kubeconfig %s: %w", gp, err)
+			}
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, 2*cfg.APITimeout.D())
 	defer cancel()
-	node, err := loc.ResolveNodeName(ctx, rc, c)
-	if err != nil {
+	if s.node, err = loc.ResolveNodeName(ctx, rc, c); err != nil {
 		return nil, err
 	}
-	return &session{c: c, node: node, check: d.hostID().Check}, nil
+	return s, nil
 }
 
 // readNode reads this node's Node object.

@@ -501,7 +501,7 @@ func (d *Drainer) SlotForSchedule(ctx context.Context, action string, at time.Ti
 	if !r.cfg.Drain || !r.gated() {
 		return nil
 	}
-	s, err := d.connect(ctx, r.cfg, "", r.out.sayf)
+	s, err := d.connect(ctx, r.cfg, "", r.out)
 	if err != nil {
 		return r.slotRefusal(r.unslotted(r.classify(ctx, err), err))
 	}
@@ -603,7 +603,7 @@ func (d *Drainer) CancelSchedule(ctx context.Context, action string, at time.Tim
 	}
 	ectx, stop := context.WithTimeout(context.WithoutCancel(ctx), 2*r.cfg.APITimeout.D())
 	defer stop()
-	s, err := d.connect(ectx, r.cfg, "", r.out.sayf)
+	s, err := d.connect(ectx, r.cfg, "", r.out)
 	if err != nil {
 		r.debug("no Event for the cancelled schedule: %v", err)
 		return true, nil
@@ -628,7 +628,7 @@ func (d *Drainer) ScheduleUncancelled(ctx context.Context, action string, at tim
 	if err := r.loadConfig(nil); err != nil || !r.cfg.Events {
 		return
 	}
-	s, err := d.connect(ctx, r.cfg, "", r.out.sayf)
+	s, err := d.connect(ctx, r.cfg, "", r.out)
 	if err != nil {
 		r.debug("no Event for the uncancelled schedule: %v", err)
 		return
@@ -670,7 +670,7 @@ func (d *Drainer) UndoScheduleCordon(ctx context.Context, why string, pending fu
 	}
 	ctx, cancel := context.WithTimeout(ctx, 4*r.cfg.APITimeout.D())
 	defer cancel()
-	s, err := d.connect(ctx, r.cfg, "", r.out.sayf)
+	s, err := d.connect(ctx, r.cfg, "", r.out)
 	if err != nil {
 		return false, err
 	}

@@ -19,7 +19,7 @@ import (
 // session: Events on Nodes (when events are on), the waiting line on the
 // progress line.
 func (r *run) gate() *slots.Gate {
-	g := slots.NewGate(r.sess.c, r.cfg)
+	g := slots.NewGate(r.sess.gateClient(), r.cfg)
 	g.Clock = r.d.clock()
 	g.Event = func(ctx context.Context, node, typ, reason, msg string) {
 		if !r.cfg.Events {

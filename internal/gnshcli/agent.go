@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/gnsh/gnsh/internal/agent"
 	"github.com/gnsh/gnsh/internal/config"
@@ -220,8 +221,17 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 		Out:        env.Stderr,
 		Debug:      cfg.Debug || getenv("GNSH_DEBUG") == "1",
 	}
+	connectGate := agent.LocatorConnectGate(d.Locator(cfg))
 	if d.Connect != nil {
 		u.Connect = d.Connect
+		connectGate = func(ctx context.Context) (kubernetes.Interface, kubernetes.Interface, string, error) {
+			c, node, err := d.Connect(ctx)
+			if err != nil || d.ConnectGate == nil {
+				return c, c, node, err
+			}
+			g, err := d.ConnectGate(ctx)
+			return c, g, node, err
+		}
 	}
 	u.Lock = func(node string) (func(), error) {
 		// Under the lock: logind's answer and the uncordon, each bounded.
@@ -419,7 +429,7 @@ func runAgent(ctx context.Context, d *drainer.Drainer, getenv func(string) strin
 					return
 				}
 			}
-			keepSlots(ctx, d, cfg, u.Connect, say, u.Debug)
+			keepSlots(ctx, d, cfg, connectGate, say, u.Debug)
 		}()
 		go func() { defer wg.Done(); _ = f.Run(ctx) }()
 		go func() { defer wg.Done(); _ = g.Run(ctx) }()

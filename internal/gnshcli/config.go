@@ -177,7 +177,7 @@ func showConfig(cfg config.Config) ([]byte, error) {
 		unset(top, "node", "the kubelet's client certificate's node name, else the host name", nil)
 	}
 	if cfg.Kubeconfig == "" {
-		unset(top, "kubeconfig", "$KUBECONFIG, "+kube.GnshKubeconfig+", then "+kube.KubeletKubeconfig, nil)
+		unset(top, "kubeconfig", "$KUBECONFIG, "+kube.KubeletKubeconfig+", then "+kube.GnshKubeconfig, nil)
 	}
 	if cfg.PodGracePeriod == nil {
 		unset(top, "podGracePeriod", "each pod's own grace period", nil)
@@ -192,6 +192,9 @@ func showConfig(cfg config.Config) ([]byte, error) {
 		}
 		if cfg.Slots.Window == nil {
 			unset(slots, "window", "no window: queued reboots are admitted at any hour", nil)
+		}
+		if cfg.Slots.Kubeconfig == "" {
+			unset(slots, "kubeconfig", kube.GnshKubeconfig+" if it is there, else the drain's", nil)
 		}
 		for k := 0; k+1 < len(slots.Content); k += 2 {
 			if v := slots.Content[k+1]; slots.Content[k].Value == "pools" && v.Tag == "!!null" {

@@ -13,7 +13,7 @@ import (
 
 // kubeconfigOrder is where the node's own commands look for a kubeconfig
 // when --kubeconfig is not given, in order (kube.Locator).
-var kubeconfigOrder = "kubeconfig in the config file, $KUBECONFIG, " + kube.GnshKubeconfig + ", " + kube.KubeletKubeconfig
+var kubeconfigOrder = "kubeconfig in the config file, $KUBECONFIG, " + kube.KubeletKubeconfig + ", then " + kube.GnshKubeconfig
 
 // The options of the commands that act on this node. Functions: cli
 // keeps state in a flag, which must not be shared between runs.

@@ -48,7 +48,9 @@ func TestReviewKeeperUnlabelledEtcdHostWaitsForItsMember(t *testing.T) {
 		Getenv: func(string) string { return "" }}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
-	keepSlots(ctx, d, cfg, func(context.Context) (kubernetes.Interface, string, error) { return c, "p", nil },
+	keepSlots(ctx, d, cfg, func(context.Context) (kubernetes.Interface, kubernetes.Interface, string, error) {
+		return c, c, "p", nil
+	},
 		func(string, ...any) {}, false)
 	got, err := c.CoordinationV1().Leases("gnsh").Get(context.Background(), "reboot-slots", metav1.GetOptions{})
 	if err != nil {

@@ -18,17 +18,19 @@ import (
 
 // keepSlots runs the node agent's part of the reboot-slot gate
 // (slots.Keeper) until ctx ends: it connects (again every renew period
-// until the API server answers), then keeps this node's slot.
-func keepSlots(ctx context.Context, d *drainer.Drainer, cfg config.Config, connect func(context.Context) (kubernetes.Interface, string, error),
+// until the API server answers), then keeps this node's slot. connect
+// gives the drain's client (this Node, its Events) and the gate's (the
+// slots).
+func keepSlots(ctx context.Context, d *drainer.Drainer, cfg config.Config, connect func(context.Context) (kubernetes.Interface, kubernetes.Interface, string, error),
 	say func(format string, args ...any), debug bool) {
 	if cfg.Slots.Gate == config.GateOff {
 		return
 	}
-	var c kubernetes.Interface
+	var c, gc kubernetes.Interface
 	var node string
 	for {
 		var err error
-		if c, node, err = connect(ctx); err == nil {
+		if c, gc, node, err = connect(ctx); err == nil {
 			break
 		}
 		if debug {
@@ -40,7 +42,7 @@ func keepSlots(ctx context.Context, d *drainer.Drainer, cfg config.Config, conne
 		case <-time.After(cfg.Slots.Renew.D()):
 		}
 	}
-	g := slots.NewGate(c, cfg)
+	g := slots.NewGate(gc, cfg)
 	g.Clock = d.Clock
 	g.Event = func(ctx context.Context, node, typ, reason, msg string) {
 		if cfg.Events {

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gnsh/gnsh/internal/dispatch"
+	"github.com/gnsh/gnsh/internal/kube"
 	"github.com/gnsh/gnsh/internal/nodefacts"
 )
 
@@ -167,7 +168,18 @@ func WriteStatus(w io.Writer, r *nodefacts.Report) {
 	case kc.Error != "":
 		add("kubeconfig", kc.Path+errSuffix(kc.Error))
 	default:
-		add("kubeconfig", fmt.Sprintf("%s (mode %s)", kc.Path, kc.Mode))
+		// The drain's, and the reboot-slot gate's when it is another file.
+		v := fmt.Sprintf("%s (mode %s)", kc.Path, kc.Mode)
+		if kc.Fallback {
+			v += ", gnsh's own for want of " + kube.KubeletKubeconfig + ": set kubeconfig to the kubelet's"
+		}
+		if g := r.Slots.Kubeconfig; g != "" && g != kc.Path {
+			v += fmt.Sprintf("; gate: %s (mode %s)", g, r.Slots.Mode)
+		}
+		if kc.GateError != "" {
+			v += "; gate: error: " + kc.GateError
+		}
+		add("kubeconfig", v)
 	}
 	if kc.ConfigError != "" {
 		add("gnsh config", "error: "+kc.ConfigError)

@@ -267,3 +267,26 @@ func unwrapChecks(text string) []string {
 	}
 	return lines
 }
+
+// gnsh status names the gate's kubeconfig beside the drain's, and a drain
+// that falls back to gnsh's own (issue 22).
+func TestStatusKubeconfigs(t *testing.T) {
+	for _, tt := range []struct {
+		kc    nodefacts.KubeconfigFacts
+		slots nodefacts.SlotsFacts
+		want  string
+	}{
+		{nodefacts.KubeconfigFacts{Found: true, Path: "/etc/kubernetes/kubelet.conf", Mode: "0600"},
+			nodefacts.SlotsFacts{Gate: "optional", Kubeconfig: "/etc/gnsh/kubeconfig", Mode: "0600"},
+			"kubeconfig          /etc/kubernetes/kubelet.conf (mode 0600); gate: /etc/gnsh/kubeconfig (mode 0600)\n"},
+		{nodefacts.KubeconfigFacts{Found: true, Path: "/etc/gnsh/kubeconfig", Mode: "0600", Fallback: true},
+			nodefacts.SlotsFacts{Gate: "optional", Kubeconfig: "/etc/gnsh/kubeconfig", Mode: "0600"},
+			"kubeconfig          /etc/gnsh/kubeconfig (mode 0600), gnsh's own for want of /etc/kubernetes/kubelet.conf: set kubeconfig to the kubelet's\n"},
+	} {
+		var b bytes.Buffer
+		WriteStatus(&b, &nodefacts.Report{Kubeconfig: tt.kc, Slots: tt.slots})
+		if !strings.Contains(b.String(), tt.want) {
+			t.Errorf("status:\n%s\nlacks %q", b.String(), tt.want)
+		}
+	}
+}

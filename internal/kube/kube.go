@@ -1,6 +1,6 @@
 // Package kube finds the cluster a node belongs to and the node's own name,
-// using only what a node already has: a kubeconfig (gnsh's own, or the
-// kubelet's) and, failing an explicit name, the kubelet client
+// using only what a node already has: a kubeconfig (the kubelet's for the
+// drain, gnsh's own for the reboot-slot gate) and, failing an explicit name, the kubelet client
 // certificate's CN or the host name.
 package kube
 
@@ -169,10 +169,15 @@ type Locator struct {
 	// KubeconfigFrom says where Kubeconfig came from, for messages:
 	// FromFlag (if empty), or "kubeconfig in FILE" for the config file.
 	KubeconfigFrom string
-	NodeName       string // --node or the config file
-	Getenv         func(string) string
-	Root           string // prefix for the well-known paths ("" = /); for tests
-	Hostname       func() (string, error)
+	// GateKubeconfigPath is the reboot-slot gate's kubeconfig named by
+	// the config file (slots.kubeconfig), GateKubeconfigFrom where:
+	// "slots.kubeconfig in FILE". Empty: gnsh's own, else the drain's.
+	GateKubeconfigPath string
+	GateKubeconfigFrom string
+	NodeName           string // --node or the config file
+	Getenv             func(string) string
+	Root               string // prefix for the well-known paths ("" = /); for tests
+	Hostname           func() (string, error)
 	// Timeout bounds each API request, from sending it to the end of
 	// reading its answer (a watch ends after it too); DefaultConnectTimeout
 	// if zero.
@@ -189,29 +194,45 @@ func (l *Locator) path(p string) string {
 	return filepath.Join(l.Root, p)
 }
 
-// FindKubeconfig returns the first kubeconfig in order: the one named
-// (Kubeconfig: --kubeconfig or the config file), the first existing file
-// of $KUBECONFIG (a colon list), /etc/gnsh/kubeconfig,
-// /etc/kubernetes/kubelet.conf. It returns ErrNoKubeconfig when there is
-// none, and an *UnreadableError when the first one that exists (or whose
-// directory may not be searched) cannot be read: the next one may belong
-// to another cluster, so it does not go on. A kubeconfig named must be
-// usable: one that is not there, not a regular file or not a kubeconfig
-// is a *KubeconfigError, never ErrNoKubeconfig (a typo in the config file
-// must not make a node look like no node at all, which is not drained).
-// So must /etc/gnsh/kubeconfig once it is there at all (a dangling link
-// included), when it is the one reached: only an admin or the Ansible role
-// puts it there (From: FromGnsh).
+// FindKubeconfig returns the drain's kubeconfig: the first in order of
+// the one named (Kubeconfig: --kubeconfig or the config file), the first
+// existing file of $KUBECONFIG (a colon list), the kubelet's
+// /etc/kubernetes/kubelet.conf (the Node authorizer confines it to this
+// node), and only then gnsh's own /etc/gnsh/kubeconfig, as a fallback
+// (see Fallback). It returns ErrNoKubeconfig when there is none, and an
+// *UnreadableError when the first one that exists (or whose directory may
+// not be searched) cannot be read: the next one may belong to another
+// cluster, or be a wider identity, so it does not go on. A kubeconfig
+// named must be usable: one that is not there, not a regular file or not
+// a kubeconfig is a *KubeconfigError, never ErrNoKubeconfig (a typo in the
+// config file must not make a node look like no node at all, which is not
+// drained). So must /etc/gnsh/kubeconfig once it is there at all (a
+// dangling link included), when it is the one reached: only an admin or
+// the Ansible role puts it there (From: FromGnsh).
 func (l *Locator) FindKubeconfig() (string, error) {
+	p, _, err := l.findKubeconfig()
+	return p, err
+}
+
+// Fallback reports whether the drain's kubeconfig (FindKubeconfig) is
+// gnsh's own /etc/gnsh/kubeconfig, reached because nothing was named and
+// this node has no kubelet.conf: the drain then runs with the gate's
+// identity, which a narrowed rbac.yaml does not let cordon or evict.
+func (l *Locator) Fallback() bool {
+	_, fb, err := l.findKubeconfig()
+	return err == nil && fb
+}
+
+func (l *Locator) findKubeconfig() (string, bool, error) {
 	if l.Kubeconfig != "" {
 		from := l.KubeconfigFrom
 		if from == "" {
 			from = FromFlag
 		}
 		if err := check(l.Kubeconfig, from); err != nil {
-			return "", err
+			return "", false, err
 		}
-		return l.Kubeconfig, nil
+		return l.Kubeconfig, false, nil
 	}
 	var candidates []string
 	if l.Getenv != nil {
@@ -222,29 +243,63 @@ func (l *Locator) FindKubeconfig() (string, error) {
 		}
 	}
 	own := l.path(GnshKubeconfig)
-	candidates = append(candidates, own, l.path(KubeletKubeconfig))
+	candidates = append(candidates, l.path(KubeletKubeconfig), own)
 	for i, p := range candidates {
-		if _, err := os.Lstat(p); err == nil && p == own && i == len(candidates)-2 {
+		if _, err := os.Lstat(p); err == nil && p == own && i == len(candidates)-1 {
 			if err := check(p, FromGnsh); err != nil {
-				return "", err
+				return "", false, err
 			}
-			return p, nil
+			return p, true, nil
 		}
 		fi, err := os.Stat(p)
 		switch {
 		case err == nil && fi.Mode().IsRegular():
 			if err := canRead(p); err != nil {
-				return "", err
+				return "", false, err
 			}
-			return p, nil
+			return p, false, nil
 		case err != nil && !errors.Is(err, fs.ErrNotExist):
 			if u := unreadable(p, err); u != nil {
-				return "", u
+				return "", false, u
 			}
-			return "", fmt.Errorf("kubeconfig %s: %w", p, err)
+			return "", false, fmt.Errorf("kubeconfig %s: %w", p, err)
 		}
 	}
-	return "", ErrNoKubeconfig
+	return "", false, ErrNoKubeconfig
+}
+
+// GateKubeconfig returns the reboot-slot gate's kubeconfig, given the
+// drain's (FindKubeconfig): the one the config file names
+// (GateKubeconfigPath, which must be usable), else gnsh's own /etc/gnsh/kubeconfig once it is
+// there at all (it must then be usable: a *KubeconfigError, From
+// FromGnsh, if not), else the drain's, one kubeconfig for both (an admin
+// kubeconfig named with kubeconfig: in the config file, a small cluster's
+// or a test's).
+func (l *Locator) GateKubeconfig(drain string) (string, error) {
+	if p := l.GateKubeconfigPath; p != "" {
+		from := l.GateKubeconfigFrom
+		if from == "" {
+			from = "slots.kubeconfig"
+		}
+		if err := check(p, from); err != nil {
+			return "", err
+		}
+		return p, nil
+	}
+	own := l.path(GnshKubeconfig)
+	if _, err := os.Lstat(own); err != nil {
+		if u := unreadable(own, err); u != nil {
+			return "", u
+		}
+		return drain, nil
+	}
+	if own == drain {
+		return own, nil
+	}
+	if err := check(own, FromGnsh); err != nil {
+		return "", err
+	}
+	return own, nil
 }
 
 // check checks the kubeconfig at path, named by from, as far as can be

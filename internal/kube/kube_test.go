@@ -64,20 +64,42 @@ func TestFindKubeconfigOrder(t *testing.T) {
 	if p, _ := l.FindKubeconfig(); p != filepath.Join(root, KubeletKubeconfig) {
 		t.Fatalf("kubelet.conf: %q", p)
 	}
+	if l.Fallback() {
+		t.Fatal("kubelet.conf taken for the fallback")
+	}
 	write(t, filepath.Join(root, GnshKubeconfig), kubeconfig)
-	// gnsh's own must be usable: the client certificate it names too.
-	if _, err := l.FindKubeconfig(); !strings.Contains(fmt.Sprint(err), "is not a usable kubeconfig") {
+	// The kubelet's stays the drain's; gnsh's own is the gate's, and must
+	// be usable: the client certificate it names too.
+	if p, _ := l.FindKubeconfig(); p != filepath.Join(root, KubeletKubeconfig) {
+		t.Fatalf("kubelet.conf before gnsh's own: %q", p)
+	}
+	if _, err := l.GateKubeconfig(filepath.Join(root, KubeletKubeconfig)); !strings.Contains(fmt.Sprint(err), "is not a usable kubeconfig") {
 		t.Fatalf("gnsh's own without its certificate: %v", err)
 	}
 	write(t, filepath.Join(root, filepath.Dir(GnshKubeconfig), "pki/client.pem"), string(certPEM(t, "system:node:worker-7")))
-	if p, _ := l.FindKubeconfig(); p != filepath.Join(root, GnshKubeconfig) {
-		t.Fatalf("gnsh's own first: %q", p)
+	if p, _ := l.GateKubeconfig(filepath.Join(root, KubeletKubeconfig)); p != filepath.Join(root, GnshKubeconfig) {
+		t.Fatalf("the gate's: %q", p)
 	}
+	// Without kubelet.conf, gnsh's own is the drain's too, a fallback.
+	if err := os.Remove(filepath.Join(root, KubeletKubeconfig)); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := l.FindKubeconfig(); p != filepath.Join(root, GnshKubeconfig) || !l.Fallback() {
+		t.Fatalf("gnsh's own as the fallback: %q %v", p, l.Fallback())
+	}
+	if p, _ := l.GateKubeconfig(filepath.Join(root, GnshKubeconfig)); p != filepath.Join(root, GnshKubeconfig) {
+		t.Fatalf("the gate's with the fallback: %q", p)
+	}
+	write(t, filepath.Join(root, KubeletKubeconfig), kubeconfig)
 	envFile := filepath.Join(root, "env.conf")
 	write(t, envFile, kubeconfig)
 	env["KUBECONFIG"] = filepath.Join(root, "missing") + ":" + envFile
-	if p, _ := l.FindKubeconfig(); p != envFile {
+	if p, _ := l.FindKubeconfig(); p != envFile || l.Fallback() {
 		t.Fatalf("$KUBECONFIG list: %q", p)
+	}
+	// Nothing of gnsh's own: the gate uses the drain's.
+	if p, _ := (&Locator{Root: t.TempDir()}).GateKubeconfig(envFile); p != envFile {
+		t.Fatalf("one kubeconfig for both: %q", p)
 	}
 	flag := filepath.Join(root, "flag.conf")
 	write(t, filepath.Join(root, "pki/client.pem"), string(certPEM(t, "system:node:worker-7")))
@@ -296,13 +318,19 @@ func TestFindKubeconfigGnshOwnBroken(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			root := t.TempDir()
 			own := filepath.Join(root, GnshKubeconfig)
-			write(t, filepath.Join(root, KubeletKubeconfig), kubeconfig)
 			c.setup(t, own)
 			l := &Locator{Root: root, Getenv: func(string) string { return "" }}
+			// Reached as the drain's fallback, and as the gate's beside
+			// kubelet.conf: a mistake either way.
 			_, err := l.FindKubeconfig()
 			var ke *KubeconfigError
 			if !errors.As(err, &ke) || ke.From != FromGnsh || ke.Path != own || !strings.HasPrefix(err.Error(), FromGnsh+": "+own+c.want) {
 				t.Errorf("%v, want %s: %s%s…", err, FromGnsh, own, c.want)
+			}
+			write(t, filepath.Join(root, KubeletKubeconfig), kubeconfig)
+			_, err = l.GateKubeconfig(filepath.Join(root, KubeletKubeconfig))
+			if !errors.As(err, &ke) || ke.From != FromGnsh || ke.Path != own || !strings.HasPrefix(err.Error(), FromGnsh+": "+own+c.want) {
+				t.Errorf("gate: %v, want %s: %s%s…", err, FromGnsh, own, c.want)
 			}
 			// $KUBECONFIG, first, still wins; a broken one is passed over
 			// as before.

@@ -13,6 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/gnsh/gnsh/internal/config"
+	"github.com/gnsh/gnsh/internal/kube"
 )
 
 // APIRequest is one kind of request gnsh sends to the API server, as a
@@ -259,7 +262,8 @@ func timeoutError(err error, timeout time.Duration) error {
 	return err
 }
 
-// CheckAccess: may gnsh's identity make every request gnsh makes?
+// CheckAccess: may the drain's identity make every request the drain
+// makes? (The gate's identity is reviewed by CheckSlots.)
 func CheckAccess(r *Report) Check {
 	c := Check{Name: "API access"}
 	a := r.Access
@@ -282,6 +286,19 @@ func CheckAccess(r *Report) Check {
 			as = "system:node:" + n
 		}
 	}
+	// who names the drain's identity and its kubeconfig for the lines:
+	// "drain: system:node:n1 from /etc/kubernetes/kubelet.conf (confined
+	// to this node)".
+	who := "drain: " + as
+	if p := r.Kubeconfig.Path; p != "" {
+		who += " from " + p
+	}
+	switch {
+	case strings.HasPrefix(as, "system:node:"):
+		who += " (confined to this node)"
+	case r.Kubeconfig.Fallback:
+		who += " (gnsh's own, for want of " + kube.KubeletKubeconfig + ")"
+	}
 	var required, optional []string
 	for _, d := range a.Denied {
 		s := d.String()
@@ -297,7 +314,7 @@ func CheckAccess(r *Report) Check {
 	switch {
 	case len(required) > 0:
 		c.Verdict = Fail
-		c.Message = fmt.Sprintf("as %s the API server refuses %s: gnsh cannot drain this node", as, strings.Join(required, ", "))
+		c.Message = fmt.Sprintf("%s: the API server refuses %s: gnsh cannot drain this node", who, strings.Join(required, ", "))
 		if len(optional) > 0 {
 			c.Message += "; and " + strings.Join(optional, ", ") + " (gnsh does without it)"
 		}
@@ -312,7 +329,7 @@ func CheckAccess(r *Report) Check {
 			us = append(us, u.String()+": "+u.Reason)
 		}
 		c.Verdict = Warn
-		c.Message = fmt.Sprintf("as %s, %d requests allowed, not answered for %s", as, len(a.Allowed), strings.Join(us, "; "))
+		c.Message = fmt.Sprintf("%s: %d requests allowed, not answered for %s", who, len(a.Allowed), strings.Join(us, "; "))
 		c.Fix = "run gnsh doctor again"
 	case len(optional) > 0:
 		var why []string
@@ -320,43 +337,24 @@ func CheckAccess(r *Report) Check {
 			why = append(why, d.For)
 		}
 		c.Verdict = Warn
-		c.Message = fmt.Sprintf("as %s every request gnsh needs is allowed, but not %s: gnsh does without it (%s)",
-			as, strings.Join(optional, ", "), strings.Join(why, "; "))
+		c.Message = fmt.Sprintf("%s: every request the drain needs is allowed, but not %s: gnsh does without it (%s)",
+			who, strings.Join(optional, ", "), strings.Join(why, "; "))
 		c.Fix = accessFix(r.Install, as)
 	default:
 		c.Verdict = OK
-		c.Message = fmt.Sprintf("every request gnsh makes is allowed as %s (%d checked by SelfSubjectAccessReview)", as, len(a.Allowed))
+		c.Message = fmt.Sprintf("%s: every request the drain makes is allowed (%d checked by SelfSubjectAccessReview)", who, len(a.Allowed))
 	}
 	return c
 }
 
-// accessFix says how to grant gnsh's requests to user, gnsh being
-// installed as f says.
-func accessFix(f InstallFacts, user string) string {
+// accessFix says how to grant the drain's requests to user: they are the
+// kubelet identity's (rbac.yaml grants only the gate's, issue 22).
+func accessFix(_ InstallFacts, user string) string {
 	if node, ok := strings.CutPrefix(user, "system:node:"); ok {
 		return "the kubelet's identity " + user + " is allowed all of these by the Node authorizer: run kube-apiserver with " +
 			"--authorization-mode=Node,RBAC (kubeadm's default), and check that the Node is named " + node
 	}
-	bind := "--user=" + user
-	if sa, ok := strings.CutPrefix(user, "system:serviceaccount:"); ok {
-		bind = "--serviceaccount=" + sa
-	}
-	return "give gnsh its own identity: " + f.identityFix() + "; or bind rbac.yaml's roles to this identity: " +
-		"kubectl create clusterrolebinding gnsh:drain:" + sanitize(user) +
-		" --clusterrole=gnsh:drain " + bind + ", kubectl -n default create rolebinding gnsh:events:" + sanitize(user) +
-		" --role=gnsh:events " + bind + " and kubectl -n kube-node-lease create rolebinding gnsh:kubelet-check:" +
-		sanitize(user) + " --role=gnsh:kubelet-check " + bind
-}
-
-// sanitize makes a user name usable in an object name.
-func sanitize(s string) string {
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '.':
-			return r
-		case r >= 'A' && r <= 'Z':
-			return r - 'A' + 'a'
-		}
-		return '-'
-	}, s)
+	return "drain with this node's kubelet kubeconfig, which may drain this node and no other: leave kubeconfig unset in " +
+		config.Path + " on a kubeadm node (" + kube.KubeletKubeconfig + "), or set it to the kubelet's " +
+		"(k3s, rke2: /var/lib/rancher/{k3s,rke2}/agent/kubelet.kubeconfig); gnsh's rbac.yaml grants only the reboot-slot gate's requests"
 }

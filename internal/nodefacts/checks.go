@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gnsh/gnsh/internal/agent"
+	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/kube"
 )
 
@@ -69,7 +70,7 @@ func CheckSlots(r *Report) Check {
 	case sf.Cause == CauseNotANode:
 		c.Verdict, c.Message = OK, sf.Error
 	case sf.Reachable:
-		c.Verdict, c.Message = OK, fmt.Sprintf("gate %s: %s answers; limit %d", sf.Gate, sf.Lease, sf.MaxUnavailable)
+		c.Verdict, c.Message = OK, fmt.Sprintf("gate %s: %s answers%s; limit %d", sf.Gate, sf.Lease, gateWho(sf), sf.MaxUnavailable)
 		if len(sf.Pools) > 0 {
 			c.Message += ", pools " + strings.Join(sf.Pools, ", ")
 		}
@@ -117,6 +118,19 @@ func CheckSlots(r *Report) Check {
 		}
 	}
 	return c
+}
+
+// gateWho names the gate's identity and kubeconfig: " as
+// system:serviceaccount:kube-system:gnsh from /etc/gnsh/kubeconfig".
+func gateWho(sf SlotsFacts) string {
+	s := ""
+	if sf.User != "" {
+		s = " as " + sf.User
+	}
+	if sf.Kubeconfig != "" {
+		s += " from " + sf.Kubeconfig
+	}
+	return s
 }
 
 // Failed counts the failed checks.
@@ -600,25 +614,43 @@ func CheckKubeconfig(r *Report) Check {
 			c.Fix = "pass a kubeconfig that exists, or leave --kubeconfig out"
 		case kube.FromGnsh:
 			c.Message += ": every shutdown through gnsh is refused (but with --no-drain)"
-			c.Fix = "fix or remove " + k.Path + " (gnsh then looks in " + kube.KubeletKubeconfig + "); to give gnsh its own identity: " + r.Install.identityFix()
+			c.Fix = "fix or remove " + k.Path + "; the drain's kubeconfig is the kubelet's: set kubeconfig in " + config.Path +
+				" to it on a node without " + kube.KubeletKubeconfig + " (k3s, rke2: /var/lib/rancher/{k3s,rke2}/agent/kubelet.kubeconfig)"
 		default:
 			c.Message += ": every shutdown through gnsh is refused (but with --no-drain)"
 			c.Fix = "see the config check"
 		}
 	case !k.Found && r.Kubelet.Error != "":
 		c.Verdict, c.Message = Warn, orUnknown(k.Error)+": not a Kubernetes node?"
-		c.Fix = "on a Kubernetes node, put a kubeconfig at /etc/gnsh/kubeconfig (mode 0600); kubeadm's /etc/kubernetes/kubelet.conf is found by itself"
+		c.Fix = "on a Kubernetes node, set kubeconfig in /etc/gnsh/config.yaml to the kubelet's kubeconfig (k3s, rke2: /var/lib/rancher/{k3s,rke2}/agent/kubelet.kubeconfig); kubeadm's /etc/kubernetes/kubelet.conf is found by itself"
 	case !k.Found:
 		c.Verdict, c.Message = Fail, orUnknown(k.Error)+", but kubelet is configured: gnsh will not drain"
-		c.Fix = "put a kubeconfig at /etc/gnsh/kubeconfig (mode 0600), or set kubeconfig in /etc/gnsh/config.yaml"
+		c.Fix = "set kubeconfig in /etc/gnsh/config.yaml to the kubelet's kubeconfig (k3s, rke2: /var/lib/rancher/{k3s,rke2}/agent/kubelet.kubeconfig)"
 	case k.Error != "":
 		c.Verdict, c.Message = Fail, k.Error
 		c.Fix = "run gnsh as root"
 	case k.Mode != "" && k.Mode != "0600" && k.Mode != "0400":
 		c.Verdict, c.Message = Fail, fmt.Sprintf("%s has mode %s: its credentials are readable by others", k.Path, k.Mode)
 		c.Fix = "chmod 0600 " + k.Path
+	case k.GateError != "":
+		c.Verdict, c.Message, c.Fix = Fail, k.GateError, k.GateFix
+	case k.Fallback:
+		// No kubelet.conf: the drain runs with the gate's identity.
+		c.Verdict = Warn
+		c.Message = fmt.Sprintf("drain: gnsh's own %s (mode %s), the reboot-slot gate's identity, for want of %s: "+
+			"the rbac.yaml of this gnsh does not let it cordon or evict", k.Path, orUnknown(k.Mode), kube.KubeletKubeconfig)
+		c.Fix = "set kubeconfig in " + config.Path + " to this node's kubelet kubeconfig, which may drain this node and no other " +
+			"(k3s, rke2: /var/lib/rancher/{k3s,rke2}/agent/kubelet.kubeconfig)"
 	default:
-		c.Verdict, c.Message = OK, fmt.Sprintf("%s (mode %s)", k.Path, orUnknown(k.Mode))
+		c.Verdict, c.Message = OK, fmt.Sprintf("drain: %s (mode %s)", k.Path, orUnknown(k.Mode))
+	}
+	// The gate's own kubeconfig, when it is another file.
+	if g := r.Slots.Kubeconfig; g != "" && g != k.Path && c.Verdict != Fail {
+		c.Message += fmt.Sprintf("; gate: %s (mode %s)", g, orUnknown(r.Slots.Mode))
+		if m := r.Slots.Mode; m != "" && m != "0600" && m != "0400" {
+			c.Verdict, c.Message = Fail, fmt.Sprintf("%s has mode %s: its credentials are readable by others", g, m)
+			c.Fix = "chmod 0600 " + g
+		}
 	}
 	return c
 }

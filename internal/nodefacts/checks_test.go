@@ -244,57 +244,82 @@ func TestChecks(t *testing.T) {
 		}, CheckAgent, Warn, "(not a Kubernetes node?)", ""},
 		// API access
 		{"access ok", func(*Report) {}, CheckAccess, OK,
-			"every request gnsh makes is allowed as system:node:node1 (7 checked by SelfSubjectAccessReview)", ""},
+			"drain: system:node:node1 from /etc/kubernetes/kubelet.conf (confined to this node): every request the drain makes is allowed (7 checked by SelfSubjectAccessReview)", ""},
 		{"access: no binding", func(r *Report) {
 			r.Access = &AccessFacts{User: "stranger"}
 			for _, q := range GnshRequests("node1", true) {
 				r.Access.Denied = append(r.Access.Denied, Denial{APIRequest: q})
 			}
 		}, CheckAccess, Fail,
-			"as stranger the API server refuses get nodes/node1, patch nodes/node1, list pods (spec.nodeName=node1), watch pods (spec.nodeName=node1), " +
+			"drain: stranger from /etc/kubernetes/kubelet.conf: the API server refuses get nodes/node1, patch nodes/node1, list pods (spec.nodeName=node1), watch pods (spec.nodeName=node1), " +
 				"create pods/eviction, create events in default: gnsh cannot drain this node; and get leases.coordination.k8s.io/node1 in kube-node-lease (gnsh does without it)",
-			"give gnsh its own identity: kubectl apply -f rbac.yaml (from gnsh's release tarball, as a cluster admin), then write a kubeconfig for its " +
-				"ServiceAccount kube-system/gnsh to /etc/gnsh/kubeconfig, mode 0600; or bind rbac.yaml's roles to this identity: " +
-				"kubectl create clusterrolebinding gnsh:drain:stranger --clusterrole=gnsh:drain --user=stranger, " +
-				"kubectl -n default create rolebinding gnsh:events:stranger --role=gnsh:events --user=stranger and kubectl -n kube-node-lease create rolebinding " +
-				"gnsh:kubelet-check:stranger --role=gnsh:kubelet-check --user=stranger"},
+			"drain with this node's kubelet kubeconfig, which may drain this node and no other: leave kubeconfig unset in /etc/gnsh/config.yaml " +
+				"on a kubeadm node (/etc/kubernetes/kubelet.conf), or set it to the kubelet's (k3s, rke2: /var/lib/rancher/{k3s,rke2}/agent/kubelet.kubeconfig); " +
+				"gnsh's rbac.yaml grants only the reboot-slot gate's requests"},
+		{"access: the drain falls back to gnsh's own kubeconfig", func(r *Report) {
+			r.Kubeconfig.Path, r.Kubeconfig.Fallback = "/etc/gnsh/kubeconfig", true
+			r.Access = &AccessFacts{User: "system:serviceaccount:kube-system:gnsh"}
+			for _, q := range GnshRequests("node1", true) {
+				r.Access.Denied = append(r.Access.Denied, Denial{APIRequest: q})
+			}
+		}, CheckAccess, Fail,
+			"drain: system:serviceaccount:kube-system:gnsh from /etc/gnsh/kubeconfig (gnsh's own, for want of /etc/kubernetes/kubelet.conf): the API server refuses get nodes/node1",
+			"set it to the kubelet's (k3s, rke2: /var/lib/rancher/{k3s,rke2}/agent/kubelet.kubeconfig)"},
 		{"access: a ServiceAccount without the Lease role", func(r *Report) {
 			rs := GnshRequests("node1", true)
 			r.Access = &AccessFacts{User: "system:serviceaccount:kube-system:gnsh", Allowed: rs[:5],
 				Denied: []Denial{{APIRequest: rs[5], Reason: "no RBAC rule"}}}
 		}, CheckAccess, Warn,
-			"as system:serviceaccount:kube-system:gnsh every request gnsh needs is allowed, but not get leases.coordination.k8s.io/node1 in kube-node-lease (no RBAC rule)",
-			"--serviceaccount=kube-system:gnsh"},
+			"drain: system:serviceaccount:kube-system:gnsh from /etc/kubernetes/kubelet.conf: every request the drain needs is allowed, but not get leases.coordination.k8s.io/node1 in kube-node-lease (no RBAC rule)",
+			"drain with this node's kubelet kubeconfig"},
 		{"access: a node identity refused", func(r *Report) {
 			rs := GnshRequests("node1", false)
 			r.Access = &AccessFacts{User: "system:node:node1", Allowed: rs[1:], Denied: []Denial{{APIRequest: rs[0], Reason: "node 'node1' cannot read 'node1'"}}}
-		}, CheckAccess, Fail, "as system:node:node1 the API server refuses get nodes/node1 (node 'node1' cannot read 'node1')",
+		}, CheckAccess, Fail, "drain: system:node:node1 from /etc/kubernetes/kubelet.conf (confined to this node): the API server refuses get nodes/node1 (node 'node1' cannot read 'node1')",
 			"allowed all of these by the Node authorizer: run kube-apiserver with --authorization-mode=Node,RBAC"},
 		{"access: user unknown, from the certificate", func(r *Report) { r.Access.User, r.Access.UserError = "", "404" }, CheckAccess, OK,
-			"allowed as system:node:node1", ""},
+			"drain: system:node:node1 from /etc/kubernetes/kubelet.conf (confined to this node): every request the drain makes is allowed", ""},
 		{"access: server does not answer reviews", func(r *Report) {
 			r.Access = &AccessFacts{Unknown: []Denial{{APIRequest: GnshRequests("node1", false)[0], Reason: "Unauthorized"}}}
 		}, CheckAccess, Warn, "cannot ask the API server (SelfSubjectAccessReview): Unauthorized", "API server answers"},
 		{"access: some not answered", func(r *Report) {
 			r.Access.Unknown = []Denial{{APIRequest: r.Access.Allowed[6], Reason: "timed out"}}
 			r.Access.Allowed = r.Access.Allowed[:6]
-		}, CheckAccess, Warn, "as system:node:node1, 6 requests allowed, not answered for create events in default: timed out", "again"},
+		}, CheckAccess, Warn, "drain: system:node:node1 from /etc/kubernetes/kubelet.conf (confined to this node): 6 requests allowed, not answered for create events in default: timed out", "again"},
 		{"access: not asked", func(r *Report) { r.Access = &AccessFacts{Error: "the API server did not answer within 5s"} }, CheckAccess, Warn,
 			"not checked: the API server did not answer within 5s", "see the kubeconfig and node checks"},
 		{"access: no kubeconfig", func(r *Report) { r.Kubeconfig, r.Access = KubeconfigFacts{}, &AccessFacts{Error: "no kubeconfig"} }, CheckAccess, Warn,
 			"not checked: no kubeconfig", ""},
 		// kubeconfig
-		{"kubeconfig ok", func(*Report) {}, CheckKubeconfig, OK, "/etc/kubernetes/kubelet.conf (mode 0600)", ""},
+		{"kubeconfig ok", func(*Report) {}, CheckKubeconfig, OK, "drain: /etc/kubernetes/kubelet.conf (mode 0600)", ""},
 		{"kubeconfig open", func(r *Report) { r.Kubeconfig.Mode = "0644" }, CheckKubeconfig, Fail, "has mode 0644", "chmod 0600 /etc/kubernetes/kubelet.conf"},
+		// Two identities (issue 22): the drain's and the gate's, each named.
+		{"kubeconfig: the gate's own", func(r *Report) { r.Slots.Kubeconfig, r.Slots.Mode = "/etc/gnsh/kubeconfig", "0600" }, CheckKubeconfig, OK,
+			"drain: /etc/kubernetes/kubelet.conf (mode 0600); gate: /etc/gnsh/kubeconfig (mode 0600)", ""},
+		{"kubeconfig: the gate's open", func(r *Report) { r.Slots.Kubeconfig, r.Slots.Mode = "/etc/gnsh/kubeconfig", "0644" }, CheckKubeconfig, Fail,
+			"/etc/gnsh/kubeconfig has mode 0644", "chmod 0600 /etc/gnsh/kubeconfig"},
+		{"kubeconfig: the drain falls back to gnsh's own", func(r *Report) {
+			r.Kubeconfig.Path, r.Kubeconfig.Fallback = "/etc/gnsh/kubeconfig", true
+			r.Slots.Kubeconfig, r.Slots.Mode = "/etc/gnsh/kubeconfig", "0600"
+		}, CheckKubeconfig, Warn,
+			"drain: gnsh's own /etc/gnsh/kubeconfig (mode 0600), the reboot-slot gate's identity, for want of /etc/kubernetes/kubelet.conf: the rbac.yaml of this gnsh does not let it cordon or evict",
+			"set kubeconfig in /etc/gnsh/config.yaml to this node's kubelet kubeconfig"},
+		{"kubeconfig: the gate's broken", func(r *Report) {
+			r.Kubeconfig.GateError = "gnsh's own kubeconfig: /etc/gnsh/kubeconfig is not a regular file: every shutdown through gnsh is refused (but with --no-drain)"
+			r.Kubeconfig.GateFix = "fix or remove /etc/gnsh/kubeconfig"
+		}, CheckKubeconfig, Fail, "/etc/gnsh/kubeconfig is not a regular file: every shutdown through gnsh is refused", "fix or remove /etc/gnsh/kubeconfig"},
+		{"slots: the gate's identity named", func(r *Report) {
+			r.Slots.Kubeconfig, r.Slots.User = "/etc/gnsh/kubeconfig", "system:serviceaccount:kube-system:gnsh"
+		}, CheckSlots, OK, "gate optional: gnsh/reboot-slots answers as system:serviceaccount:kube-system:gnsh from /etc/gnsh/kubeconfig; limit 1", ""},
 		{"kubeconfig unreadable", func(r *Report) { r.Kubeconfig.Error = "cannot read /etc/kubernetes/kubelet.conf: permission denied" }, CheckKubeconfig, Fail,
 			"permission denied", "as root"},
 		{"no kubeconfig, kubelet configured", func(r *Report) { r.Kubeconfig = KubeconfigFacts{Error: "no kubeconfig found"} }, CheckKubeconfig, Fail,
-			"no kubeconfig found, but kubelet is configured", "/etc/gnsh/kubeconfig"},
+			"no kubeconfig found, but kubelet is configured", "set kubeconfig in /etc/gnsh/config.yaml to the kubelet's kubeconfig"},
 		{"no kubeconfig, no kubelet", func(r *Report) {
 			r.Kubeconfig = KubeconfigFacts{Error: "no kubeconfig found"}
 			r.Kubelet.Error = "none"
 		},
-			CheckKubeconfig, Warn, "no kubeconfig found", "/etc/gnsh/kubeconfig"},
+			CheckKubeconfig, Warn, "no kubeconfig found", "set kubeconfig in /etc/gnsh/config.yaml to the kubelet's kubeconfig"},
 		// config: a check of its own (issue 19), no longer inside the
 		// kubeconfig line.
 		{"config absent", func(*Report) {}, CheckConfig, OK, "no /etc/gnsh/config.yaml: the defaults apply", ""},
@@ -326,7 +351,7 @@ func TestChecks(t *testing.T) {
 			r.Kubeconfig = KubeconfigFacts{Named: "gnsh's own kubeconfig", Path: "/etc/gnsh/kubeconfig",
 				Error: "gnsh's own kubeconfig: /etc/gnsh/kubeconfig is not a regular file"}
 		}, CheckKubeconfig, Fail, "/etc/gnsh/kubeconfig is not a regular file: every shutdown through gnsh is refused",
-			"fix or remove /etc/gnsh/kubeconfig (gnsh then looks in /etc/kubernetes/kubelet.conf)"},
+			"fix or remove /etc/gnsh/kubeconfig"},
 		{"--kubeconfig not there", func(r *Report) {
 			r.Kubeconfig = KubeconfigFacts{Named: "--kubeconfig", Error: "--kubeconfig: /tmp/k does not exist"}
 		}, CheckKubeconfig, Fail, "--kubeconfig: /tmp/k does not exist", "pass a kubeconfig that exists"},

@@ -28,12 +28,13 @@ func TestFixesForTheInstalledNode(t *testing.T) {
 		{"access, packaged", pkg, func(r *Report) {
 			r.Access = &AccessFacts{User: "stranger", Denied: []Denial{{APIRequest: GnshRequests("node1", false)[0]}}}
 		},
-			CheckAccess, "give gnsh its own identity: kubectl apply -f /usr/share/doc/gnsh/rbac.yaml (as a cluster admin), then write a kubeconfig " +
-				"for its ServiceAccount kube-system/gnsh to /etc/gnsh/kubeconfig, mode 0600 (how: /usr/share/doc/gnsh/rbac.md); or bind rbac.yaml's roles"},
+			// The drain's requests are the kubelet identity's (issue 22),
+			// however gnsh was installed.
+			CheckAccess, "drain with this node's kubelet kubeconfig, which may drain this node and no other"},
 		{"access, the role's", role, func(r *Report) {
 			r.Access = &AccessFacts{User: "stranger", Denied: []Denial{{APIRequest: GnshRequests("node1", false)[0]}}}
 		},
-			CheckAccess, "give gnsh its own identity: set gnsh_credentials: dedicated for the Ansible role gnsh and run it again: it applies rbac.yaml and writes /etc/gnsh/kubeconfig"},
+			CheckAccess, "gnsh's rbac.yaml grants only the reboot-slot gate's requests"},
 		{"gate refused, packaged", pkg, func(r *Report) { r.Slots = SlotsFacts{Gate: "required", Cause: CauseAccess, Error: "x"} },
 			CheckSlots, "kubectl apply -f /usr/share/doc/gnsh/rbac.yaml (as a cluster admin)"},
 		{"gate refused, the role's", role, func(r *Report) { r.Slots = SlotsFacts{Gate: "optional", Cause: CauseLease, Error: "x"} },

@@ -98,6 +98,9 @@ func gatherKube(ctx context.Context, s *Sources, kf *KubeconfigFacts, nf *NodeFa
 	if loc.NodeName == "" {
 		loc.NodeName = cfg.Node
 	}
+	if cfg.Slots.Kubeconfig != "" {
+		loc.GateKubeconfigPath, loc.GateKubeconfigFrom = cfg.Slots.Kubeconfig, "slots.kubeconfig in "+cfgPath
+	}
 	path, err := loc.FindKubeconfig()
 	var ue *kube.UnreadableError
 	var ke *kube.KubeconfigError
@@ -110,7 +113,7 @@ func gatherKube(ctx context.Context, s *Sources, kf *KubeconfigFacts, nf *NodeFa
 		noAccess("kubeconfig unusable", CauseKubeconfig, "kubeconfig unusable: "+err.Error())
 		return
 	case errors.Is(err, kube.ErrNoKubeconfig):
-		kf.Error = "no kubeconfig found ($KUBECONFIG, " + kube.GnshKubeconfig + ", " + kube.KubeletKubeconfig + ")"
+		kf.Error = "no kubeconfig found ($KUBECONFIG, " + kube.KubeletKubeconfig + ", " + kube.GnshKubeconfig + ")"
 		nf.Error = "no kubeconfig"
 		noAccess("no kubeconfig", CauseNotANode, "not a node (no kubeconfig found): the gate does not apply")
 		return
@@ -127,27 +130,51 @@ func gatherKube(ctx context.Context, s *Sources, kf *KubeconfigFacts, nf *NodeFa
 		noAccess("no kubeconfig", CauseKubeconfig, "no usable kubeconfig: "+err.Error())
 		return
 	}
-	kf.Found, kf.Path = true, path
+	kf.Found, kf.Path, kf.Fallback = true, path, loc.Fallback()
 	if fi, err := os.Stat(path); err == nil {
 		kf.Mode = fmt.Sprintf("%04o", fi.Mode().Perm())
 	}
-	gatherNode(ctx, s, &loc, cfg, path, nf, sf, af)
-}
-
-func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.Config, path string, nf *NodeFacts, sf *SlotsFacts, af *AccessFacts) {
-	timeout := cfg.APITimeout.D()
-	gate := cfg.Slots.Gate != config.GateOff
-	var c kubernetes.Interface
-	var rc *rest.Config
-	var err error
-	if s.Kube.Connect != nil {
-		c, rc, err = s.Kube.Connect(path, timeout)
-	} else {
-		rc, err = loc.RESTConfig(path)
-		if err == nil {
-			c, err = kubernetes.NewForConfig(rc)
+	gatePath := ""
+	if gate {
+		gp, err := loc.GateKubeconfig(path)
+		if err != nil {
+			sf.Cause, sf.Error = CauseKubeconfig, "the gate's kubeconfig: "+err.Error()
+			kf.GateError, kf.GateFix = err.Error(), "run gnsh doctor as root"
+			var ke *kube.KubeconfigError
+			if errors.As(err, &ke) {
+				kf.GateError += ": every shutdown through gnsh is refused (but with --no-drain)"
+				kf.GateFix = "fix or remove " + ke.Path + " (the reboot-slot gate then uses the drain's kubeconfig), or set slots.gate: off in " + cfgPath
+				if !ke.FromGnshOwn() {
+					kf.GateFix = "fix slots.kubeconfig in " + cfgPath + " or remove it"
+				}
+			}
+		} else {
+			gatePath, sf.Kubeconfig = gp, gp
+			if fi, err := os.Stat(gp); err == nil {
+				sf.Mode = fmt.Sprintf("%04o", fi.Mode().Perm())
+			}
 		}
 	}
+	gatherNode(ctx, s, &loc, cfg, path, gatePath, nf, sf, af)
+}
+
+// gatherNode reads the Node with the drain's kubeconfig (path) and, with
+// the gate on (gatePath set), the slots with the gate's.
+func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.Config, path, gatePath string, nf *NodeFacts, sf *SlotsFacts, af *AccessFacts) {
+	timeout := cfg.APITimeout.D()
+	gate := gatePath != ""
+	connect := func(path string) (kubernetes.Interface, *rest.Config, error) {
+		if s.Kube.Connect != nil {
+			return s.Kube.Connect(path, timeout)
+		}
+		rc, err := loc.RESTConfig(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		c, err := kubernetes.NewForConfig(rc)
+		return c, rc, err
+	}
+	c, rc, err := connect(path)
 	if err != nil {
 		nf.Error = err.Error()
 		if af != nil {
@@ -235,7 +262,18 @@ func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.C
 				}
 			}
 			controlPlane := err == nil && slots.StateOf(n).ControlPlane
-			gatherSlots(ctx, c, rv, cfg, nf.Name, controlPlane, sf)
+			gc := c
+			if gatePath != path {
+				var gerr error
+				if gc, _, gerr = connect(gatePath); gerr != nil {
+					sf.Cause, sf.Error = CauseKubeconfig, "the gate's kubeconfig "+gatePath+" is invalid: "+gerr.Error()
+					break
+				}
+				if rv != nil && s.Kube.Reviewer == nil {
+					rv = ClientReviewer{C: gc}
+				}
+			}
+			gatherSlots(ctx, gc, rv, cfg, nf.Name, controlPlane, sf)
 		}
 	}
 	switch {
@@ -290,6 +328,7 @@ func gatherSlots(ctx context.Context, c kubernetes.Interface, rv Reviewer, cfg c
 	}
 	// Reading is not enough: every request the gate makes, reviewed.
 	af := GatherAccess(ctx, rv, SlotRequests(cfg.Slots.Namespace, cfg.Slots.Lease, controlPlane, l != nil), cfg.APITimeout.D())
+	sf.User = af.User
 	var denied, optional []string
 	onlyPods := true
 	for _, d := range af.Denied {

@@ -65,8 +65,14 @@ type SlotsFacts struct {
 	Lease          string   `json:"lease"` // NAMESPACE/NAME
 	MaxUnavailable int      `json:"maxUnavailable"`
 	Pools          []string `json:"pools"` // "NAME (SELECTOR): N"
+	// Kubeconfig is the gate's kubeconfig (slots.kubeconfig, else gnsh's
+	// own /etc/gnsh/kubeconfig, else the drain's), Mode its mode; User
+	// its identity as the API server sees it (gnsh doctor).
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	Mode       string `json:"mode,omitempty"`
+	User       string `json:"user,omitempty"`
 	// Reachable: the Lease could be read (or does not exist yet) with
-	// this node's credentials; Error says why not, and Cause which step
+	// the gate's credentials; Error says why not, and Cause which step
 	// failed (Cause* below).
 	Reachable bool   `json:"reachable"`
 	Error     string `json:"error,omitempty"`
@@ -238,6 +244,16 @@ type KubeconfigFacts struct {
 	// "kubeconfig in FILE"; "" when it was searched for.
 	Named string `json:"named,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Path above is the drain's kubeconfig. Fallback: it is gnsh's own
+	// /etc/gnsh/kubeconfig, for want of the kubelet's (the gate's
+	// identity, which this release's rbac.yaml does not let drain).
+	Fallback bool `json:"fallback,omitempty"`
+	// GateError: the gate's kubeconfig (slots.kubeconfig, or gnsh's own
+	// /etc/gnsh/kubeconfig beside the drain's) is there but cannot be
+	// used; GateFix how to mend it. A broken one refuses every shutdown
+	// through gnsh, as a named kubeconfig does.
+	GateError string `json:"gateError,omitempty"`
+	GateFix   string `json:"gateFix,omitempty"`
 }
 
 // NodeFacts is this machine's Node, when the API server answers.

@@ -367,12 +367,13 @@ func runAnsibleSuite(t *testing.T, suite string, rel ansibleRelease) {
 		n.expectUnchanged(n.play("dedicated-check", "site.yml", dedicated, true))
 	})
 	// A /etc/gnsh/kubeconfig that is not a kubeconfig refuses every
-	// shutdown, and gnsh config check says so; the next run replaces it (it
-	// failed reading it).
+	// shutdown (the reboot-slot gate's, beside the kubelet's kubeconfig the
+	// drain uses), and gnsh config check says so; the next run replaces it
+	// (it failed reading it).
 	n.step("dedicated_kubeconfig_repaired", func(t *testing.T) {
 		n.c.must("sh", "-ec", `printf 'not: [a kubeconfig\n' > /etc/gnsh/kubeconfig`)
 		if r := n.c.run(30*time.Second, "/usr/local/sbin/gnsh", "config", "check"); r.rc != 1 ||
-			!strings.Contains(r.stderr, "kubeconfig: not set, so gnsh's own kubeconfig is used, and /etc/gnsh/kubeconfig is not a usable kubeconfig") {
+			!strings.Contains(r.stderr, "kubeconfig: gnsh's own kubeconfig is the reboot-slot gate's, and /etc/gnsh/kubeconfig is not a usable kubeconfig") {
 			t.Errorf("gnsh config check with a broken /etc/gnsh/kubeconfig: %s", r)
 		}
 		if r := n.play("dedicated-repair", "site.yml", dedicated, false); r.changed == 0 {
@@ -1122,7 +1123,9 @@ func (n *ansibleNode) ansibleReboot(vars map[string]any) {
 		<-done
 		t.Fatalf("the container did not go down within 2 min of the play's start:\n%s", tailFile(logf.Name(), 4000))
 	}
-	n.afterReboot(start, saUser)
+	// Drained with the kubelet's identity even with the dedicated one
+	// on the node: that one is the reboot-slot gate's only (issue 22).
+	n.afterReboot(start, "system:node:"+n.d.node)
 	r := finish()
 	if !strings.Contains(r.out, "boot ID changed") {
 		t.Errorf("the reboot play did not report a new boot ID")

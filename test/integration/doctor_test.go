@@ -72,8 +72,10 @@ func TestDoctorAPIAccess(t *testing.T) {
 		// system:node:doc1 under the Node authorizer: every request is
 		// allowed when the review names the Node, the Lease and the
 		// field selector, as gnsh's requests do.
-		line, r := doctorLine(t, []string{"KUBECONFIG=" + cp.NodeKubeconfig(t, "doc1"), "GNSH_CONFIG=" + cfg})
-		want := "ok    API access            every request gnsh makes is allowed as system:node:doc1 (7 checked by SelfSubjectAccessReview)"
+		nkc := cp.NodeKubeconfig(t, "doc1")
+		line, r := doctorLine(t, []string{"KUBECONFIG=" + nkc, "GNSH_CONFIG=" + cfg})
+		want := "ok    API access            drain: system:node:doc1 from " + nkc +
+			" (confined to this node): every request the drain makes is allowed (7 checked by SelfSubjectAccessReview)"
 		if line != want {
 			t.Errorf("got  %s\nwant %s", line, want)
 		}
@@ -127,11 +129,10 @@ func TestDoctorAPIAccess(t *testing.T) {
 	t.Run("a user without bindings", func(t *testing.T) {
 		line, _ := doctorLine(t, []string{"KUBECONFIG=" + stranger, "GNSH_CONFIG=" + cfg})
 		for _, want := range []string{
-			"fail  API access            as stranger the API server refuses get nodes/doc1, patch nodes/doc1, " +
+			"fail  API access            drain: stranger from " + stranger + ": the API server refuses get nodes/doc1, patch nodes/doc1, " +
 				"list pods (spec.nodeName=doc1), watch pods (spec.nodeName=doc1), create pods/eviction, create events in default: " +
 				"gnsh cannot drain this node; and get leases.coordination.k8s.io/doc1 in kube-node-lease (gnsh does without it); " +
-				"fix: give gnsh its own identity: kubectl apply -f ",
-			"kubectl create clusterrolebinding gnsh:drain:stranger --clusterrole=gnsh:drain --user=stranger",
+				"fix: drain with this node's kubelet kubeconfig, which may drain this node and no other",
 		} {
 			if !strings.Contains(line, want) {
 				t.Errorf("line lacks %q:\n%s", want, line)
@@ -157,11 +158,16 @@ func TestDoctorAPIAccess(t *testing.T) {
 		if err := clientcmd.WriteToFile(*kc, path); err != nil {
 			t.Fatal(err)
 		}
-		env := []string{"KUBECONFIG=" + path, "GNSH_CONFIG=" + cfg}
-		want := "ok    API access            every request gnsh makes is allowed as system:serviceaccount:kube-system:gnsh (7 checked by SelfSubjectAccessReview)"
+		// The two identities (issue 22): the drain the kubelet's, the gate
+		// the ServiceAccount's (slots.kubeconfig), each named.
+		nkc := cp.NodeKubeconfig(t, "doc1")
+		env := []string{"KUBECONFIG=" + nkc, "GNSH_CONFIG=" + writeConfig(t, config("node: doc1", "slots: {kubeconfig: "+path+"}"))}
+		want := "ok    API access            drain: system:node:doc1 from " + nkc +
+			" (confined to this node): every request the drain makes is allowed (7 checked by SelfSubjectAccessReview)"
 		// The RBAC authorizer sees new bindings a moment after kubectl
 		// apply returns.
-		slotsOK := "ok    reboot slots          gate optional: gnsh/reboot-slots answers; limit 1; 0 held, 0 waiting; this node: none"
+		slotsOK := "ok    reboot slots          gate optional: gnsh/reboot-slots answers as system:serviceaccount:kube-system:gnsh from " + path +
+			"; limit 1; 0 held, 0 waiting; this node: none"
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 			line, r := doctorLine(t, env)
 			if line == want && strings.Contains(r.Stdout, slotsOK) {
@@ -170,6 +176,13 @@ func TestDoctorAPIAccess(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("got  %s\nwant %s\nand %s in:\n%s", line, want, slotsOK, r.Stdout)
 			}
+		}
+		// The ServiceAccount as the drain's identity: rbac.yaml no longer
+		// lets it drain.
+		line, _ := doctorLine(t, []string{"KUBECONFIG=" + path, "GNSH_CONFIG=" + cfg})
+		if want := "fail  API access            drain: system:serviceaccount:kube-system:gnsh from " + path +
+			": the API server refuses patch nodes/doc1, list pods (spec.nodeName=doc1), watch pods (spec.nodeName=doc1), create pods/eviction, create events in default: gnsh cannot drain this node"; !strings.HasPrefix(line, want) {
+			t.Errorf("got  %s\nwant %s…", line, want)
 		}
 	})
 }

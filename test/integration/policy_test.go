@@ -98,7 +98,8 @@ func testForbidden(t *testing.T, k *cluster, kubeconfig string) {
 	env := []string{"KUBECONFIG=" + kubeconfig, "GNSH_CONFIG=" + writeConfig(t, config("node: forbid")), "LOGNAME=alice"}
 	r := gnshRun(t, b.bus, env, "reboot")
 	handedOffWithOneWarning(t, n, r, b,
-		"gnsh: warning: the identity in "+kubeconfig+" may not drain this node (403 Forbidden: …): use the kubelet's kubeconfig or apply gnsh's rbac.yaml ('gnsh doctor' says how on this node); rebooting without draining")
+		"gnsh: warning: the identity in "+kubeconfig+" may not drain this node (403 Forbidden: …): use this node's kubelet kubeconfig, which may drain this node and no other "+
+			"(gnsh's rbac.yaml grants only the reboot-slot gate's requests; 'gnsh doctor' says which kubeconfig each uses); rebooting without draining")
 }
 
 // testOtherMachine: root's kubeconfig reaches a cluster in which a Node has

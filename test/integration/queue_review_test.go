@@ -32,8 +32,8 @@ func TestReviewQueuedAgentKilledMidDrain(t *testing.T) {
 	run := t.TempDir()
 	bus := logindtest.StartBus(t)
 	ld := bus.StartLogind(t, logindtest.Options{Version: 252, ScheduleFile: filepath.Join(run, "systemd", "shutdown", "scheduled")})
-	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 2m", "slots: {maxUnavailable: 1, renew: 2s, wait: 5m}"))
-	env := []string{"KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg, "LOGNAME=alice"}
+	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 2m", gated("slots: {maxUnavailable: 1, renew: 2s, wait: 5m}", kc)))
+	env := k.nodeEnv(t, n.name, cfg)
 	agentEnv := append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address()}, env...)
 	a := startAgentIn(t, run, agentEnv)
 	a.waitStatus("nothing to uncordon after boot", 30*time.Second)

@@ -34,8 +34,8 @@ func TestSlotsQueuedReboot(t *testing.T) {
 	run := t.TempDir()
 	bus := logindtest.StartBus(t)
 	ld := bus.StartLogind(t, logindtest.Options{Version: 252, ScheduleFile: filepath.Join(run, "systemd", "shutdown", "scheduled")})
-	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 12s", "slots: {maxUnavailable: 1, renew: 2s, wait: 5m}"))
-	env := []string{"KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg, "LOGNAME=alice"}
+	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 12s", gated("slots: {maxUnavailable: 1, renew: 2s, wait: 5m}", kc)))
+	env := k.nodeEnv(t, n.name, cfg)
 	agentEnv := append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address()}, env...)
 	a := startAgentIn(t, run, agentEnv)
 	a.waitStatus("nothing to uncordon after boot", 30*time.Second)
@@ -167,8 +167,8 @@ func TestSlotsScheduleDeferred(t *testing.T) {
 	run := t.TempDir()
 	bus := logindtest.StartBus(t)
 	ld := bus.StartLogind(t, logindtest.Options{Version: 252, ScheduleFile: filepath.Join(run, "systemd", "shutdown", "scheduled")})
-	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 12s", "slots: {maxUnavailable: 1, renew: 2s}"))
-	env := []string{"KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg, "LOGNAME=alice"}
+	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 12s", gated("slots: {maxUnavailable: 1, renew: 2s}", kc)))
+	env := k.nodeEnv(t, n.name, cfg)
 	a := startAgentIn(t, run, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address()}, env...))
 	a.waitStatus("nothing to uncordon after boot", 30*time.Second)
 

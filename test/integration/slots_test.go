@@ -25,7 +25,9 @@ import (
 
 // gnshIdentity applies install/kubernetes/rbac.yaml and returns a
 // kubeconfig with the ServiceAccount's token: the reboot-slot gate needs
-// it (the kubelet's credentials cannot read the Lease or other Nodes).
+// it (the kubelet's credentials cannot read the Lease or other Nodes). It
+// is the gate's only (issue 22): gnsh drains with the node's kubelet
+// kubeconfig (nodeEnv) and names this one in slots.kubeconfig (gated).
 func (k *cluster) gnshIdentity(t *testing.T) string {
 	t.Helper()
 	manifest, err := os.ReadFile(filepath.Join("..", "..", "install", "kubernetes", "rbac.yaml"))
@@ -47,6 +49,19 @@ func (k *cluster) gnshIdentity(t *testing.T) string {
 		}
 	}
 	return f
+}
+
+// gated is a config file's slots line with the gate's kubeconfig kc
+// (slots.kubeconfig) added: "slots: {kubeconfig: KC, …}".
+func gated(slotsLine, kc string) string {
+	return strings.Replace(slotsLine, "slots: {", "slots: {kubeconfig: "+kc+", ", 1)
+}
+
+// nodeEnv is what gnsh gets on node name: its kubelet kubeconfig (the
+// drain's identity), the config file cfg and a user name.
+func (k *cluster) nodeEnv(t *testing.T, name, cfg string) []string {
+	t.Helper()
+	return []string{"KUBECONFIG=" + k.cp.NodeKubeconfig(t, name), "GNSH_CONFIG=" + cfg, "LOGNAME=alice"}
 }
 
 // leaseHistory records every version of the slots Lease.
@@ -101,8 +116,8 @@ func TestSlotsRollingReboots(t *testing.T) {
 		nd := k.newNode(t, "roll-"+string(rune('a'+i)))
 		nd.replicaSet("web", 1, podOpts{})
 		nd.waitRunning(1)
-		cfg := config("node: "+nd.name, "slots: {maxUnavailable: 1, wait: 3m, settle: 2s, renew: 2s}")
-		cs = append(cs, &contender{n: nd, env: []string{"KUBECONFIG=" + kc, "GNSH_CONFIG=" + writeConfig(t, cfg), "LOGNAME=alice"}})
+		cfg := config("node: "+nd.name, gated("slots: {maxUnavailable: 1, wait: 3m, settle: 2s, renew: 2s}", kc))
+		cs = append(cs, &contender{n: nd, env: k.nodeEnv(t, nd.name, writeConfig(t, cfg))})
 	}
 	for _, c := range cs {
 		bus := logindtest.StartBus(t)
@@ -229,12 +244,15 @@ func TestSlotsWrapperKilled(t *testing.T) {
 			n := k.newNode(t, "killed-"+strings.ReplaceAll(c.step, "_", "-"))
 			n.replicaSet("web", 1, podOpts{})
 			n.waitRunning(1)
-			cfg := writeConfig(t, config("node: "+n.name, "slots: {maxUnavailable: 1, wait: 1m, renew: 2s}"))
+			cfg := writeConfig(t, config("node: "+n.name, gated("slots: {maxUnavailable: 1, wait: 1m, renew: 2s}", kc)))
+			// The wrapper's requests, both identities', go through the
+			// proxy.
+			pcfg := writeConfig(t, config("node: "+n.name, gated("slots: {maxUnavailable: 1, wait: 1m, renew: 2s}", pkc)))
 			b := newLogind(t)
 			run := t.TempDir()
-			stopAgent := slotAgent(t, []string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address(), "KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg}, run, "")
+			stopAgent := slotAgent(t, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address()}, k.nodeEnv(t, n.name, cfg)...), run, "")
 			reached, release := c.stall(t, n)
-			p := startCmd(t, b.bus, []string{"KUBECONFIG=" + pkc, "GNSH_CONFIG=" + cfg, "LOGNAME=alice"}, run, "reboot")
+			p := startCmd(t, b.bus, []string{"KUBECONFIG=" + px.Kubeconfig(t, k.cp.NodeKubeconfig(t, n.name)), "GNSH_CONFIG=" + pcfg, "LOGNAME=alice"}, run, "reboot")
 			for end := time.Now().Add(30 * time.Second); !reached(); time.Sleep(20 * time.Millisecond) {
 				if time.Now().After(end) {
 					t.Fatalf("the reboot never reached the step")
@@ -277,11 +295,12 @@ func TestSlotsWrapperKilled(t *testing.T) {
 		n := k.newNode(t, "killed-after-hand-off")
 		n.replicaSet("web", 1, podOpts{})
 		n.waitRunning(1)
-		cfg := writeConfig(t, config("node: "+n.name, "slots: {maxUnavailable: 1, wait: 1m, renew: 2s}"))
+		cfg := writeConfig(t, config("node: "+n.name, gated("slots: {maxUnavailable: 1, wait: 1m, renew: 2s}", kc)))
 		b := newLogind(t)
 		run := t.TempDir()
-		stopAgent := slotAgent(t, []string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address(), "KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg}, run, "")
-		r := waitCmd(t, startCmd(t, b.bus, []string{"KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg, "LOGNAME=alice"}, run, "reboot"), "reboot")
+		env := k.nodeEnv(t, n.name, cfg)
+		stopAgent := slotAgent(t, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address()}, env...), run, "")
+		r := waitCmd(t, startCmd(t, b.bus, env, run, "reboot"), "reboot")
 		if r.Code != 0 {
 			t.Fatalf("exit %d", r.Code)
 		}
@@ -348,10 +367,10 @@ func TestSlotsKeptForTheSchedule(t *testing.T) {
 	n := k.newNode(t, "far-schedule")
 	n.replicaSet("web", 1, podOpts{})
 	n.waitRunning(1)
-	cfg := writeConfig(t, config("node: "+n.name, "slots: {maxUnavailable: 1, wait: 1m, renew: 2s}"))
+	cfg := writeConfig(t, config("node: "+n.name, gated("slots: {maxUnavailable: 1, wait: 1m, renew: 2s}", kc)))
 	b := newLogind(t)
 	run := t.TempDir()
-	env := []string{"KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg, "LOGNAME=alice"}
+	env := k.nodeEnv(t, n.name, cfg)
 	stop := slotAgent(t, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address()}, env...), run, "")
 	defer stop()
 	r := waitCmd(t, startCmd(t, b.bus, env, run, "shutdown", "-r", "+8", "--drain-timeout=10m"), "shutdown")
@@ -404,8 +423,8 @@ func TestSlotsScheduleWithoutASlot(t *testing.T) {
 	ld := bus.StartLogind(t, logindtest.Options{Version: 252, ScheduleFile: filepath.Join(run, "systemd", "shutdown", "scheduled")})
 	// slots.queue: never: the schedule is cancelled, not deferred
 	// (TestSlotsScheduleDeferred).
-	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 12s", "slots: {maxUnavailable: 1, renew: 2s, queue: never}"))
-	env := []string{"KUBECONFIG=" + kc, "GNSH_CONFIG=" + cfg, "LOGNAME=alice"}
+	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 12s", gated("slots: {maxUnavailable: 1, renew: 2s, queue: never}", kc)))
+	env := k.nodeEnv(t, n.name, cfg)
 	a := startAgentIn(t, run, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address()}, env...))
 	a.waitStatus("nothing to uncordon after boot", 30*time.Second)
 

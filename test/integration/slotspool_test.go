@@ -42,7 +42,7 @@ func TestSlotsPoolReboots(t *testing.T) {
 		}
 		nd.replicaSet("web", 1, podOpts{})
 		nd.waitRunning(1)
-		env := []string{"KUBECONFIG=" + kc, "GNSH_CONFIG=" + writeConfig(t, config("node: "+name, limits)), "LOGNAME=alice"}
+		env := k.nodeEnv(t, name, writeConfig(t, config("node: "+name, gated(limits, kc))))
 		cs = append(cs, &contender{n: nd, env: env})
 	}
 	for _, c := range cs {

@@ -53,7 +53,8 @@ func TestSlotsWaitingLineOnATerminal(t *testing.T) {
 	n := k.newNode(t, "tty-a")
 	other := k.newNode(t, "tty-b")
 	other.adminCordon()
-	cfg := writeConfig(t, config("node: "+n.name, "slots: {maxUnavailable: 1, wait: 4s, renew: 2s}"))
+	cfg := writeConfig(t, config("node: "+n.name, gated("slots: {maxUnavailable: 1, wait: 4s, renew: 2s}", kc)))
+	nodeKC := k.cp.NodeKubeconfig(t, n.name)
 	reboot, shutdown := filepath.Join(binDir, "reboot"), filepath.Join(binDir, "shutdown")
 	for _, c := range []struct {
 		name  string
@@ -68,7 +69,7 @@ func TestSlotsWaitingLineOnATerminal(t *testing.T) {
 			m, s := ptyPair(t)
 			bus := logindtest.StartBus(t)
 			ld := bus.StartLogind(t, logindtest.Options{Version: 252})
-			p := rig.Start(t, rig.Spec{Env: []string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address(), "KUBECONFIG=" + kc,
+			p := rig.Start(t, rig.Spec{Env: []string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address(), "KUBECONFIG=" + nodeKC,
 				"GNSH_CONFIG=" + cfg, "LOGNAME=alice", "TERM=xterm", "PS1=$ ", "ENV="}, Argv: c.argv, TTY: s})
 			s.Close()
 			var screen bytes.Buffer
