@@ -21,12 +21,15 @@ import (
 var gateTokenClient func(*gatetoken.Kubeconfig) (kubernetes.Interface, error)
 
 // renewGateToken runs the node agent's renewal of the gate's token in
-// /etc/gnsh/kubeconfig (internal/gatetoken) until ctx ends: at once, then
+// its kubeconfig (slots.kubeconfig, else /etc/gnsh/kubeconfig; internal/gatetoken) until ctx ends: at once, then
 // as it falls due. Its lines go to out; its state, for gnsh status and
 // doctor, to the lock directory. It idles while there is no such file or
 // no embedded token in it. The returned channel closes once it is over.
 func renewGateToken(ctx context.Context, d *drainer.Drainer, cfg config.Config, out io.Writer) <-chan struct{} {
 	path := kube.GnshKubeconfig
+	if cfg.Slots.Kubeconfig != "" {
+		path = cfg.Slots.Kubeconfig // the gate's kubeconfig, named in the config file
+	}
 	if d.KubeRoot != "" {
 		path = filepath.Join(d.KubeRoot, path)
 	}

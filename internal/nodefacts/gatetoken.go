@@ -52,8 +52,12 @@ type GateTokenFacts struct {
 // /etc/gnsh/kubeconfig or it holds no embedded token (another kind of
 // credential: nothing to renew).
 func readGateToken(s *Sources, now time.Time) *GateTokenFacts {
-	path := s.path(kube.GnshKubeconfig)
-	f := &GateTokenFacts{Path: kube.GnshKubeconfig, At: now}
+	name := kube.GnshKubeconfig
+	if cfg, _, err := s.config(); err == nil && cfg.Slots.Kubeconfig != "" {
+		name = cfg.Slots.Kubeconfig // the gate's kubeconfig, the one the agent renews
+	}
+	path := s.path(name)
+	f := &GateTokenFacts{Path: name, At: now}
 	k, err := gatetoken.Load(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

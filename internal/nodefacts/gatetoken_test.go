@@ -87,3 +87,28 @@ func TestCheckGateToken(t *testing.T) {
 		t.Errorf("no token: %+v", got)
 	}
 }
+
+// The gate's kubeconfig named by slots.kubeconfig is the one read (and
+// the one the agent renews), not /etc/gnsh/kubeconfig.
+func TestGateTokenFollowsSlotsKubeconfig(t *testing.T) {
+	root := t.TempDir()
+	now := time.Date(2026, 11, 28, 2, 0, 0, 0, time.UTC)
+	cfgPath := filepath.Join(root, "etc/gnsh/config.yaml")
+	if err := os.MkdirAll(filepath.Join(root, "etc/gnsh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, []byte("slots:\n  kubeconfig: /var/lib/gnsh/gate.kubeconfig\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kc := gatetoken.New(filepath.Join(root, "var/lib/gnsh/gate.kubeconfig"), "https://10.0.0.1:6443", []byte("CA"), testToken("n2", now.Add(-time.Hour), 24*time.Hour))
+	if err := os.MkdirAll(filepath.Dir(kc.Path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := kc.Save(); err != nil {
+		t.Fatal(err)
+	}
+	f := readGateToken(&Sources{Root: root}, now)
+	if f == nil || f.Node != "n2" || f.Path != "/var/lib/gnsh/gate.kubeconfig" {
+		t.Fatalf("facts %+v, want node n2 from /var/lib/gnsh/gate.kubeconfig", f)
+	}
+}
