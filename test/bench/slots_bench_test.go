@@ -14,10 +14,12 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gnsh/gnsh/internal/kube"
@@ -66,8 +68,6 @@ func BenchmarkSlots(b *testing.B) {
 		b.Fatal(err)
 	}
 	cp.Kubectl(b, manifest, "apply", "-f", "-")
-	token := strings.TrimSpace(cp.Kubectl(b, nil, "-n", "kube-system", "create", "token", "gnsh", "--duration=1h"))
-	kc := cp.TokenKubeconfig(b, token)
 	ctx := b.Context()
 	var nodes []*corev1.Node
 	for i := range 1000 {
@@ -83,10 +83,29 @@ func BenchmarkSlots(b *testing.B) {
 		}
 		nodes = append(nodes, n)
 	}
-	client := func() kubernetes.Interface {
-		rc, err := (&kube.Locator{Timeout: 5 * time.Second}).RESTConfig(kc)
-		if err != nil {
-			b.Fatal(err)
+	// Each node's gate has a token of gnsh bound to its own Node, as the
+	// role hands out (the slots Lease policy refuses the writes of an
+	// unbound one): the first through a kubeconfig as the role writes it,
+	// the others the same config with their own token (a TokenRequest,
+	// what kubectl create token --bound-object-kind Node sends).
+	token := strings.TrimSpace(cp.Kubectl(b, nil, "-n", "kube-system", "create", "token", "gnsh",
+		"--bound-object-kind=Node", "--bound-object-name="+nodes[0].Name, "--duration=1h"))
+	base, err := (&kube.Locator{Timeout: 5 * time.Second}).RESTConfig(cp.TokenKubeconfig(b, token))
+	if err != nil {
+		b.Fatal(err)
+	}
+	client := func(n *corev1.Node) kubernetes.Interface {
+		rc := rest.CopyConfig(base)
+		if n != nodes[0] {
+			secs := int64(3600)
+			tr, err := admin.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, "gnsh", &authenticationv1.TokenRequest{
+				Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs,
+					BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: n.Name, UID: n.UID}}},
+				metav1.CreateOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			rc.BearerToken, rc.BearerTokenFile = tr.Status.Token, ""
 		}
 		return kubernetes.NewForConfigOrDie(rc)
 	}
@@ -117,7 +136,7 @@ func BenchmarkSlots(b *testing.B) {
 
 	// A free slot: the gate's added latency.
 	var lat []time.Duration
-	c := client()
+	c := client(nodes[0])
 	if _, err := c.CoreV1().Nodes().Get(ctx, nodes[0].Name, metav1.GetOptions{}); err != nil { // the connection, as after the Node read
 		b.Fatal(err)
 	}
@@ -232,7 +251,7 @@ func (c crowd) perAdmission() float64 { return float64(c.requests) / float64(max
 // holding its slot 100 ms, and counts the requests; an admin's watch of the
 // Lease follows the record's size.
 func contend(b *testing.B, admin kubernetes.Interface, nodes []*corev1.Node, n int, spread time.Duration,
-	client func() kubernetes.Interface, gate func(kubernetes.Interface, int) *slots.Gate, ask func(*corev1.Node) slots.Request,
+	client func(*corev1.Node) kubernetes.Interface, gate func(kubernetes.Interface, int) *slots.Gate, ask func(*corev1.Node) slots.Request,
 	mark func() time.Time, count func(from, to time.Time) (int, int, map[string]int)) crowd {
 	ctx := b.Context()
 	c := crowd{n: n, spread: spread}
@@ -259,7 +278,7 @@ func contend(b *testing.B, admin kubernetes.Interface, nodes []*corev1.Node, n i
 	// Node read (not counted).
 	clients := make([]kubernetes.Interface, n)
 	for i := range clients {
-		clients[i] = client()
+		clients[i] = client(nodes[i])
 		if _, err := clients[i].CoreV1().Nodes().Get(ctx, nodes[i].Name, metav1.GetOptions{}); err != nil {
 			b.Fatal(err)
 		}

@@ -41,7 +41,9 @@ func testDedicatedIdentity(t *testing.T, r *rig) {
 	r.cp.Kubectl(t, manifest, "apply", "-f", "-")
 	// A TokenRequest (the rig's apiserver has --service-account-issuer and
 	// the signing key; no controller-manager token controller is needed).
-	token := strings.TrimSpace(r.cp.Kubectl(t, nil, "-n", "kube-system", "create", "token", "gnsh", "--duration=10m"))
+	// Bound to the node's Node, as the role hands it out.
+	token := strings.TrimSpace(r.cp.Kubectl(t, nil, "-n", "kube-system", "create", "token", "gnsh",
+		"--bound-object-kind=Node", "--bound-object-name="+node, "--duration=10m"))
 	kc := r.cp.TokenKubeconfig(t, token)
 	if fi, err := os.Stat(kc); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("kubeconfig mode: %v %v", fi.Mode(), err)

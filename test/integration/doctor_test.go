@@ -146,7 +146,8 @@ func TestDoctorAPIAccess(t *testing.T) {
 			t.Fatal(err)
 		}
 		cp.Kubectl(t, manifest, "apply", "-f", "-")
-		token := strings.TrimSpace(cp.Kubectl(t, nil, "-n", "kube-system", "create", "token", "gnsh", "--duration=10m"))
+		token := strings.TrimSpace(cp.Kubectl(t, nil, "-n", "kube-system", "create", "token", "gnsh",
+			"--bound-object-kind=Node", "--bound-object-name=doc1", "--duration=10m"))
 		kc, err := clientcmd.LoadFromFile(cp.AdminKubeconfig)
 		if err != nil {
 			t.Fatal(err)

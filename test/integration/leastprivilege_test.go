@@ -49,7 +49,7 @@ func TestLeastPrivilegeAttacker(t *testing.T) {
 		c    kubernetes.Interface
 	}{
 		{"kubelet system:node:lp-a", clientFor(t, k.cp.NodeKubeconfig(t, a.name))},
-		{"gate system:serviceaccount:kube-system:gnsh", clientFor(t, k.gnshIdentity(t))},
+		{"gate system:serviceaccount:kube-system:gnsh", clientFor(t, k.gnshIdentity(t)(a.name))},
 	}
 	gate := identities[1].c
 	// The Lease as the gate makes it, with the gate's identity: the

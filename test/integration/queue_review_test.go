@@ -23,7 +23,7 @@ import (
 // cordon lost on the way.
 func TestReviewQueuedAgentKilledMidDrain(t *testing.T) {
 	k := startCluster(t)
-	kc := k.gnshIdentity(t)
+	gateKC := k.gnshIdentity(t)
 	n := k.newNode(t, "qkill-a")
 	other := k.newNode(t, "qkill-b")
 	n.replicaSet("web", 1, podOpts{hold: true})
@@ -32,7 +32,7 @@ func TestReviewQueuedAgentKilledMidDrain(t *testing.T) {
 	run := t.TempDir()
 	bus := logindtest.StartBus(t)
 	ld := bus.StartLogind(t, logindtest.Options{Version: 252, ScheduleFile: filepath.Join(run, "systemd", "shutdown", "scheduled")})
-	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 2m", gated("slots: {maxUnavailable: 1, renew: 2s, wait: 5m}", kc)))
+	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 2m", gated("slots: {maxUnavailable: 1, renew: 2s, wait: 5m}", gateKC(n.name))))
 	env := k.nodeEnv(t, n.name, cfg)
 	agentEnv := append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address()}, env...)
 	a := startAgentIn(t, run, agentEnv)

@@ -25,7 +25,7 @@ import (
 // An agent of another boot (the node power-cycled) drops it.
 func TestSlotsQueuedReboot(t *testing.T) {
 	k := startCluster(t)
-	kc := k.gnshIdentity(t)
+	gateKC := k.gnshIdentity(t)
 	n := k.newNode(t, "queue-a")
 	other := k.newNode(t, "queue-b")
 	n.replicaSet("web", 1, podOpts{})
@@ -34,7 +34,7 @@ func TestSlotsQueuedReboot(t *testing.T) {
 	run := t.TempDir()
 	bus := logindtest.StartBus(t)
 	ld := bus.StartLogind(t, logindtest.Options{Version: 252, ScheduleFile: filepath.Join(run, "systemd", "shutdown", "scheduled")})
-	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 12s", gated("slots: {maxUnavailable: 1, renew: 2s, wait: 5m}", kc)))
+	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 12s", gated("slots: {maxUnavailable: 1, renew: 2s, wait: 5m}", gateKC(n.name))))
 	env := k.nodeEnv(t, n.name, cfg)
 	agentEnv := append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address()}, env...)
 	a := startAgentIn(t, run, agentEnv)
@@ -158,7 +158,7 @@ func TestSlotsQueuedReboot(t *testing.T) {
 // off, never before the time asked.
 func TestSlotsScheduleDeferred(t *testing.T) {
 	k := startCluster(t)
-	kc := k.gnshIdentity(t)
+	gateKC := k.gnshIdentity(t)
 	n := k.newNode(t, "defer-a")
 	other := k.newNode(t, "defer-b")
 	n.replicaSet("web", 1, podOpts{})
@@ -167,7 +167,7 @@ func TestSlotsScheduleDeferred(t *testing.T) {
 	run := t.TempDir()
 	bus := logindtest.StartBus(t)
 	ld := bus.StartLogind(t, logindtest.Options{Version: 252, ScheduleFile: filepath.Join(run, "systemd", "shutdown", "scheduled")})
-	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 12s", gated("slots: {maxUnavailable: 1, renew: 2s}", kc)))
+	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 12s", gated("slots: {maxUnavailable: 1, renew: 2s}", gateKC(n.name))))
 	env := k.nodeEnv(t, n.name, cfg)
 	a := startAgentIn(t, run, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address()}, env...))
 	a.waitStatus("nothing to uncordon after boot", 30*time.Second)

@@ -23,32 +23,39 @@ import (
 	"github.com/gnsh/gnsh/test/internal/rig"
 )
 
-// gnshIdentity applies install/kubernetes/rbac.yaml and returns a
-// kubeconfig with the ServiceAccount's token: the reboot-slot gate needs
-// it (the kubelet's credentials cannot read the Lease or other Nodes). It
-// is the gate's only (issue 22): gnsh drains with the node's kubelet
-// kubeconfig (nodeEnv) and names this one in slots.kubeconfig (gated).
-func (k *cluster) gnshIdentity(t *testing.T) string {
+// gnshIdentity applies install/kubernetes/rbac.yaml and returns what
+// gives a node its gate kubeconfig: the ServiceAccount's token bound to
+// that node's Node (its Node must exist), as the role hands out; the
+// slots Lease policy refuses the writes of an unbound one. The reboot-slot
+// gate needs it (the kubelet's credentials cannot read the Lease or other
+// Nodes). It is the gate's only (issue 22): gnsh drains with the node's
+// kubelet kubeconfig (nodeEnv) and names this one in slots.kubeconfig
+// (gated).
+func (k *cluster) gnshIdentity(t *testing.T) (gateKC func(node string) string) {
 	t.Helper()
 	manifest, err := os.ReadFile(filepath.Join("..", "..", "install", "kubernetes", "rbac.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	k.cp.Kubectl(t, manifest, "apply", "-f", "-")
-	token := strings.TrimSpace(k.cp.Kubectl(t, nil, "-n", "kube-system", "create", "token", "gnsh", "--duration=1h"))
-	f := k.cp.TokenKubeconfig(t, token)
-	kubectl := filepath.Join(k.cp.BinDir, "kubectl")
-	// RBAC sees the new bindings a moment after kubectl apply returns.
-	for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		out, err := exec.Command(kubectl, "--kubeconfig="+f, "auth", "can-i", "update", "leases/reboot-slots", "-n", "gnsh").CombinedOutput()
-		if err == nil && strings.TrimSpace(string(out)) == "yes" {
-			break
+	return func(node string) string {
+		t.Helper()
+		token := strings.TrimSpace(k.cp.Kubectl(t, nil, "-n", "kube-system", "create", "token", "gnsh",
+			"--bound-object-kind=Node", "--bound-object-name="+node, "--duration=1h"))
+		f := k.cp.TokenKubeconfig(t, token)
+		kubectl := filepath.Join(k.cp.BinDir, "kubectl")
+		// RBAC sees the new bindings a moment after kubectl apply returns.
+		for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			out, err := exec.Command(kubectl, "--kubeconfig="+f, "auth", "can-i", "update", "leases/reboot-slots", "-n", "gnsh").CombinedOutput()
+			if err == nil && strings.TrimSpace(string(out)) == "yes" {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("the ServiceAccount may not update the slots Lease: %s %v", out, err)
+			}
 		}
-		if time.Now().After(end) {
-			t.Fatalf("the ServiceAccount may not update the slots Lease: %s %v", out, err)
-		}
+		return f
 	}
-	return f
 }
 
 // gated is a config file's slots line with the gate's kubeconfig kc
@@ -101,7 +108,7 @@ func (k *cluster) leaseHistory(t *testing.T) func() []slots.Record {
 // then is the next node admitted.
 func TestSlotsRollingReboots(t *testing.T) {
 	k := startCluster(t)
-	kc := k.gnshIdentity(t)
+	gateKC := k.gnshIdentity(t)
 	history := k.leaseHistory(t)
 
 	const n = 5
@@ -116,7 +123,7 @@ func TestSlotsRollingReboots(t *testing.T) {
 		nd := k.newNode(t, "roll-"+string(rune('a'+i)))
 		nd.replicaSet("web", 1, podOpts{})
 		nd.waitRunning(1)
-		cfg := config("node: "+nd.name, gated("slots: {maxUnavailable: 1, wait: 3m, settle: 2s, renew: 2s}", kc))
+		cfg := config("node: "+nd.name, gated("slots: {maxUnavailable: 1, wait: 3m, settle: 2s, renew: 2s}", gateKC(nd.name)))
 		cs = append(cs, &contender{n: nd, env: k.nodeEnv(t, nd.name, writeConfig(t, cfg))})
 	}
 	for _, c := range cs {
@@ -218,9 +225,8 @@ func TestSlotsRollingReboots(t *testing.T) {
 // is no longer under way.
 func TestSlotsWrapperKilled(t *testing.T) {
 	k := startCluster(t)
-	kc := k.gnshIdentity(t)
+	gateKC := k.gnshIdentity(t)
 	px := faultproxy.ForControlPlane(t, k.cp)
-	pkc := px.Kubeconfig(t, kc)
 	for _, c := range []struct {
 		step string
 		// stall makes the wrapper stop at the step, and says when it has.
@@ -244,10 +250,11 @@ func TestSlotsWrapperKilled(t *testing.T) {
 			n := k.newNode(t, "killed-"+strings.ReplaceAll(c.step, "_", "-"))
 			n.replicaSet("web", 1, podOpts{})
 			n.waitRunning(1)
+			kc := gateKC(n.name)
 			cfg := writeConfig(t, config("node: "+n.name, gated("slots: {maxUnavailable: 1, wait: 1m, renew: 2s}", kc)))
 			// The wrapper's requests, both identities', go through the
 			// proxy.
-			pcfg := writeConfig(t, config("node: "+n.name, gated("slots: {maxUnavailable: 1, wait: 1m, renew: 2s}", pkc)))
+			pcfg := writeConfig(t, config("node: "+n.name, gated("slots: {maxUnavailable: 1, wait: 1m, renew: 2s}", px.Kubeconfig(t, kc))))
 			b := newLogind(t)
 			run := t.TempDir()
 			stopAgent := slotAgent(t, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + b.bus.Address()}, k.nodeEnv(t, n.name, cfg)...), run, "")
@@ -295,7 +302,7 @@ func TestSlotsWrapperKilled(t *testing.T) {
 		n := k.newNode(t, "killed-after-hand-off")
 		n.replicaSet("web", 1, podOpts{})
 		n.waitRunning(1)
-		cfg := writeConfig(t, config("node: "+n.name, gated("slots: {maxUnavailable: 1, wait: 1m, renew: 2s}", kc)))
+		cfg := writeConfig(t, config("node: "+n.name, gated("slots: {maxUnavailable: 1, wait: 1m, renew: 2s}", gateKC(n.name))))
 		b := newLogind(t)
 		run := t.TempDir()
 		env := k.nodeEnv(t, n.name, cfg)
@@ -363,11 +370,11 @@ func (n *node) terminating() []string {
 // for. shutdown -c frees it.
 func TestSlotsKeptForTheSchedule(t *testing.T) {
 	k := startCluster(t)
-	kc := k.gnshIdentity(t)
+	gateKC := k.gnshIdentity(t)
 	n := k.newNode(t, "far-schedule")
 	n.replicaSet("web", 1, podOpts{})
 	n.waitRunning(1)
-	cfg := writeConfig(t, config("node: "+n.name, gated("slots: {maxUnavailable: 1, wait: 1m, renew: 2s}", kc)))
+	cfg := writeConfig(t, config("node: "+n.name, gated("slots: {maxUnavailable: 1, wait: 1m, renew: 2s}", gateKC(n.name))))
 	b := newLogind(t)
 	run := t.TempDir()
 	env := k.nodeEnv(t, n.name, cfg)
@@ -412,7 +419,7 @@ func TestSlotsKeptForTheSchedule(t *testing.T) {
 // slot taken for it, and cancelling the schedule frees that slot.
 func TestSlotsScheduleWithoutASlot(t *testing.T) {
 	k := startCluster(t)
-	kc := k.gnshIdentity(t)
+	gateKC := k.gnshIdentity(t)
 	n := k.newNode(t, "sched-a")
 	other := k.newNode(t, "sched-b")
 	n.replicaSet("web", 1, podOpts{})
@@ -423,7 +430,7 @@ func TestSlotsScheduleWithoutASlot(t *testing.T) {
 	ld := bus.StartLogind(t, logindtest.Options{Version: 252, ScheduleFile: filepath.Join(run, "systemd", "shutdown", "scheduled")})
 	// slots.queue: never: the schedule is cancelled, not deferred
 	// (TestSlotsScheduleDeferred).
-	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 12s", gated("slots: {maxUnavailable: 1, renew: 2s, queue: never}", kc)))
+	cfg := writeConfig(t, config("node: "+n.name, "drainTimeout: 12s", gated("slots: {maxUnavailable: 1, renew: 2s, queue: never}", gateKC(n.name))))
 	env := k.nodeEnv(t, n.name, cfg)
 	a := startAgentIn(t, run, append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + bus.Address()}, env...))
 	a.waitStatus("nothing to uncordon after boot", 30*time.Second)

@@ -19,7 +19,7 @@ import (
 // until one of its pool is back and its agent frees the slot.
 func TestSlotsPoolReboots(t *testing.T) {
 	k := startCluster(t)
-	kc := k.gnshIdentity(t)
+	gateKC := k.gnshIdentity(t)
 	history := k.leaseHistory(t)
 	type contender struct {
 		n   *node
@@ -42,7 +42,7 @@ func TestSlotsPoolReboots(t *testing.T) {
 		}
 		nd.replicaSet("web", 1, podOpts{})
 		nd.waitRunning(1)
-		env := k.nodeEnv(t, name, writeConfig(t, config("node: "+name, gated(limits, kc))))
+		env := k.nodeEnv(t, name, writeConfig(t, config("node: "+name, gated(limits, gateKC(name)))))
 		cs = append(cs, &contender{n: nd, env: env})
 	}
 	for _, c := range cs {

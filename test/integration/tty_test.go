@@ -49,11 +49,11 @@ func ptyPair(t *testing.T) (*os.File, *os.File) {
 func TestSlotsWaitingLineOnATerminal(t *testing.T) {
 	rig.Need(t, "setsid")
 	k := startCluster(t)
-	kc := k.gnshIdentity(t)
+	gateKC := k.gnshIdentity(t)
 	n := k.newNode(t, "tty-a")
 	other := k.newNode(t, "tty-b")
 	other.adminCordon()
-	cfg := writeConfig(t, config("node: "+n.name, gated("slots: {maxUnavailable: 1, wait: 4s, renew: 2s}", kc)))
+	cfg := writeConfig(t, config("node: "+n.name, gated("slots: {maxUnavailable: 1, wait: 4s, renew: 2s}", gateKC(n.name))))
 	nodeKC := k.cp.NodeKubeconfig(t, n.name)
 	reboot, shutdown := filepath.Join(binDir, "reboot"), filepath.Join(binDir, "shutdown")
 	for _, c := range []struct {

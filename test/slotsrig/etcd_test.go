@@ -35,14 +35,14 @@ func testEtcdOnly(t *testing.T, r *rig) {
 	}
 	w := r.node(t, "w", nil)
 
-	s1, _, err := r.gate(t, two).Acquire(ctx, request(es[0], 5*time.Second))
+	s1, _, err := r.gate(t, es[0].Name, two).Acquire(ctx, request(es[0], 5*time.Second))
 	if err != nil {
 		t.Fatalf("e1: %v", err)
 	}
 	if err := s1.Keep(ctx, slots.ShuttingDown); err != nil {
 		t.Fatal(err)
 	}
-	s, _, err := r.gate(t, two).Acquire(ctx, request(es[1], 2*time.Second))
+	s, _, err := r.gate(t, es[1].Name, two).Acquire(ctx, request(es[1], 2*time.Second))
 	var we *slots.WaitError
 	if !errors.As(err, &we) || !strings.Contains(err.Error(), "control plane limit 1: e1 (holds a slot") {
 		if s != nil {
@@ -57,7 +57,7 @@ func testEtcdOnly(t *testing.T, r *rig) {
 	r.setStatus(t, "e1", true, "boot-2")
 	r.etcdPod(t, "e1", true)
 	start := time.Now()
-	sw, v, err := r.gate(t, one).Acquire(ctx, request(w, time.Minute))
+	sw, v, err := r.gate(t, w.Name, one).Acquire(ctx, request(w, time.Minute))
 	if err != nil {
 		t.Fatalf("w behind e1, back and settled: %v", err)
 	}
@@ -70,7 +70,7 @@ func testEtcdOnly(t *testing.T, r *rig) {
 	}
 
 	r.etcdPod(t, "e3", false)
-	s, _, err = r.gate(t, one).Acquire(ctx, request(r.getNode(t, "e1"), 2*time.Second))
+	s, _, err = r.gate(t, "e1", one).Acquire(ctx, request(r.getNode(t, "e1"), 2*time.Second))
 	if !errors.As(err, &we) || !strings.Contains(err.Error(), "etcd would lose its quorum: etcd-e3 (not Ready)") {
 		if s != nil {
 			s.Release(context.Background(), "test")
@@ -94,12 +94,12 @@ func testEtcdUnlabelled(t *testing.T, r *rig) {
 	for _, n := range []string{"c1", "p", "c3"} {
 		r.etcdPod(t, n, true)
 	}
-	s1, _, err := r.gate(t, two).Acquire(ctx, request(c1, 5*time.Second))
+	s1, _, err := r.gate(t, c1.Name, two).Acquire(ctx, request(c1, 5*time.Second))
 	if err != nil {
 		t.Fatalf("c1: %v", err)
 	}
 	defer s1.Release(context.Background(), "test")
-	s, _, err := r.gate(t, two).Acquire(ctx, request(p, 2*time.Second))
+	s, _, err := r.gate(t, p.Name, two).Acquire(ctx, request(p, 2*time.Second))
 	var we *slots.WaitError
 	if !errors.As(err, &we) || !strings.Contains(err.Error(), "control plane limit 1: c1 (holds a slot") {
 		if s != nil {
@@ -107,7 +107,7 @@ func testEtcdUnlabelled(t *testing.T, r *rig) {
 		}
 		t.Fatalf("p (etcd-p, no role label) while c1 holds a slot, maxUnavailable 2: %v", err)
 	}
-	sw, _, err := r.gate(t, two).Acquire(ctx, request(w, 5*time.Second))
+	sw, _, err := r.gate(t, w.Name, two).Acquire(ctx, request(w, 5*time.Second))
 	if err != nil {
 		t.Fatalf("w (no etcd pod) beside c1, maxUnavailable 2: %v", err)
 	}

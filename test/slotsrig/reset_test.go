@@ -27,7 +27,7 @@ func testSlotsReset(t *testing.T, r *rig) {
 	ctx := ctxFor(t, time.Minute)
 	lim := slots.Limits{Max: 1, Settle: time.Second}
 	a, b := r.node(t, "held", nil), r.node(t, "next", nil)
-	sa, _, err := r.gate(t, lim).Acquire(ctx, request(a, time.Second))
+	sa, _, err := r.gate(t, a.Name, lim).Acquire(ctx, request(a, time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func testSlotsReset(t *testing.T, r *rig) {
 	if _, err := r.admin.CoordinationV1().Leases(leaseNS).Update(ctx, l, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = r.gate(t, lim).Acquire(ctx, request(b, time.Second))
+	_, _, err = r.gate(t, b.Name, lim).Acquire(ctx, request(b, time.Second))
 	var we *slots.WaitError
 	if !errors.As(err, &we) || !slots.Broken(err) {
 		t.Fatalf("on a broken record: %v", err)
@@ -81,7 +81,7 @@ func testSlotsReset(t *testing.T, r *rig) {
 		!strings.Contains(evs.Items[0].Message, "reset by carol with 'gnsh slots reset'") {
 		t.Errorf("events: %v %+v", err, evs)
 	}
-	if _, _, err := r.gate(t, lim).Acquire(ctx, request(b, time.Second)); err != nil {
+	if _, _, err := r.gate(t, b.Name, lim).Acquire(ctx, request(b, time.Second)); err != nil {
 		t.Fatalf("after the reset: %v", err)
 	}
 	_, errs, code = run("reset", "--kubeconfig", r.cp.AdminKubeconfig)

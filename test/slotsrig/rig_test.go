@@ -15,11 +15,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,10 +43,14 @@ const (
 // rig is a control plane with rbac.yaml applied, the gnsh ServiceAccount's
 // kubeconfig, and a fault proxy in front.
 type rig struct {
-	cp      *controlplane.ControlPlane
-	admin   kubernetes.Interface
-	gnshKC  string // the ServiceAccount's kubeconfig, through the proxy
-	proxy   *faultproxy.Proxy
+	cp    *controlplane.ControlPlane
+	admin kubernetes.Interface
+	proxy *faultproxy.Proxy
+	// kcs is each node's kubeconfig of the ServiceAccount, through the
+	// proxy: a token bound to that node's Node, as the role hands out
+	// (the slots Lease policy refuses the writes of any other).
+	kcMu    sync.Mutex
+	kcs     map[string]string
 	history *history
 	// auditFrom is where the audit log stood when the test began.
 	auditFrom int64
@@ -62,24 +66,8 @@ func startRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	cp.Kubectl(t, manifest, "apply", "-f", "-")
-	token := strings.TrimSpace(cp.Kubectl(t, nil, "-n", "kube-system", "create", "token", "gnsh", "--duration=1h"))
-	kc := cp.TokenKubeconfig(t, token)
 	r.proxy = faultproxy.ForControlPlane(t, cp)
-	r.gnshKC = r.proxy.Kubeconfig(t, kc)
-	// The RBAC authorizer sees the new bindings a moment after kubectl
-	// apply returns.
-	probe := client(t, kc, 5*time.Second)
-	ctx := ctxFor(t, time.Minute)
-	for {
-		_, err := probe.CoordinationV1().Leases(leaseNS).Get(ctx, leaseName, metav1.GetOptions{})
-		if err == nil || apierrors.IsNotFound(err) {
-			break
-		}
-		if !apierrors.IsForbidden(err) || ctx.Err() != nil {
-			t.Fatalf("GET the Lease with the ServiceAccount token: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	r.kcs = map[string]string{}
 	r.history = watchHistory(t, r.admin)
 	return r
 }
@@ -108,7 +96,42 @@ func (r *rig) node(t *testing.T, name string, labels map[string]string) *corev1.
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.nodeToken(t, n)
 	return r.setStatus(t, name, true, "boot-1")
+}
+
+// nodeToken gives node n its gate kubeconfig: a token of the
+// ServiceAccount bound to n's Node for an hour (what `kubectl -n
+// kube-system create token gnsh --bound-object-kind Node
+// --bound-object-name NAME` asks for), through the proxy. It waits until
+// RBAC lets the token read the Lease (the authorizer sees the bindings a
+// moment after kubectl apply returns).
+func (r *rig) nodeToken(t *testing.T, n *corev1.Node) {
+	t.Helper()
+	ctx := ctxFor(t, time.Minute)
+	secs := int64(3600)
+	tr, err := r.admin.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, "gnsh", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs,
+			BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: n.Name, UID: n.UID}}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a token bound to Node %s: %v", n.Name, err)
+	}
+	kc := r.cp.TokenKubeconfig(t, tr.Status.Token)
+	probe := client(t, kc, 5*time.Second)
+	for {
+		_, err := probe.CoordinationV1().Leases(leaseNS).Get(ctx, leaseName, metav1.GetOptions{})
+		if err == nil || apierrors.IsNotFound(err) {
+			break
+		}
+		if !apierrors.IsForbidden(err) || ctx.Err() != nil {
+			t.Fatalf("GET the Lease with %s's ServiceAccount token: %v", n.Name, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.kcMu.Lock()
+	r.kcs[n.Name] = r.proxy.Kubeconfig(t, kc)
+	r.kcMu.Unlock()
 }
 
 // setStatus sets the Node's Ready condition and boot ID, as its kubelet
@@ -147,9 +170,17 @@ func (r *rig) cordon(t *testing.T, name string, on bool) {
 	}
 }
 
-// gate is a node's gate with gnsh's identity through the proxy.
-func (r *rig) gate(t *testing.T, lim slots.Limits) *slots.Gate {
-	return &slots.Gate{C: client(t, r.gnshKC, 5*time.Second), Namespace: leaseNS, Name: leaseName, Limits: lim,
+// gate is node's gate with gnsh's identity (its node-bound token) through
+// the proxy.
+func (r *rig) gate(t *testing.T, node string, lim slots.Limits) *slots.Gate {
+	t.Helper()
+	r.kcMu.Lock()
+	kc, ok := r.kcs[node]
+	r.kcMu.Unlock()
+	if !ok {
+		t.Fatalf("no gate token for node %s (made by r.node)", node)
+	}
+	return &slots.Gate{C: client(t, kc, 5*time.Second), Namespace: leaseNS, Name: leaseName, Limits: lim,
 		Renew: time.Second, WarnAfter: time.Hour, APITimeout: 5 * time.Second}
 }
 

@@ -92,7 +92,7 @@ func testTwentyContenders(t *testing.T, r *rig) {
 		go func() {
 			defer wg.Done()
 			time.Sleep(time.Duration(i) * 30 * time.Millisecond)
-			g := r.gate(t, slots.Limits{Max: limit, Settle: 30 * time.Second})
+			g := r.gate(t, nd.Name, slots.Limits{Max: limit, Settle: 30 * time.Second})
 			s, _, err := g.Acquire(ctx, request(nd, 4*time.Minute))
 			if err != nil {
 				errs <- fmt.Errorf("%s: %w", nd.Name, err)
@@ -149,7 +149,7 @@ func testStranded(t *testing.T, r *rig) {
 	next := r.node(t, "next", nil)
 	take := func(name string) (*corev1.Node, *slots.Slot) {
 		nd := r.node(t, name, nil)
-		s, _, err := r.gate(t, lim).Acquire(ctx, request(nd, time.Second))
+		s, _, err := r.gate(t, nd.Name, lim).Acquire(ctx, request(nd, time.Second))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -158,7 +158,7 @@ func testStranded(t *testing.T, r *rig) {
 	waitFor := func(why string, within time.Duration) {
 		t.Helper()
 		start := time.Now()
-		s, _, err := r.gate(t, lim).Acquire(ctx, request(next, within))
+		s, _, err := r.gate(t, next.Name, lim).Acquire(ctx, request(next, within))
 		if err != nil {
 			t.Fatalf("%s: next not admitted: %v", why, err)
 		}
@@ -169,7 +169,7 @@ func testStranded(t *testing.T, r *rig) {
 	}
 	mustWait := func(why string, d time.Duration) {
 		t.Helper()
-		_, v, err := r.gate(t, lim).Acquire(ctx, request(next, d))
+		_, v, err := r.gate(t, next.Name, lim).Acquire(ctx, request(next, d))
 		var we *slots.WaitError
 		if !errors.As(err, &we) {
 			t.Fatalf("%s: want a wait that runs out, got %v (%+v)", why, err, v)
@@ -225,7 +225,7 @@ func testStranded(t *testing.T, r *rig) {
 	d, sd := take("down")
 	sd.Keep(ctx, slots.ShuttingDown)
 	r.setStatus(t, d.Name, false, "boot-1")
-	g := r.gate(t, lim)
+	g := r.gate(t, next.Name, lim)
 	g.WarnAfter = 2 * time.Second
 	var events []string
 	var mu sync.Mutex
@@ -283,7 +283,7 @@ func testClockSkew(t *testing.T, r *rig) {
 	ctx := ctxFor(t, 2*time.Minute)
 	lim := slots.Limits{Max: 1, Settle: time.Second}
 	a, b := r.node(t, "behind", nil), r.node(t, "ahead", nil)
-	ga, gb := r.gate(t, lim), r.gate(t, lim)
+	ga, gb := r.gate(t, a.Name, lim), r.gate(t, b.Name, lim)
 	ga.Clock, gb.Clock = skewed{off: -time.Hour}, skewed{off: time.Hour}
 	reqA, reqB := request(a, time.Second), request(b, time.Minute)
 	reqA.Entry.Since, reqB.Entry.Since = ga.Clock.Now(), gb.Clock.Now()
@@ -318,13 +318,13 @@ func testPoolsAndCordons(t *testing.T, r *rig) {
 	a1, a2, a3, b1 := r.node(t, "a1", a), r.node(t, "a2", a), r.node(t, "a3", a), r.node(t, "b1", map[string]string{"pool": "b"})
 	var held []*slots.Slot
 	for _, nd := range []*corev1.Node{a1, a2, b1} {
-		s, _, err := r.gate(t, lim).Acquire(ctx, request(nd, time.Second))
+		s, _, err := r.gate(t, nd.Name, lim).Acquire(ctx, request(nd, time.Second))
 		if err != nil {
 			t.Fatalf("%s: %v", nd.Name, err)
 		}
 		held = append(held, s)
 	}
-	_, _, err := r.gate(t, lim).Acquire(ctx, request(a3, time.Second))
+	_, _, err := r.gate(t, a3.Name, lim).Acquire(ctx, request(a3, time.Second))
 	var we *slots.WaitError
 	if !errors.As(err, &we) || !strings.Contains(err.Error(), "pool a limit 2: a1 (holds a slot") {
 		t.Fatalf("a3: %v", err)
@@ -334,13 +334,13 @@ func testPoolsAndCordons(t *testing.T, r *rig) {
 	}
 	r.cordon(t, "a1", true)
 	lim1 := slots.Limits{Max: 1, Settle: time.Second}
-	_, _, err = r.gate(t, lim1).Acquire(ctx, request(a3, time.Second))
+	_, _, err = r.gate(t, a3.Name, lim1).Acquire(ctx, request(a3, time.Second))
 	if !errors.As(err, &we) || !strings.Contains(err.Error(), "cluster limit 1: a1 (cordoned)") {
 		t.Fatalf("a3 with a1 cordoned by an admin: %v", err)
 	}
 	// The cordon lifted, a3 goes at once.
 	r.cordon(t, "a1", false)
-	s, _, err := r.gate(t, lim1).Acquire(ctx, request(a3, 10*time.Second))
+	s, _, err := r.gate(t, a3.Name, lim1).Acquire(ctx, request(a3, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,14 +395,14 @@ func testSlotsCommand(t *testing.T, r *rig) {
 	a, b := r.node(t, "held", nil), r.node(t, "queued", nil)
 	r.node(t, "down", nil)
 	r.setStatus(t, "down", false, "boot-1")
-	sa, _, err := r.gate(t, lim).Acquire(ctx, request(a, time.Second))
+	sa, _, err := r.gate(t, a.Name, lim).Acquire(ctx, request(a, time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sa.Keep(ctx, slots.ShuttingDown)
 	waiting := make(chan error, 1)
 	wctx, stop := context.WithCancel(ctx)
-	go func() { _, _, err := r.gate(t, lim).Acquire(wctx, request(b, time.Minute)); waiting <- err }()
+	go func() { _, _, err := r.gate(t, b.Name, lim).Acquire(wctx, request(b, time.Minute)); waiting <- err }()
 	eventually(t, "queued waits", func() bool { _, ok := r.record(t).Waiter("queued"); return ok })
 
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
@@ -510,14 +510,14 @@ func testControlPlane(t *testing.T, r *rig) {
 		r.etcdPod(t, n, true)
 	}
 	r.etcdPod(t, "cp2", false)
-	_, _, err := r.gate(t, lim).Acquire(ctx, request(cps[0], time.Second))
+	_, _, err := r.gate(t, cps[0].Name, lim).Acquire(ctx, request(cps[0], time.Second))
 	var we *slots.WaitError
 	if !errors.As(err, &we) || !strings.Contains(err.Error(), "etcd would lose its quorum: etcd-cp2 (not Ready)") {
 		t.Fatalf("cp1 with etcd-cp2 not Ready: %v", err)
 	}
 	forced := request(cps[0], time.Second)
 	forced.ForceQuorum = true
-	s, _, err := r.gate(t, lim).Acquire(ctx, forced)
+	s, _, err := r.gate(t, cps[0].Name, lim).Acquire(ctx, forced)
 	if err != nil {
 		t.Fatalf("--force-quorum: %v", err)
 	}
@@ -534,7 +534,7 @@ func testControlPlane(t *testing.T, r *rig) {
 	res := make(chan result, 2)
 	for _, nd := range []*corev1.Node{cps[0], cps[2]} {
 		go func() {
-			s, _, err := r.gate(t, lim).Acquire(ctx, request(nd, 2*time.Minute))
+			s, _, err := r.gate(t, nd.Name, lim).Acquire(ctx, request(nd, 2*time.Minute))
 			res <- result{nd.Name, s, err, time.Now()}
 		}()
 	}
@@ -555,7 +555,7 @@ func testControlPlane(t *testing.T, r *rig) {
 	r.etcdPod(t, first.node, false)
 	time.Sleep(time.Second)
 	r.setStatus(t, first.node, true, "boot-2")
-	g := r.gate(t, lim)
+	g := r.gate(t, first.node, lim)
 	nd := r.getNode(t, first.node)
 	k := &slots.Keeper{Gate: g, Node: first.node, Boot: "boot-2", Settle: lim.Settle,
 		State: func(ctx context.Context) (slots.NodeState, []slots.Member, bool, error) {
