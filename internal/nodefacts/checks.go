@@ -117,6 +117,7 @@ func CheckSlots(r *Report) Check {
 			c.Fix = "give gnsh its own identity: " + r.Install.identityFix() + "; or set slots.gate: off in " + orUnknown(r.Kubeconfig.Config)
 		}
 	}
+	excessCheck(&c, sf)
 	return c
 }
 

@@ -327,8 +327,10 @@ func gatherSlots(ctx context.Context, c kubernetes.Interface, rv Reviewer, cfg c
 		return
 	}
 	// Reading is not enough: every request the gate makes, reviewed.
-	af := GatherAccess(ctx, rv, SlotRequests(cfg.Slots.Namespace, cfg.Slots.Lease, controlPlane, l != nil), cfg.APITimeout.D())
+	// And the rights it must not have (ExcessRequests).
+	af := GatherAccess(ctx, rv, append(SlotRequests(cfg.Slots.Namespace, cfg.Slots.Lease, controlPlane, l != nil), ExcessRequests()...), cfg.APITimeout.D())
 	sf.User = af.User
+	sf.Excess = strings.Join(excessOf(&af), ", ")
 	var denied, optional []string
 	onlyPods := true
 	for _, d := range af.Denied {

@@ -83,9 +83,12 @@ type SlotsFacts struct {
 	// Degraded (gnsh doctor): the gate's optional requests refused (the
 	// kubelet heartbeats of an rbac.yaml older than this gnsh): it works,
 	// but frees no given-up shutdown's slot (the node agents do).
-	Degraded string   `json:"degraded,omitempty"`
-	Holders  []string `json:"holders"` // "NODE (PHASE)"
-	Waiting  int      `json:"waiting"`
+	Degraded string `json:"degraded,omitempty"`
+	// Excess (gnsh doctor): rights of ExcessRequests (an earlier gnsh's
+	// gnsh:drain and gnsh:events) the gate's ServiceAccount still has.
+	Excess  string   `json:"excess,omitempty"`
+	Holders []string `json:"holders"` // "NODE (PHASE)"
+	Waiting int      `json:"waiting"`
 	// This is this node's place: "holder (PHASE)", "waiting (place N)" or
 	// "none".
 	This string `json:"this,omitempty"`
