@@ -77,6 +77,14 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 	if q := r.fromQueue; q != nil {
 		req.Entry.Since = q.Since
 		req.Ticket, req.HasTicket = q.Ticket, q.Ticket > 0
+		// shutdown -c removes the request, then its place: a run that
+		// finds its place gone does not write it back unless the request
+		// still stands (the runner notices the withdrawal only at its
+		// next look at the file).
+		req.Stands = func() bool {
+			cur, err := r.d.ReadQueued()
+			return err != nil || SameQueued(cur, q)
+		}
 	}
 	start := r.d.now()
 	s, v, err := g.Acquire(ctx, req)
@@ -93,6 +101,9 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 		// node agent waits it out (a queued reboot never goes without
 		// its slot), rather than refuse what automation asked.
 		return r.enqueue(ctx, slots.StateOf(n), &slots.WaitError{Err: err}, queueWhy)
+	case errors.Is(err, slots.ErrWithdrawn) && r.fromQueue != nil:
+		// Withdrawn before the runner's look said so: nothing written.
+		return r.fail(queueRetry, &queueStopped{err: err}), false
 	case errors.As(err, &we) && r.fromQueue != nil:
 		// The agent asks again (its place kept) while the request stands.
 		r.fromQueue.Ticket, r.fromQueue.Place = max(we.Ticket, r.fromQueue.Ticket), we.Place

@@ -166,6 +166,16 @@ type Request struct {
 	// Silent: no waiting line (Status) and no GnshSlotWaiting Event: its
 	// caller says what became of it (a reboot queued at once).
 	Silent bool
+	// Stands, if set, reports whether the request still stands (the node
+	// agent's run for a queued reboot: the queue file still holds it).
+	// It is asked before a write that would put back its waiter entry
+	// (or take a slot) when the Lease, as just read, holds no entry of
+	// this request: shutdown -c removes the request first and its entry
+	// next, so a request whose entry is gone and that no longer stands
+	// was withdrawn, and Acquire ends with ErrWithdrawn, writing nothing.
+	// An entry dropped by others (not renewed in time) is written back
+	// in its place, the request standing.
+	Stands func() bool
 }
 
 // snapshot is one state of the Lease and the cluster.
@@ -370,6 +380,11 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 						v.Changed = true
 					}
 				}
+			}
+			if v.Changed && a.withdrawnMeanwhile(snap) {
+				// Withdrawn (shutdown -c) before its ctx says so: its
+				// entry is gone, and is not written back.
+				return nil, v, ErrWithdrawn
 			}
 			if v.Changed {
 				err := a.write(ctx, snap, v)
@@ -771,7 +786,27 @@ func (a *acquirer) tell(ctx context.Context, v Verdict) {
 
 // ErrWithdrawn is the cause (context.WithCancelCause) that ends the wait
 // of a queued reboot withdrawn: its waiter entry goes, StayOnCancel or not.
+// Acquire returns it too for a request found withdrawn (Request.Stands).
 var ErrWithdrawn = errors.New("the queued request was withdrawn")
+
+// withdrawnMeanwhile reports whether the request no longer stands
+// (Request.Stands) while snap, as read, holds no entry of it: a write
+// now would put back the place of a request withdrawn. Stands is asked
+// after the read: a read that no longer shows the entry came after
+// shutdown -c removed it, and so after it removed the request.
+func (a *acquirer) withdrawnMeanwhile(snap snapshot) bool {
+	if a.r.Stands == nil {
+		return false
+	}
+	me := a.r.Entry
+	if w, ok := snap.rec.Waiter(me.Node); ok && w.UID == me.UID && w.Boot == me.Boot {
+		return false
+	}
+	if h, ok := snap.rec.Holder(me.Node); ok && h.UID == me.UID && h.Boot == me.Boot && h.Run == me.Run {
+		return false
+	}
+	return !a.r.Stands()
+}
 
 // cancelled withdraws the request whose ctx ended, unless it stays
 // (StayOnCancel, and not withdrawn: the node agent stopping; others drop
