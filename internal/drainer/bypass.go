@@ -51,7 +51,7 @@ func (r *run) markBypass(ctx context.Context, n *corev1.Node, o *drain.Ownership
 			r.verb, g.Where(), u.Err, n.Name)
 	case err != nil:
 		r.warn("this %s (it bypassed gnsh) is not recorded in the reboot slots of %s (%v): other nodes may be admitted while it drains; draining all the same",
-			r.verb, g.Where(), &slots.UnavailableError{Where: g.Where(), Err: err})
+			r.verb, g.Where(), &slots.UnavailableError{Where: g.Where(), Kubeconfig: g.Kubeconfig, Err: err})
 	case s == nil:
 		r.debug("%s already holds a reboot slot of %s: it stands for this %s", n.Name, g.Where(), r.verb)
 	default:

@@ -31,6 +31,9 @@ type session struct {
 	gate  kubernetes.Interface
 	node  string
 	check drain.Check
+
+	// gatePath is the gate's kubeconfig file, when connect found it.
+	gatePath string
 }
 
 // gateClient is the client the reboot-slot gate uses: its own, else the
@@ -95,6 +98,7 @@ func (d *Drainer) connect(ctx context.Context, cfg config.Config, path string, o
 		if err != nil {
 			return nil, err
 		}
+		s.gatePath = gp
 		if gp != path {
 			grc, err := loc.RESTConfig(gp)
 			if err != nil {

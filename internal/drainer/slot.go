@@ -1,8 +1,10 @@
 package drainer
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/drain"
+	"github.com/gnsh/gnsh/internal/kube"
 	"github.com/gnsh/gnsh/internal/slots"
 )
 
@@ -31,6 +34,12 @@ func (r *run) gate() *slots.Gate {
 	}
 	g.Status = r.out.live
 	g.Debug = func(l string) { r.debug("%s", l) }
+	// The gate's kubeconfig, named when its token is refused ("": the
+	// default /etc/gnsh/kubeconfig).
+	g.Kubeconfig = cmp.Or(r.sess.gatePath, r.cfg.Slots.Kubeconfig)
+	if g.Kubeconfig == filepath.Join(r.d.KubeRoot, kube.GnshKubeconfig) {
+		g.Kubeconfig = ""
+	}
 	return g
 }
 
@@ -186,7 +195,7 @@ func (r *run) slotStands(ctx context.Context, last bool) (st slotState, o outcom
 		return slotUnknown, r.fail(noSlot, &slots.WaitError{Err: err})
 	}
 	if err != nil {
-		ue := &slots.UnavailableError{Where: g.Where(), Err: err}
+		ue := &slots.UnavailableError{Where: g.Where(), Kubeconfig: g.Kubeconfig, Err: err}
 		r.slot.Halt()
 		if r.cfg.Slots.Gate == config.GateRequired || r.fromQueue != nil || ctx.Err() != nil {
 			// Refused: end lets go of the slot (it frees it if the API

@@ -55,6 +55,10 @@ type Gate struct {
 	Status func(string)
 	// Debug prints a debug line (nil: none).
 	Debug func(string)
+	// Kubeconfig is the file of the credentials C uses (slots.kubeconfig,
+	// else /etc/gnsh/kubeconfig), for the messages that name them; ""
+	// for /etc/gnsh/kubeconfig.
+	Kubeconfig string
 	// senseFirst is the first pause's bound of a node beyond the full
 	// queue (0: senseWindow; tests shorten it).
 	senseFirst time.Duration
@@ -86,7 +90,10 @@ func (g *Gate) Where() string { return g.Namespace + "/" + g.Name }
 // a record of a newer gnsh, the API server failing).
 type UnavailableError struct {
 	Where string
-	Err   error
+	// Kubeconfig is the gate's kubeconfig (Gate.Kubeconfig; "" for
+	// /etc/gnsh/kubeconfig), named when its token is refused.
+	Kubeconfig string
+	Err        error
 }
 
 func (e *UnavailableError) Error() string {
@@ -99,9 +106,14 @@ func (e *UnavailableError) Error() string {
 	case apierrors.IsForbidden(e.Err):
 		return fmt.Sprintf("these credentials may not use the Lease %s (%s): the gate needs gnsh's own identity (gnsh's rbac.yaml applied, its ServiceAccount in /etc/gnsh/kubeconfig); the kubelet's cannot", e.Where, reasonOf(e.Err))
 	case apierrors.IsUnauthorized(e.Err):
-		return fmt.Sprintf("the API server refuses these credentials (401 Unauthorized) for the Lease %s: the gate's token in /etc/gnsh/kubeconfig "+
-			"expired or was revoked (its Node deleted?); the node agent renews it, and gnsh status says why it could not: "+
-			"re-run the playbook or `gnsh token install`", e.Where)
+		fix := "re-run the playbook or `gnsh token install`"
+		if e.Kubeconfig != "" && e.Kubeconfig != kube.GnshKubeconfig {
+			// gnsh token install writes /etc/gnsh/kubeconfig only.
+			fix = "write a new token in it, or point slots.kubeconfig at " + kube.GnshKubeconfig + " and run `gnsh token install`"
+		}
+		return fmt.Sprintf("the API server refuses these credentials (401 Unauthorized) for the Lease %s: the gate's token in %s "+
+			"expired or was revoked (its Node deleted?); the node agent renews it, and gnsh status says why it could not: %s",
+			e.Where, cmp.Or(e.Kubeconfig, kube.GnshKubeconfig), fix)
 	case apierrors.IsNotFound(e.Err):
 		return fmt.Sprintf("the Lease %s cannot be made (%s): apply gnsh's rbac.yaml, which creates its namespace", e.Where, reasonOf(e.Err))
 	}
@@ -600,7 +612,7 @@ func (a *acquirer) fail(ctx context.Context, err error) error {
 	}
 	// Its waiter entry, if any, is left: others drop it once it is no
 	// longer renewed (a withdrawal would wait on the failing server).
-	return &UnavailableError{Where: a.g.Where(), Err: err}
+	return &UnavailableError{Where: a.g.Where(), Kubeconfig: a.g.Kubeconfig, Err: err}
 }
 
 // earlyTries is how many reads a gate that never answered gets before it
