@@ -161,7 +161,7 @@ func TestGnshOwnKubeconfigBroken(t *testing.T) {
 		d.stderr.Reset()
 		_, err := d.prepare(t, req)
 		refusal(t, err, "gnsh: gnsh's own kubeconfig: "+own+" is not a usable kubeconfig (",
-			"; nothing was shut down: fix "+own+" (the Ansible role's gnsh_credentials: dedicated writes it) or remove it "+
+			"; nothing was shut down: fix "+own+" (the Ansible role writes it when given gnsh_kubectl_kubeconfig) or remove it "+
 				"(the reboot-slot gate then uses the drain's kubeconfig), or run the command again with --no-drain")
 		if d.stderr.Len() != 0 {
 			t.Errorf("%s: stderr %q", name, d.stderr)

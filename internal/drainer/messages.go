@@ -222,7 +222,7 @@ func kubeconfigFix(ke *kube.KubeconfigError) string {
 	case strings.HasPrefix(ke.From, "slots.kubeconfig"):
 		return "fix slots.kubeconfig or remove it (the reboot-slot gate then uses " + kube.GnshKubeconfig + " if it is there, else the drain's kubeconfig)"
 	case ke.FromGnshOwn():
-		return "fix " + ke.Path + " (the Ansible role's gnsh_credentials: dedicated writes it) or remove it (the reboot-slot gate then uses the drain's kubeconfig)"
+		return "fix " + ke.Path + " (the Ansible role writes it when given gnsh_kubectl_kubeconfig) or remove it (the reboot-slot gate then uses the drain's kubeconfig)"
 	}
 	return "fix the kubeconfig key or remove it (" + search + ")"
 }

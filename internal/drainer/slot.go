@@ -288,7 +288,7 @@ func cordonStays(n *corev1.Node, o *drain.Ownership) bool {
 // the kubelet's credentials cannot use it.
 const kubeletGateLine = "reboot slots not checked: the kubelet's credentials may not use the gate (Node authorizer); " +
 	"it needs gnsh's own identity (gnsh's rbac.yaml applied and its ServiceAccount's kubeconfig in /etc/gnsh/kubeconfig, " +
-	"which the Ansible role's gnsh_credentials: dedicated does; 'gnsh doctor' says how on this node); " +
+	"which the Ansible role does when given an admin kubeconfig, gnsh_kubectl_kubeconfig; 'gnsh doctor' says how on this node); " +
 	"going on without a slot (slots.gate: optional)"
 
 // kubeletIdentity reports whether a gate error is the Node authorizer

@@ -151,7 +151,7 @@ func TestGateUnavailable(t *testing.T) {
 	}{
 		{"", "system:node:node1", false, "gnsh: reboot slots not checked: the kubelet's credentials may not use the gate (Node authorizer); " +
 			"it needs gnsh's own identity (gnsh's rbac.yaml applied and its ServiceAccount's kubeconfig in /etc/gnsh/kubeconfig, " +
-			"which the Ansible role's gnsh_credentials: dedicated does; 'gnsh doctor' says how on this node); " +
+			"which the Ansible role does when given an admin kubeconfig, gnsh_kubectl_kubeconfig; 'gnsh doctor' says how on this node); " +
 			"going on without a slot (slots.gate: optional)\n"},
 		{"", "someone", false, "gnsh: warning: reboot slots not checked: these credentials may not use the Lease gnsh/reboot-slots"},
 		{"slots:\n  gate: required\n", "system:node:node1", true, ""},

@@ -340,7 +340,7 @@ func TestConfigCheckGnshOwnKubeconfig(t *testing.T) {
 		stdout, stderr string
 	}{
 		{[]string{f}, 1, "", "gnsh: " + f + ": kubeconfig: not set, so gnsh's own kubeconfig is used, and " + own + " is not a usable kubeconfig (error loading config file \"" + own +
-			"\": yaml: line 1: did not find expected ',' or ']'); fix " + own + " (the Ansible role's gnsh_credentials: dedicated writes it) or remove it " +
+			"\": yaml: line 1: did not find expected ',' or ']'); fix " + own + " (the Ansible role writes it when given gnsh_kubectl_kubeconfig) or remove it " +
 			"(the reboot-slot gate then uses the drain's kubeconfig): until then every shutdown through gnsh is refused, but with --no-drain\n"},
 		{[]string{f, "--skip-kubeconfig"}, 0, "gnsh: " + f + " is valid\n", ""},
 	} {

@@ -196,7 +196,7 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 		"fail  agent                 gnsh.service: state unknown (Unknown method GetUnit or interface org.freedesktop.systemd1.Manager.), " +
 			"no agent holds /run/gnsh/agent.flock: nothing uncordons the node after a reboot",
 		"ok    reboot slots          not a node (no kubeconfig found): the gate does not apply",
-		"ok    gate token            no token in /etc/gnsh/kubeconfig (no dedicated identity for the gate)",
+		"ok    gate token            no token in the gate's kubeconfig (/etc/gnsh/kubeconfig or slots.kubeconfig): no identity of its own for the gate",
 	} {
 		if !strings.HasPrefix(lines[i], want) {
 			t.Errorf("doctor line %d:\n got %s\nwant %s…", i+1, lines[i], want)

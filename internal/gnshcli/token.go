@@ -35,11 +35,10 @@ func tokenCommand(code *int, env *dispatch.Env) *cli.Command {
 			"bound to this node's Node; the node agent renews it. 'install' delivers the first one.",
 		Subcommands: []*cli.Command{{
 			Name:  "install",
-			Usage: "write a token read on stdin into " + kube.GnshKubeconfig,
-			Description: "Reads a token of kube-system/gnsh on stdin (never an argument: ps would show it), " +
-				"checks it is bound to this node, and writes " + kube.GnshKubeconfig + " (0600) with the API " +
-				"server and CA of --server and --certificate-authority, else of " + kube.KubeletKubeconfig + ". " +
-				"Prints its expiry, never the token.",
+			Usage: "as root, write a token from stdin into " + kube.GnshKubeconfig,
+			Description: "Reads a kube-system/gnsh token on stdin (never an argument), refuses one bound to " +
+				"another node, writes it (0600; slots.kubeconfig if set) with the API server and CA of the flags, else " +
+				"of the kubelet's kubeconfig. Prints its expiry, never the token; the agent renews it.",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "server", Usage: "the API server's `URL` (default: the kubelet's)"},
 				&cli.StringFlag{Name: "certificate-authority", Usage: "the API server's CA `FILE` (PEM; default: the kubelet's)"},
@@ -93,16 +92,26 @@ func installToken(c *cli.Context, env *dispatch.Env) error {
 		}
 		return filepath.Join(root, p)
 	}
+	// The config file names the drain's kubeconfig (whose API server and
+	// CA the gate shares: k3s, rke2) and the gate's (slots.kubeconfig),
+	// where the agent renews the token: it is written there.
 	node := c.String("node")
-	if node == "" {
-		if cfg, err := config.Load(at(config.Path)); err == nil {
+	drainKC, gateKC := kube.KubeletKubeconfig, kube.GnshKubeconfig
+	if cfg, err := config.Load(at(config.Path)); err == nil {
+		if node == "" {
 			node = cfg.Node
+		}
+		if cfg.Kubeconfig != "" {
+			drainKC = cfg.Kubeconfig
+		}
+		if cfg.Slots.Kubeconfig != "" {
+			gateKC = cfg.Slots.Kubeconfig
 		}
 	}
 	if node != "" && cl.NodeName != "" && cl.NodeName != node {
 		return fmt.Errorf("the token on stdin is bound to Node %s, but this node is %s: create one bound to %s", cl.NodeName, node, node)
 	}
-	server, ca, kubeletNode, err := clusterOf(c, at(kube.KubeletKubeconfig))
+	server, ca, kubeletNode, err := clusterOf(c, drainKC, at(drainKC))
 	if err != nil {
 		return err
 	}
@@ -125,7 +134,7 @@ func installToken(c *cli.Context, env *dispatch.Env) error {
 			warn = fmt.Sprintf("gnsh: warning: the token is bound to Node %s, and this node's name is not known (no --node, no node in %s, no kubelet certificate): check it is this one", cl.NodeName, config.Path)
 		}
 	}
-	k := gatetoken.New(at(kube.GnshKubeconfig), server, ca, token)
+	k := gatetoken.New(at(gateKC), server, ca, token)
 	err = os.MkdirAll(filepath.Dir(k.Path), 0o755)
 	if err == nil {
 		err = k.Save()
@@ -153,14 +162,15 @@ func installToken(c *cli.Context, env *dispatch.Env) error {
 	if cl.NodeName == "" || cl.Expiry.IsZero() {
 		renews = ""
 	}
-	fmt.Fprintf(env.Stdout, "gnsh: installed the gate's token in %s: %s%s\n", kube.GnshKubeconfig, termSafe(what), renews)
+	fmt.Fprintf(env.Stdout, "gnsh: installed the gate's token in %s: %s%s\n", gateKC, termSafe(what), renews)
 	return nil
 }
 
 // clusterOf is the API server and CA for the gate's kubeconfig: the
-// flags', else those of the kubelet's kubeconfig (same API server); and
-// the node's name from the kubelet's client certificate, if it says.
-func clusterOf(c *cli.Context, kubelet string) (server string, ca []byte, node string, err error) {
+// flags', else those of the drain's kubeconfig (the kubelet's, named
+// name, read at kubelet: same API server); and the node's name from the
+// kubelet's client certificate, if it says.
+func clusterOf(c *cli.Context, name, kubelet string) (server string, ca []byte, node string, err error) {
 	server = c.String("server")
 	if f := c.String("certificate-authority"); f != "" {
 		if ca, err = os.ReadFile(f); err != nil {
@@ -185,7 +195,7 @@ func clusterOf(c *cli.Context, kubelet string) (server string, ca []byte, node s
 		if lerr != nil {
 			why = lerr.Error()
 		}
-		return "", nil, "", fmt.Errorf("no API server or CA: pass --server URL and --certificate-authority FILE (the kubelet's %s: %s)", kube.KubeletKubeconfig, why)
+		return "", nil, "", fmt.Errorf("no API server or CA: pass --server URL and --certificate-authority FILE (the kubelet's %s: %s)", name, why)
 	case !strings.HasPrefix(server, "https://"):
 		return "", nil, "", fmt.Errorf("the API server %s is not https: a token is sent only over TLS", server)
 	}

@@ -113,3 +113,46 @@ func TestTokenInstallUnboundWarns(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// On a node whose config names the kubelet's kubeconfig (k3s, rke2) and
+// the gate's (slots.kubeconfig), the API server and CA come from the one
+// and the token goes to the other, where the agent renews it.
+func TestTokenInstallFollowsConfig(t *testing.T) {
+	env, out, errb := testEnv(t)
+	root := env.Host.Root
+	writeKubeletConf(t, root)
+	k3s := filepath.Join(root, "var/lib/rancher/k3s/agent/kubelet.kubeconfig")
+	if err := os.MkdirAll(filepath.Dir(k3s), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data := "apiVersion: v1\nkind: Config\nclusters:\n- name: k\n  cluster:\n    server: https://127.0.0.1:6444\n    certificate-authority-data: SzNTCg==\n" +
+		"users:\n- name: u\n  user:\n    token: kubelets\ncontexts:\n- name: c\n  context:\n    cluster: k\n    user: u\ncurrent-context: c\n"
+	if err := os.WriteFile(k3s, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(root, "etc/gnsh/config.yaml")
+	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte("kubeconfig: /var/lib/rancher/k3s/agent/kubelet.kubeconfig\nslots:\n  kubeconfig: /etc/gnsh/gate.kubeconfig\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	token := gateJWT("n1", env.Now().Add(-time.Minute), 24*time.Hour)
+	withStdin(t, token+"\n", false)
+	if code := Run(context.Background(), []string{"gnsh", "token", "install", "--node", "n1"}, env); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	if !strings.HasPrefix(out.String(), "gnsh: installed the gate's token in /etc/gnsh/gate.kubeconfig: ") {
+		t.Fatalf("stdout %q", out.String())
+	}
+	if _, err := os.Lstat(filepath.Join(root, "etc/gnsh/kubeconfig")); err == nil {
+		t.Fatal("/etc/gnsh/kubeconfig written, not slots.kubeconfig")
+	}
+	raw, err := clientcmd.LoadFromFile(filepath.Join(root, "etc/gnsh/gate.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw.Clusters["default"].Server != "https://127.0.0.1:6444" || string(raw.Clusters["default"].CertificateAuthorityData) != "K3S\n" {
+		t.Fatalf("cluster %+v, want k3s's", raw.Clusters["default"])
+	}
+}

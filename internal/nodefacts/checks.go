@@ -80,7 +80,7 @@ func CheckSlots(r *Report) Check {
 			c.Message += "; these credentials may not " + sf.Degraded + ": a holder whose shutdown was given up is freed only by its node agent"
 			c.Fix = "apply the rbac.yaml of this gnsh, which grants them: " + r.Install.applyRBAC()
 			if r.Install.byRole() {
-				c.Fix = "run the Ansible role gnsh again (gnsh_credentials: dedicated applies the rbac.yaml of this gnsh)"
+				c.Fix = "run the Ansible role gnsh again with gnsh_kubectl_kubeconfig (it applies the rbac.yaml of this gnsh)"
 			}
 		}
 		if sf.Unchecked != "" {
@@ -101,7 +101,7 @@ func CheckSlots(r *Report) Check {
 		c.Verdict, c.Message = Fail, "gate "+sf.Gate+": every reboot waits for slots.wait and is refused (but with --force-quorum, --no-drain or -f): "+sf.Error
 		c.Fix = "apply the rbac.yaml of this gnsh, which grants it: " + r.Install.applyRBAC()
 		if r.Install.byRole() {
-			c.Fix = "run the Ansible role gnsh again (gnsh_credentials: dedicated applies the rbac.yaml of this gnsh)"
+			c.Fix = "run the Ansible role gnsh again with gnsh_kubectl_kubeconfig (it applies the rbac.yaml of this gnsh)"
 		}
 	default:
 		c.Verdict, c.Message = Warn, "gate optional, unavailable: reboots go on without a slot: "+sf.Error

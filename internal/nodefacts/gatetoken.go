@@ -143,7 +143,7 @@ func CheckGateToken(r *Report) Check {
 	c := Check{Name: "gate token"}
 	f := r.GateToken
 	if f == nil {
-		c.Verdict, c.Message = OK, "no token in "+kube.GnshKubeconfig+" (no dedicated identity for the gate)"
+		c.Verdict, c.Message = OK, "no token in the gate's kubeconfig ("+kube.GnshKubeconfig+" or slots.kubeconfig): no identity of its own for the gate"
 		return c
 	}
 	c.Message = f.Path + ": " + f.Line()

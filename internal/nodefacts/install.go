@@ -143,7 +143,7 @@ func (f InstallFacts) applyRBAC() string {
 // ServiceAccount, as /etc/gnsh/kubeconfig.
 func (f InstallFacts) identityFix() string {
 	if f.byRole() {
-		return "set gnsh_credentials: dedicated for the Ansible role gnsh and run it again: it applies rbac.yaml and writes /etc/gnsh/kubeconfig"
+		return "give the Ansible role gnsh an admin kubeconfig (gnsh_kubectl_kubeconfig) and run it again: it applies rbac.yaml and gives each node its gate token in /etc/gnsh/kubeconfig"
 	}
 	how := ""
 	if f.RBACDoc != "" {

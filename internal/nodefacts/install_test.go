@@ -38,11 +38,11 @@ func TestFixesForTheInstalledNode(t *testing.T) {
 		{"gate refused, packaged", pkg, func(r *Report) { r.Slots = SlotsFacts{Gate: "required", Cause: CauseAccess, Error: "x"} },
 			CheckSlots, "kubectl apply -f /usr/share/doc/gnsh/rbac.yaml (as a cluster admin)"},
 		{"gate refused, the role's", role, func(r *Report) { r.Slots = SlotsFacts{Gate: "optional", Cause: CauseLease, Error: "x"} },
-			CheckSlots, "set gnsh_credentials: dedicated for the Ansible role gnsh and run it again: it applies rbac.yaml and writes /etc/gnsh/kubeconfig; or set slots.gate: off in /etc/gnsh/config.yaml"},
+			CheckSlots, "give the Ansible role gnsh an admin kubeconfig (gnsh_kubectl_kubeconfig) and run it again: it applies rbac.yaml and gives each node its gate token in /etc/gnsh/kubeconfig; or set slots.gate: off in /etc/gnsh/config.yaml"},
 		{"heartbeats refused, packaged", pkg, func(r *Report) { r.Slots.Degraded = "watch the kubelets' Leases" },
 			CheckSlots, "apply the rbac.yaml of this gnsh, which grants them: kubectl apply -f /usr/share/doc/gnsh/rbac.yaml (as a cluster admin)"},
 		{"heartbeats refused, the role's", role, func(r *Report) { r.Slots.Degraded = "watch the kubelets' Leases" },
-			CheckSlots, "run the Ansible role gnsh again (gnsh_credentials: dedicated applies the rbac.yaml of this gnsh)"},
+			CheckSlots, "run the Ansible role gnsh again with gnsh_kubectl_kubeconfig (it applies the rbac.yaml of this gnsh)"},
 		{"agent disabled by the role", role, func(r *Report) {
 			r.Agent.ActiveState, r.Agent.UnitFileState, r.Agent.Lock, r.Agent.Running = "inactive", "disabled", LockAbsent, false
 		}, CheckAgent, "if it should run: set gnsh_agent: true for the Ansible role gnsh and run it again"},
@@ -50,7 +50,7 @@ func TestFixesForTheInstalledNode(t *testing.T) {
 			r.Agent.ActiveState, r.Agent.UnitFileState, r.Agent.Lock, r.Agent.Running = "inactive", "disabled", LockAbsent, false
 		}, CheckAgent, "if it should run: set gnsh_agent: true for the Ansible role gnsh and run it again"},
 		{"gate refused, the role's package", rolePkg, func(r *Report) { r.Slots = SlotsFacts{Gate: "optional", Cause: CauseLease, Error: "x"} },
-			CheckSlots, "set gnsh_credentials: dedicated for the Ansible role gnsh and run it again"},
+			CheckSlots, "give the Ansible role gnsh an admin kubeconfig (gnsh_kubectl_kubeconfig) and run it again"},
 		{"unit gone, the role's package", rolePkg, func(r *Report) {
 			r.Agent.ActiveState, r.Agent.LoadState, r.Agent.Lock, r.Agent.Running = "inactive", "not-found", LockAbsent, false
 		}, CheckAgent, "reinstall the gnsh package"},

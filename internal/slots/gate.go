@@ -426,8 +426,13 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 						// "too near" path asks with none) it is decided again
 						// from fresh state, a few times and for at most
 						// apiTimeout past the wait.
+						// A crowd that asked at once gets in one write at a
+						// time: the more already in the queue, the more
+						// tries the last of them gets (a queued request
+						// would otherwise lose its place to a full-looking
+						// queue); still within apiTimeout.
 						late++
-						if late > conflictTries || g.clock().Since(deadline) >= g.APITimeout {
+						if late > conflictTries+len(v.Record.Waiters) || g.clock().Since(deadline) >= g.APITimeout {
 							return nil, v, a.timeUp(v, err)
 						}
 					}
@@ -620,8 +625,9 @@ func (a *acquirer) fail(ctx context.Context, err error) error {
 const earlyTries = 3
 
 // conflictTries is how many conflicts a request whose wait ran out
-// decides again after (each from fresh state), within apiTimeout: a crowd
-// that always writes first still ends it.
+// decides again after (each from fresh state), plus one per waiter
+// already in the record, within apiTimeout: a crowd that always writes
+// first still ends it.
 const conflictTries = 5
 
 // maxBackoff bounds the pause after a conflict (doubling from 10 ms, with
