@@ -11,8 +11,8 @@ import (
 )
 
 // The gate's token named by slots.kubeconfig, refused by the API server
-// (401): the warning names that file, not /etc/gnsh/kubeconfig, and a fix
-// that mends it (gnsh token install writes /etc/gnsh/kubeconfig only).
+// (401): the warning names that file, not /etc/gnsh/kubeconfig (gnsh
+// token install writes the file slots.kubeconfig names).
 func TestGateTokenRefusedNamesSlotsKubeconfig(t *testing.T) {
 	f := newFakeNode(false, nil, "web-1")
 	f.PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -32,7 +32,7 @@ func TestGateTokenRefusedNamesSlotsKubeconfig(t *testing.T) {
 	}
 	want := "gnsh: warning: reboot slots not checked: the API server refuses these credentials (401 Unauthorized) for the Lease gnsh/reboot-slots: " +
 		"the gate's token in /etc/gnsh/gate.kubeconfig expired or was revoked (its Node deleted?); the node agent renews it, and gnsh status says why it could not: " +
-		"write a new token in it, or point slots.kubeconfig at /etc/gnsh/kubeconfig and run `gnsh token install`; going on without a slot (slots.gate: optional)"
+		"re-run the playbook or `gnsh token install`; going on without a slot (slots.gate: optional)"
 	if len(lines) != 1 || lines[0] != want {
 		t.Errorf("got %q\nwant %q", lines, want)
 	}

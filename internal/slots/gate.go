@@ -106,14 +106,9 @@ func (e *UnavailableError) Error() string {
 	case apierrors.IsForbidden(e.Err):
 		return fmt.Sprintf("these credentials may not use the Lease %s (%s): the gate needs gnsh's own identity (gnsh's rbac.yaml applied, its ServiceAccount in /etc/gnsh/kubeconfig); the kubelet's cannot", e.Where, reasonOf(e.Err))
 	case apierrors.IsUnauthorized(e.Err):
-		fix := "re-run the playbook or `gnsh token install`"
-		if e.Kubeconfig != "" && e.Kubeconfig != kube.GnshKubeconfig {
-			// gnsh token install writes /etc/gnsh/kubeconfig only.
-			fix = "write a new token in it, or point slots.kubeconfig at " + kube.GnshKubeconfig + " and run `gnsh token install`"
-		}
 		return fmt.Sprintf("the API server refuses these credentials (401 Unauthorized) for the Lease %s: the gate's token in %s "+
-			"expired or was revoked (its Node deleted?); the node agent renews it, and gnsh status says why it could not: %s",
-			e.Where, cmp.Or(e.Kubeconfig, kube.GnshKubeconfig), fix)
+			"expired or was revoked (its Node deleted?); the node agent renews it, and gnsh status says why it could not: "+
+			"re-run the playbook or `gnsh token install`", e.Where, cmp.Or(e.Kubeconfig, kube.GnshKubeconfig))
 	case apierrors.IsNotFound(e.Err):
 		return fmt.Sprintf("the Lease %s cannot be made (%s): apply gnsh's rbac.yaml, which creates its namespace", e.Where, reasonOf(e.Err))
 	}
