@@ -57,10 +57,11 @@ func slotsCommand(code *int, env *dispatch.Env) *cli.Command {
 
 // adminKubeconfigOrder is where gnsh slots looks for a kubeconfig when
 // --kubeconfig is not given, in order (adminKubeconfig).
-var adminKubeconfigOrder = "$KUBECONFIG, ~/.kube/config, kubeconfig in the config file, " + kube.GnshKubeconfig + ", " + kube.KubeletKubeconfig
+var adminKubeconfigOrder = "$KUBECONFIG, ~/.kube/config, kubeconfig in the config file, " + kube.GnshKubeconfig + ", " + kube.KubeletKubeconfigList()
 
 func adminKubeFlag() cli.Flag {
-	return &cli.StringFlag{Name: "kubeconfig", Usage: "the kubeconfig `FILE` (default: " + adminKubeconfigOrder + ")"}
+	return &cli.StringFlag{Name: "kubeconfig", Usage: "the kubeconfig `FILE` (default: $KUBECONFIG, ~/.kube/config, kubeconfig in the config file, " +
+		kube.GnshKubeconfig + ", the kubelet's (kubeadm, k3s, rke2))"}
 }
 
 // slotsGate connects to the gate of the config file with an admin's

@@ -113,7 +113,7 @@ func gatherKube(ctx context.Context, s *Sources, kf *KubeconfigFacts, nf *NodeFa
 		noAccess("kubeconfig unusable", CauseKubeconfig, "kubeconfig unusable: "+err.Error())
 		return
 	case errors.Is(err, kube.ErrNoKubeconfig):
-		kf.Error = "no kubeconfig found ($KUBECONFIG, " + kube.KubeletKubeconfig + ", " + kube.GnshKubeconfig + ")"
+		kf.Error = "no kubeconfig found ($KUBECONFIG, " + kube.KubeletKubeconfigList() + ", " + kube.GnshKubeconfig + ")"
 		nf.Error = "no kubeconfig"
 		noAccess("no kubeconfig", CauseNotANode, "not a node (no kubeconfig found): the gate does not apply")
 		return
