@@ -27,10 +27,12 @@ import (
 // kubeconfig for both). check (this machine's kube.HostID.Check) goes with
 // every write to the Node.
 type session struct {
-	c     kubernetes.Interface
-	gate  kubernetes.Interface
-	node  string
-	check drain.Check
+	c    kubernetes.Interface
+	gate kubernetes.Interface
+	// gatePath is the gate's kubeconfig ("" when not known: tests).
+	gatePath string
+	node     string
+	check    drain.Check
 }
 
 // gateClient is the client the reboot-slot gate uses: its own, else the
@@ -95,6 +97,7 @@ func (d *Drainer) connect(ctx context.Context, cfg config.Config, path string, o
 		if err != nil {
 			return nil, err
 		}
+		s.gatePath = gp
 		if gp != path {
 			grc, err := loc.RESTConfig(gp)
 			if err != nil {
