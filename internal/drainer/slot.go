@@ -23,6 +23,7 @@ import (
 // progress line.
 func (r *run) gate() *slots.Gate {
 	g := slots.NewGate(r.sess.gateClient(), r.cfg)
+	g.Kubeconfig = r.sess.gatePath
 	g.Clock = r.d.clock()
 	g.Event = func(ctx context.Context, node, typ, reason, msg string) {
 		if !r.cfg.Events {
@@ -195,7 +196,7 @@ func (r *run) slotStands(ctx context.Context, last bool) (st slotState, o outcom
 		return slotUnknown, r.fail(noSlot, &slots.WaitError{Err: err})
 	}
 	if err != nil {
-		ue := &slots.UnavailableError{Where: g.Where(), Kubeconfig: g.Kubeconfig, Err: err}
+		ue := g.Unavailable(err)
 		r.slot.Halt()
 		if r.cfg.Slots.Gate == config.GateRequired || r.fromQueue != nil || ctx.Err() != nil {
 			// Refused: end lets go of the slot (it frees it if the API

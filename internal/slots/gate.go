@@ -55,9 +55,9 @@ type Gate struct {
 	Status func(string)
 	// Debug prints a debug line (nil: none).
 	Debug func(string)
-	// Kubeconfig is the file of the credentials C uses (slots.kubeconfig,
-	// else /etc/gnsh/kubeconfig), for the messages that name them; ""
-	// for /etc/gnsh/kubeconfig.
+	// Kubeconfig is the kubeconfig the gate's client was made from, for
+	// the lines saying its credentials are refused ("": the gate's
+	// kubeconfig, unnamed).
 	Kubeconfig string
 	// senseFirst is the first pause's bound of a node beyond the full
 	// queue (0: senseWindow; tests shorten it).
@@ -90,10 +90,28 @@ func (g *Gate) Where() string { return g.Namespace + "/" + g.Name }
 // a record of a newer gnsh, the API server failing).
 type UnavailableError struct {
 	Where string
-	// Kubeconfig is the gate's kubeconfig (Gate.Kubeconfig; "" for
-	// /etc/gnsh/kubeconfig), named when its token is refused.
+	Err   error
+	// Kubeconfig is the gate's kubeconfig (Gate.Kubeconfig), named in the
+	// 401 and 403 lines; "" names it by where gnsh looks for it.
 	Kubeconfig string
-	Err        error
+}
+
+// Unavailable is err as an *UnavailableError of this gate, naming its
+// kubeconfig.
+func (g *Gate) Unavailable(err error) *UnavailableError {
+	return &UnavailableError{Where: g.Where(), Err: err, Kubeconfig: g.Kubeconfig}
+}
+
+// GnshKubeconfigUnnamed names the gate's kubeconfig when the gate was not
+// told which it is.
+const GnshKubeconfigUnnamed = "/etc/gnsh/kubeconfig (or slots.kubeconfig)"
+
+// kubeconfig names the gate's kubeconfig for a line.
+func (e *UnavailableError) kubeconfig() string {
+	if e.Kubeconfig != "" {
+		return e.Kubeconfig
+	}
+	return GnshKubeconfigUnnamed
 }
 
 func (e *UnavailableError) Error() string {
@@ -104,11 +122,11 @@ func (e *UnavailableError) Error() string {
 	case Broken(e.Err):
 		return e.Err.Error() // it names the Lease, and the reset
 	case apierrors.IsForbidden(e.Err):
-		return fmt.Sprintf("these credentials may not use the Lease %s (%s): the gate needs gnsh's own identity (gnsh's rbac.yaml applied, its ServiceAccount in /etc/gnsh/kubeconfig); the kubelet's cannot", e.Where, reasonOf(e.Err))
+		return fmt.Sprintf("these credentials may not use the Lease %s (%s): the gate needs gnsh's own identity (gnsh's rbac.yaml applied, its ServiceAccount in %s); the kubelet's cannot", e.Where, reasonOf(e.Err), e.kubeconfig())
 	case apierrors.IsUnauthorized(e.Err):
 		return fmt.Sprintf("the API server refuses these credentials (401 Unauthorized) for the Lease %s: the gate's token in %s "+
 			"expired or was revoked (its Node deleted?); the node agent renews it, and gnsh status says why it could not: "+
-			"re-run the playbook or `gnsh token install`", e.Where, cmp.Or(e.Kubeconfig, kube.GnshKubeconfig))
+			"re-run the playbook or `gnsh token install`", e.Where, e.kubeconfig())
 	case apierrors.IsNotFound(e.Err):
 		return fmt.Sprintf("the Lease %s cannot be made (%s): apply gnsh's rbac.yaml, which creates its namespace", e.Where, reasonOf(e.Err))
 	}
@@ -612,7 +630,7 @@ func (a *acquirer) fail(ctx context.Context, err error) error {
 	}
 	// Its waiter entry, if any, is left: others drop it once it is no
 	// longer renewed (a withdrawal would wait on the failing server).
-	return &UnavailableError{Where: a.g.Where(), Kubeconfig: a.g.Kubeconfig, Err: err}
+	return a.g.Unavailable(err)
 }
 
 // earlyTries is how many reads a gate that never answered gets before it
