@@ -11,8 +11,8 @@ import (
 
 // LocatorConnect is an Uncordoner.Connect that finds the drain's
 // kubeconfig and the node's name as the drain does (loc: --kubeconfig,
-// the config file, $KUBECONFIG, /etc/kubernetes/kubelet.conf, then
-// /etc/gnsh/kubeconfig as a fallback; --node, the config file, the
+// the config file, $KUBECONFIG, the kubelet's kubeconfig of kubeadm, k3s
+// or rke2 (kube.KubeletKubeconfigs), then /etc/gnsh/kubeconfig as a fallback; --node, the config file, the
 // kubelet certificate's CN, the host name). Each request is bounded by
 // loc.Timeout; resolving the name by 2 × that. It looks for the
 // kubeconfig afresh at every call.

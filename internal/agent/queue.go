@@ -296,6 +296,13 @@ func (q *QueueRunner) runOne(ctx context.Context, cur *drainer.QueuedReboot, wai
 			return errWithdrawn
 		}
 	default:
+		if err != nil && errors.Is(err, slots.ErrWithdrawn) {
+			// The run found the request withdrawn before this look did
+			// (its place gone, the file no longer holding it).
+			if now, rerr := q.Read(); rerr == nil && !same(now, cur) {
+				return errWithdrawn
+			}
+		}
 	}
 	if err != nil && drainer.IsSlotWait(err) {
 		return &slotWait{err}

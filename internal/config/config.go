@@ -38,7 +38,10 @@ type Config struct {
 	// client certificate or the host name.
 	Node string `json:"node"`
 	// Kubeconfig the drain uses; empty = $KUBECONFIG, the kubelet's
-	// /etc/kubernetes/kubelet.conf, then /etc/gnsh/kubeconfig.
+	// /etc/kubernetes/kubelet.conf (kubeadm),
+	// /var/lib/rancher/k3s/agent/kubelet.kubeconfig (k3s),
+	// /var/lib/rancher/rke2/agent/kubelet.kubeconfig (rke2), then
+	// /etc/gnsh/kubeconfig.
 	Kubeconfig string `json:"kubeconfig"`
 	// Drain before shutdown, reboot, poweroff and halt (--no-drain = false).
 	Drain bool `json:"drain"`

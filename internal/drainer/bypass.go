@@ -44,14 +44,14 @@ func (r *run) markBypass(ctx context.Context, n *corev1.Node, o *drain.Ownership
 	var u *slots.UnconfirmedError
 	switch {
 	case err != nil && kubeletIdentity(err):
-		r.debug("reboot slots: %v", &slots.UnavailableError{Where: g.Where(), Err: err})
+		r.debug("reboot slots: %v", g.Unavailable(err))
 	case errors.As(err, &u):
 		r.bypass = u.Entry
 		r.warn("this %s (it bypassed gnsh) may not be recorded in the reboot slots of %s (the answer to its write was lost, and the record could not be read back: %v): other nodes may be admitted while it drains ('gnsh slots' shows whether %s holds a slot); draining all the same",
 			r.verb, g.Where(), u.Err, n.Name)
 	case err != nil:
 		r.warn("this %s (it bypassed gnsh) is not recorded in the reboot slots of %s (%v): other nodes may be admitted while it drains; draining all the same",
-			r.verb, g.Where(), &slots.UnavailableError{Where: g.Where(), Err: err})
+			r.verb, g.Where(), g.Unavailable(err))
 	case s == nil:
 		r.debug("%s already holds a reboot slot of %s: it stands for this %s", n.Name, g.Where(), r.verb)
 	default:

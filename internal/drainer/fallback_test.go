@@ -50,7 +50,7 @@ func TestFallbackCordonForbidden(t *testing.T) {
 	want := "gnsh: " + fallbackLine(d.KubeRoot) + "\n" +
 		"gnsh: warning: the identity in " + kc + " is the reboot-slot gate's and may not drain (403 Forbidden: " +
 		`nodes "vm" is forbidden: User "system:serviceaccount:kube-system:gnsh" cannot patch resource "nodes"): ` +
-		"set kubeconfig in /etc/gnsh/config.yaml to this node's kubelet kubeconfig (k3s, rke2: /var/lib/rancher/{k3s,rke2}/agent/kubelet.kubeconfig); " +
+		"set kubeconfig in /etc/gnsh/config.yaml to this node's kubelet kubeconfig (gnsh found none at /etc/kubernetes/kubelet.conf, /var/lib/rancher/k3s/agent/kubelet.kubeconfig, /var/lib/rancher/rke2/agent/kubelet.kubeconfig); " +
 		"rebooting without draining\n"
 	if got := d.stderr.String(); got != want {
 		t.Fatalf("stderr\n%q\nwant\n%q", got, want)

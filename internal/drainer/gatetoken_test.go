@@ -27,7 +27,7 @@ func TestGateTokenRefusedIsUnavailable(t *testing.T) {
 		}
 		d := newDrainer(t, f, conf)
 		p, err := d.prepare(t, reboot())
-		const token = "the gate's token in /etc/gnsh/kubeconfig expired or was revoked"
+		const token = "the gate's token in /etc/gnsh/kubeconfig (or slots.kubeconfig) expired or was revoked"
 		if required {
 			var ref *Refusal
 			if !errors.As(err, &ref) || !strings.Contains(ref.Msg, "reboot refused (slots.gate: required in ") || f.node(t).Spec.Unschedulable {

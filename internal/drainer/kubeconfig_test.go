@@ -21,7 +21,7 @@ import (
 func TestNamedKubeconfigMissing(t *testing.T) {
 	d := newDrainer(t, nil, "kubeconfig: /nonexistent/kubeconfig\n")
 	want := "gnsh: kubeconfig in " + d.ConfigPath + ": /nonexistent/kubeconfig does not exist; nothing was shut down: " +
-		"fix the kubeconfig key or remove it (gnsh then looks in $KUBECONFIG, /etc/kubernetes/kubelet.conf, /etc/gnsh/kubeconfig), " +
+		"fix the kubeconfig key or remove it (gnsh then looks in $KUBECONFIG, /etc/kubernetes/kubelet.conf, /var/lib/rancher/k3s/agent/kubelet.kubeconfig, /var/lib/rancher/rke2/agent/kubelet.kubeconfig, /etc/gnsh/kubeconfig), " +
 		"or run the command again with --no-drain"
 	for name, req := range map[string]*legacy.Request{
 		"reboot": reboot(),

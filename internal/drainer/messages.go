@@ -97,7 +97,7 @@ func (r *run) tell(o outcome, v verdict, err error) string {
 	switch o {
 	case notANode:
 		r.debug("no kubeconfig ($KUBECONFIG, %s, %s): not a Kubernetes node, not draining",
-			filepath.Join(r.d.KubeRoot, kube.KubeletKubeconfig), filepath.Join(r.d.KubeRoot, kube.GnshKubeconfig))
+			kube.KubeletKubeconfigList(), filepath.Join(r.d.KubeRoot, kube.GnshKubeconfig))
 		return ""
 	case badConfig:
 		var ke *kube.KubeconfigError
@@ -196,7 +196,7 @@ func (r *run) tellMaintenance(o outcome, err error, node string) string {
 	}
 	switch o {
 	case notANode:
-		return fmt.Sprintf("gnsh: no kubeconfig found ($KUBECONFIG, %s, %s); pass --kubeconfig", kube.KubeletKubeconfig, kube.GnshKubeconfig)
+		return fmt.Sprintf("gnsh: no kubeconfig found ($KUBECONFIG, %s, %s); pass --kubeconfig", kube.KubeletKubeconfigList(), kube.GnshKubeconfig)
 	case interrupted:
 		return "gnsh: drain interrupted by " + signals.Name(r.d.Signal.Caught())
 	case notPermitted:
@@ -215,7 +215,7 @@ func (r *run) tellMaintenance(o outcome, err error, node string) string {
 // kubeconfigFix says how to get round a kubeconfig named by --kubeconfig
 // or the config file that cannot be used.
 func kubeconfigFix(ke *kube.KubeconfigError) string {
-	search := fmt.Sprintf("gnsh then looks in $KUBECONFIG, %s, %s", kube.KubeletKubeconfig, kube.GnshKubeconfig)
+	search := fmt.Sprintf("gnsh then looks in $KUBECONFIG, %s, %s", kube.KubeletKubeconfigList(), kube.GnshKubeconfig)
 	switch {
 	case ke.FromFlag():
 		return "pass a kubeconfig that exists, or leave --kubeconfig out (" + search + ")"
@@ -315,11 +315,12 @@ func errText(err error, kubeconfig string) string {
 	case apierrors.IsUnauthorized(err):
 		return fmt.Sprintf("the API server does not accept the credentials in %s (401 Unauthorized): renew them (an expired kubelet client certificate?)", kubeconfig)
 	case apierrors.IsForbidden(err) && strings.HasSuffix(kubeconfig, kube.GnshKubeconfig):
-		// The drain's fallback (no kubelet.conf): the gate's identity,
-		// which the narrowed rbac.yaml does not let drain.
+		// The drain's fallback (no kubelet kubeconfig where kubeadm, k3s
+		// or rke2 keep it): the gate's identity, which the narrowed
+		// rbac.yaml does not let drain.
 		return fmt.Sprintf("the identity in %s is the reboot-slot gate's and may not drain (403 Forbidden: %s): "+
-			"set kubeconfig in %s to this node's kubelet kubeconfig (k3s, rke2: /var/lib/rancher/{k3s,rke2}/agent/kubelet.kubeconfig)",
-			kubeconfig, statusMessage(err), config.Path)
+			"set kubeconfig in %s to this node's kubelet kubeconfig (gnsh found none at %s)",
+			kubeconfig, statusMessage(err), config.Path, kube.KubeletKubeconfigList())
 	case apierrors.IsForbidden(err):
 		return fmt.Sprintf("the identity in %s may not drain this node (403 Forbidden: %s): use this node's kubelet kubeconfig, which may drain this node and no other "+
 			"(gnsh's rbac.yaml grants only the reboot-slot gate's requests; 'gnsh doctor' says which kubeconfig each uses)",
@@ -417,7 +418,7 @@ func (r *run) slotsLikely() bool {
 		return false
 	}
 	path, err = loc.GateKubeconfig(path)
-	return err == nil && filepath.Base(path) != filepath.Base(kube.KubeletKubeconfig)
+	return err == nil && !kube.IsKubeletKubeconfig(r.d.KubeRoot, path)
 }
 
 // roundDue is a due time for a line: whole seconds.

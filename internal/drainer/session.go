@@ -27,10 +27,12 @@ import (
 // kubeconfig for both). check (this machine's kube.HostID.Check) goes with
 // every write to the Node.
 type session struct {
-	c     kubernetes.Interface
-	gate  kubernetes.Interface
-	node  string
-	check drain.Check
+	c    kubernetes.Interface
+	gate kubernetes.Interface
+	// gatePath is the gate's kubeconfig ("" when not known: tests).
+	gatePath string
+	node     string
+	check    drain.Check
 }
 
 // gateClient is the client the reboot-slot gate uses: its own, else the
@@ -43,12 +45,12 @@ func (s *session) gateClient() kubernetes.Interface {
 }
 
 // fallbackLine is said once per process when the drain runs with gnsh's
-// own kubeconfig because the node has no kubelet.conf.
+// own kubeconfig because the node has no kubelet kubeconfig where
+// kubeadm, k3s or rke2 keep it.
 func fallbackLine(root string) string {
-	return fmt.Sprintf("draining with gnsh's own %s, the reboot-slot gate's identity, because this node has no %s: "+
-		"set kubeconfig in %s to the kubelet's kubeconfig (k3s: /var/lib/rancher/k3s/agent/kubelet.kubeconfig, "+
-		"rke2: /var/lib/rancher/rke2/agent/kubelet.kubeconfig), which may drain this node and no other",
-		filepath.Join(root, kube.GnshKubeconfig), filepath.Join(root, kube.KubeletKubeconfig), config.Path)
+	return fmt.Sprintf("draining with gnsh's own %s, the reboot-slot gate's identity, because this node has no kubelet kubeconfig at %s: "+
+		"set kubeconfig in %s to the kubelet's kubeconfig, which may drain this node and no other",
+		filepath.Join(root, kube.GnshKubeconfig), kube.KubeletKubeconfigList(), config.Path)
 }
 
 // connect loads the drain's kubeconfig at path (found by the caller, else
@@ -95,6 +97,7 @@ func (d *Drainer) connect(ctx context.Context, cfg config.Config, path string, o
 		if err != nil {
 			return nil, err
 		}
+		s.gatePath = gp
 		if gp != path {
 			grc, err := loc.RESTConfig(gp)
 			if err != nil {

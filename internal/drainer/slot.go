@@ -1,8 +1,10 @@
 package drainer
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/gnsh/gnsh/internal/config"
 	"github.com/gnsh/gnsh/internal/drain"
+	"github.com/gnsh/gnsh/internal/kube"
 	"github.com/gnsh/gnsh/internal/slots"
 )
 
@@ -20,6 +23,7 @@ import (
 // progress line.
 func (r *run) gate() *slots.Gate {
 	g := slots.NewGate(r.sess.gateClient(), r.cfg)
+	g.Kubeconfig = r.sess.gatePath
 	g.Clock = r.d.clock()
 	g.Event = func(ctx context.Context, node, typ, reason, msg string) {
 		if !r.cfg.Events {
@@ -31,6 +35,12 @@ func (r *run) gate() *slots.Gate {
 	}
 	g.Status = r.out.live
 	g.Debug = func(l string) { r.debug("%s", l) }
+	// The gate's kubeconfig, named when its token is refused ("": the
+	// default /etc/gnsh/kubeconfig).
+	g.Kubeconfig = cmp.Or(r.sess.gatePath, r.cfg.Slots.Kubeconfig)
+	if g.Kubeconfig == filepath.Join(r.d.KubeRoot, kube.GnshKubeconfig) {
+		g.Kubeconfig = ""
+	}
 	return g
 }
 
@@ -77,6 +87,14 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 	if q := r.fromQueue; q != nil {
 		req.Entry.Since = q.Since
 		req.Ticket, req.HasTicket = q.Ticket, q.Ticket > 0
+		// shutdown -c removes the request, then its place: a run that
+		// finds its place gone does not write it back unless the request
+		// still stands (the runner notices the withdrawal only at its
+		// next look at the file).
+		req.Stands = func() bool {
+			cur, err := r.d.ReadQueued()
+			return err != nil || SameQueued(cur, q)
+		}
 	}
 	start := r.d.now()
 	s, v, err := g.Acquire(ctx, req)
@@ -93,6 +111,9 @@ func (r *run) takeSlot(ctx context.Context, n *corev1.Node, o *drain.Ownership) 
 		// node agent waits it out (a queued reboot never goes without
 		// its slot), rather than refuse what automation asked.
 		return r.enqueue(ctx, slots.StateOf(n), &slots.WaitError{Err: err}, queueWhy)
+	case errors.Is(err, slots.ErrWithdrawn) && r.fromQueue != nil:
+		// Withdrawn before the runner's look said so: nothing written.
+		return r.fail(queueRetry, &queueStopped{err: err}), false
 	case errors.As(err, &we) && r.fromQueue != nil:
 		// The agent asks again (its place kept) while the request stands.
 		r.fromQueue.Ticket, r.fromQueue.Place = max(we.Ticket, r.fromQueue.Ticket), we.Place
@@ -175,7 +196,7 @@ func (r *run) slotStands(ctx context.Context, last bool) (st slotState, o outcom
 		return slotUnknown, r.fail(noSlot, &slots.WaitError{Err: err})
 	}
 	if err != nil {
-		ue := &slots.UnavailableError{Where: g.Where(), Err: err}
+		ue := g.Unavailable(err)
 		r.slot.Halt()
 		if r.cfg.Slots.Gate == config.GateRequired || r.fromQueue != nil || ctx.Err() != nil {
 			// Refused: end lets go of the slot (it frees it if the API

@@ -37,6 +37,10 @@ const (
 	// minimum (10 minutes) and the policy's maximum (48 hours).
 	MinLife = 10 * time.Minute
 	MaxLife = 48 * time.Hour
+	// SkewLimit is the difference between a new token's iat (the API
+	// server's clock) and this node's clock beyond which the agent says
+	// the node's clock is off.
+	SkewLimit = 5 * time.Minute
 )
 
 // RenewAfter is how long after it was issued a token of life is renewed:
@@ -75,9 +79,18 @@ type Renewer struct {
 	said     string        // key of the state last said
 	jitterOf time.Time     // the iat the jitter was drawn for
 	jitter   time.Duration // drawn for jitterOf
-	nextTry  time.Time     // no renewal before (after a failure)
-	backoff  time.Duration
-	state    State
+	// The renewal is planned on this node's clock from when the token
+	// was received (received, for the token of iat seenIat), never by
+	// comparing the API server's iat with this node's clock: a node
+	// whose clock is ahead would otherwise find every new token due.
+	seenIat   time.Time
+	received  time.Time
+	lastRenew time.Time // the last renewal, on this node's clock
+	skew      string    // the clock skew last seen ("" none), State.ClockSkew
+	skewSaid  bool      // skew was said in the journal
+	nextTry   time.Time // no renewal before (after a failure)
+	backoff   time.Duration
+	state     State
 }
 
 // State is the token's state as the agent saw it last (gnsh status,
@@ -95,6 +108,10 @@ type State struct {
 	Idle  string    `json:"idle,omitempty"` // why there is nothing to renew
 	Next  time.Time `json:"next,omitzero"`  // the next renewal planned
 	At    time.Time `json:"at"`             // when this state was seen
+	// ClockSkew says this node's clock is off the API server's by more
+	// than SkewLimit, as seen from a token's iat: "this node's clock is
+	// 2h ahead of the API server's". "" when not seen.
+	ClockSkew string `json:"clockSkew,omitempty"`
 }
 
 func (r *Renewer) clock() clock.WithTicker {
@@ -171,7 +188,24 @@ func (r *Renewer) Once(ctx context.Context) time.Duration {
 	if !c.IssuedAt.Equal(r.jitterOf) {
 		r.jitterOf, r.jitter = c.IssuedAt, r.drawJitter(after/10)
 	}
-	due := c.IssuedAt.Add(after - r.jitter)
+	if !c.IssuedAt.Equal(r.seenIat) {
+		// A token this agent did not renew (installed, or there when it
+		// started): received now, or at its iat when that is in this
+		// node's past (an older token: it is due sooner; a node clock
+		// ahead makes it due at once, and the renewed token is then
+		// planned from its receipt). An iat in this node's future is
+		// the node's clock behind the API server's.
+		r.seenIat, r.received = c.IssuedAt, now
+		if c.IssuedAt.Before(now) {
+			r.received = c.IssuedAt
+		} else {
+			r.noteSkew(now.Sub(c.IssuedAt))
+		}
+	}
+	due := r.received.Add(after - r.jitter)
+	if !r.lastRenew.IsZero() && due.Before(r.lastRenew.Add(poll)) {
+		due = r.lastRenew.Add(poll) // never more often than once a Poll
+	}
 	if !first && now.Before(due) {
 		st.Next, st.Error, st.Since = due, r.state.Error, r.state.Since
 		if st.Error == "" {
@@ -214,8 +248,10 @@ func (r *Renewer) Once(ctx context.Context) time.Duration {
 		return min(poll, r.backoff)
 	}
 	r.backoff, r.nextTry = 0, time.Time{}
+	r.seenIat, r.received, r.lastRenew = nc.IssuedAt, now, now
+	r.noteSkew(now.Sub(nc.IssuedAt)) // the API server's clock at about now
 	st.Renewed, st.Expiry, st.Node, st.Error, st.Since = now, nc.Expiry, nc.NodeName, "", time.Time{}
-	st.Next = nc.IssuedAt.Add(RenewAfter(nc.Life(), r.Every))
+	st.Next = now.Add(max(poll, RenewAfter(nc.Life(), r.Every)))
 	line := ""
 	if r.failSaid {
 		line = fmt.Sprintf("gnsh: the gate's token in %s is renewed again: node %s, valid until %s", r.Path, nc.NodeName, stamp(nc.Expiry))
@@ -262,7 +298,31 @@ func (r *Renewer) settle(st State, key, line string) {
 	r.record(st)
 }
 
+// noteSkew notes d, this node's clock less the API server's as a token's
+// iat shows it: beyond SkewLimit either way it is kept for the state and
+// said once in the journal (again only after it was gone).
+func (r *Renewer) noteSkew(d time.Duration) {
+	if d.Abs() <= SkewLimit {
+		r.skew, r.skewSaid = "", false
+		return
+	}
+	way := "ahead of"
+	if d < 0 {
+		way = "behind"
+	}
+	r.skew = fmt.Sprintf("this node's clock is %s %s the API server's", Human(d.Abs()), way)
+	if !r.skewSaid && r.Say != nil {
+		r.Say(fmt.Sprintf("gnsh: %s (the gate's token in %s was issued at %s by the API server's clock): "+
+			"sync this node's clock (timedatectl set-ntp true, chrony or systemd-timesyncd); "+
+			"the agent plans the token's renewals by this node's clock meanwhile", r.skew, r.Path, rfc3339(r.seenIat)))
+	}
+	r.skewSaid = true
+}
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
 func (r *Renewer) record(st State) {
+	st.ClockSkew = r.skew
 	r.state = st
 	if r.Record != nil {
 		r.Record(st)

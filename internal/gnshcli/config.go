@@ -177,7 +177,7 @@ func showConfig(cfg config.Config) ([]byte, error) {
 		unset(top, "node", "the kubelet's client certificate's node name, else the host name", nil)
 	}
 	if cfg.Kubeconfig == "" {
-		unset(top, "kubeconfig", "$KUBECONFIG, "+kube.KubeletKubeconfig+", then "+kube.GnshKubeconfig, nil)
+		unset(top, "kubeconfig", "$KUBECONFIG, "+kube.KubeletKubeconfigList()+", then "+kube.GnshKubeconfig, nil)
 	}
 	if cfg.PodGracePeriod == nil {
 		unset(top, "podGracePeriod", "each pod's own grace period", nil)

@@ -53,7 +53,7 @@ func TestConfigCheck(t *testing.T) {
 		{"every problem at once", "drainTimeout: -5s\nkubeconfig: /nonexistent/kubeconfig\nslots: {gate: maybe, maxUnavailable: 0}\nevents: 'no'\n", nil, 1, "", []string{
 			`gnsh: FILE: line 1: drainTimeout: must be a positive duration such as 90s, 10m or 1h (or seconds), not "-5s"`,
 			"gnsh: FILE: line 2: kubeconfig: /nonexistent/kubeconfig does not exist; fix the kubeconfig key or remove it " +
-				"(gnsh then looks in $KUBECONFIG, /etc/kubernetes/kubelet.conf, /etc/gnsh/kubeconfig): until then every shutdown through gnsh is refused, but with --no-drain",
+				"(gnsh then looks in $KUBECONFIG, /etc/kubernetes/kubelet.conf, /var/lib/rancher/k3s/agent/kubelet.kubeconfig, /var/lib/rancher/rke2/agent/kubelet.kubeconfig, /etc/gnsh/kubeconfig): until then every shutdown through gnsh is refused, but with --no-drain",
 			`gnsh: FILE: line 3: slots.gate: "maybe" is not a gate mode; use off, optional or required`,
 			"gnsh: FILE: line 3: slots.maxUnavailable: must be 1 or more; slots.gate: off turns the gate off",
 			"gnsh: FILE: line 4: events: must be true or false, not a quoted string; leave out the quotes"}},
@@ -61,7 +61,7 @@ func TestConfigCheck(t *testing.T) {
 			[]string{`gnsh: FILE: line 2: slots.gate: "maybe" is not a gate mode; use off, optional or required`}},
 		{"kubeconfig not there", "drainTimeout: 2m\nkubeconfig: /nonexistent/kubeconfig\n", nil, 1, "", []string{
 			"gnsh: FILE: line 2: kubeconfig: /nonexistent/kubeconfig does not exist; fix the kubeconfig key or remove it " +
-				"(gnsh then looks in $KUBECONFIG, /etc/kubernetes/kubelet.conf, /etc/gnsh/kubeconfig): until then every shutdown through gnsh is refused, but with --no-drain"}},
+				"(gnsh then looks in $KUBECONFIG, /etc/kubernetes/kubelet.conf, /var/lib/rancher/k3s/agent/kubelet.kubeconfig, /var/lib/rancher/rke2/agent/kubelet.kubeconfig, /etc/gnsh/kubeconfig): until then every shutdown through gnsh is refused, but with --no-drain"}},
 		{"kubeconfig not there, skipped", "kubeconfig: /nonexistent/kubeconfig\n", []string{"--skip-kubeconfig"}, 0, "gnsh: FILE is valid\n", nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,7 +129,7 @@ func TestConfigShow(t *testing.T) {
 	// No "null": the value a shutdown uses, or what an unset key means
 	// (issue 19: wait: null, podGracePeriod: null).
 	for _, w := range []string{"\npodGracePeriod: null # unset: each pod's own grace period\n", "\n  wait: 1m30s # unset: drainTimeout\n",
-		"\n  pools: []\n", "\n  window: null # unset: no window: queued reboots are admitted at any hour\n", "\n  kubeconfig: \"\" # unset: /etc/gnsh/kubeconfig if it is there, else the drain's\n", "\nkubeconfig: \"\" # unset: $KUBECONFIG, /etc/kubernetes/kubelet.conf, then /etc/gnsh/kubeconfig\n"} {
+		"\n  pools: []\n", "\n  window: null # unset: no window: queued reboots are admitted at any hour\n", "\n  kubeconfig: \"\" # unset: /etc/gnsh/kubeconfig if it is there, else the drain's\n", "\nkubeconfig: \"\" # unset: $KUBECONFIG, /etc/kubernetes/kubelet.conf, /var/lib/rancher/k3s/agent/kubelet.kubeconfig, /var/lib/rancher/rke2/agent/kubelet.kubeconfig, then /etc/gnsh/kubeconfig\n"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("%s\nlacks %q", out, w)
 		}
@@ -177,7 +177,7 @@ func TestPlanRefusedByConfig(t *testing.T) {
 		// names among them.
 		{"every problem", "drainTimeout: soon\nkubeconfig: /nonexistent/kubeconfig\nslots: {gate: maybe}\n", []string{"reboot"}, 1,
 			`: line 1: drainTimeout: must be a positive duration such as 90s, 10m or 1h (or seconds), not "soon"` + "\ngnsh: " + "CFG" +
-				": line 2: kubeconfig: /nonexistent/kubeconfig does not exist; fix the kubeconfig key or remove it (gnsh then looks in $KUBECONFIG, /etc/kubernetes/kubelet.conf, /etc/gnsh/kubeconfig)\ngnsh: " +
+				": line 2: kubeconfig: /nonexistent/kubeconfig does not exist; fix the kubeconfig key or remove it (gnsh then looks in $KUBECONFIG, /etc/kubernetes/kubelet.conf, /var/lib/rancher/k3s/agent/kubelet.kubeconfig, /var/lib/rancher/rke2/agent/kubelet.kubeconfig, /etc/gnsh/kubeconfig)\ngnsh: " +
 				"CFG" + `: line 3: slots.gate: "maybe" is not a gate mode; use off, optional or required` + "\ngnsh: nothing was shut down; fix the file, or run the command again with --no-drain\n"},
 		{"--no-drain", "slots: {maxUnavalable: 2}\n", []string{"reboot", "--no-drain"}, 0, ""},
 		{"-f", "slots: {maxUnavalable: 2}\n", []string{"reboot", "-f"}, 0, ""},

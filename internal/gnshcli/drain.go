@@ -12,8 +12,10 @@ import (
 )
 
 // kubeconfigOrder is where the node's own commands look for a kubeconfig
-// when --kubeconfig is not given, in order (kube.Locator).
-var kubeconfigOrder = "kubeconfig in the config file, $KUBECONFIG, " + kube.KubeletKubeconfig + ", then " + kube.GnshKubeconfig
+// when --kubeconfig is not given, in order (kube.Locator), short for
+// --help; gnsh(8) and the messages name the kubelet's in full
+// (kube.KubeletKubeconfigs).
+var kubeconfigOrder = "kubeconfig in the config file, $KUBECONFIG, the kubelet's (kubeadm, k3s, rke2), then " + kube.GnshKubeconfig
 
 // The options of the commands that act on this node. Functions: cli
 // keeps state in a flag, which must not be shared between runs.

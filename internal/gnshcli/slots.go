@@ -57,10 +57,11 @@ func slotsCommand(code *int, env *dispatch.Env) *cli.Command {
 
 // adminKubeconfigOrder is where gnsh slots looks for a kubeconfig when
 // --kubeconfig is not given, in order (adminKubeconfig).
-var adminKubeconfigOrder = "$KUBECONFIG, ~/.kube/config, kubeconfig in the config file, " + kube.GnshKubeconfig + ", " + kube.KubeletKubeconfig
+var adminKubeconfigOrder = "$KUBECONFIG, ~/.kube/config, kubeconfig in the config file, " + kube.GnshKubeconfig + ", " + kube.KubeletKubeconfigList()
 
 func adminKubeFlag() cli.Flag {
-	return &cli.StringFlag{Name: "kubeconfig", Usage: "the kubeconfig `FILE` (default: " + adminKubeconfigOrder + ")"}
+	return &cli.StringFlag{Name: "kubeconfig", Usage: "the kubeconfig `FILE` (default: $KUBECONFIG, ~/.kube/config, kubeconfig in the config file, " +
+		kube.GnshKubeconfig + ", the kubelet's (kubeadm, k3s, rke2))"}
 }
 
 // slotsGate connects to the gate of the config file with an admin's
@@ -92,7 +93,9 @@ func slotsGate(c *cli.Context, env *dispatch.Env) (*slots.Gate, config.Config, e
 	if err != nil {
 		return nil, cfg, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
-	return slots.NewGate(kc, cfg), cfg, nil
+	g := slots.NewGate(kc, cfg)
+	g.Kubeconfig = path
+	return g, cfg, nil
 }
 
 // adminKubeconfig finds the kubeconfig of gnsh slots and slots release,
@@ -197,7 +200,7 @@ func listSlots(c *cli.Context, env *dispatch.Env) error {
 	}
 	rec, _, err := g.Read(c.Context)
 	if err != nil {
-		return &slots.UnavailableError{Where: g.Where(), Err: err}
+		return g.Unavailable(err)
 	}
 	v := slotsView{Lease: g.Where(), Gate: cfg.Slots.Gate, MaxUnavailable: cfg.Slots.MaxUnavailable, Pools: cfg.Slots.Pools,
 		Holders: rec.Holders, Waiters: rec.Waiters, Out: []slots.Out{}}
@@ -307,7 +310,7 @@ func releaseSlot(c *cli.Context, env *dispatch.Env) error {
 		return freed != nil || dropped != nil
 	})
 	if err != nil {
-		return &slots.UnavailableError{Where: g.Where(), Err: err}
+		return g.Unavailable(err)
 	}
 	if freed == nil && dropped == nil {
 		return fmt.Errorf("%q holds no reboot slot of %s and is not waiting for one; 'gnsh slots' lists who does", node, g.Where())

@@ -226,7 +226,7 @@ func TestSlotsAdminKubeconfig(t *testing.T) {
 	// None at all: one line.
 	e = slotsEnv(t, map[string]string{"HOME": t.TempDir()})
 	if code := Run(context.Background(), []string{"gnsh", "slots"}, e.env); code != 1 ||
-		!strings.HasPrefix(e.errb.String(), "gnsh: no kubeconfig found ($KUBECONFIG, ~/.kube/config, kubeconfig in the config file, /etc/gnsh/kubeconfig, /etc/kubernetes/kubelet.conf): pass --kubeconfig FILE or set $KUBECONFIG to an admin's kubeconfig\n") ||
+		!strings.HasPrefix(e.errb.String(), "gnsh: no kubeconfig found ($KUBECONFIG, ~/.kube/config, kubeconfig in the config file, /etc/gnsh/kubeconfig, /etc/kubernetes/kubelet.conf, /var/lib/rancher/k3s/agent/kubelet.kubeconfig, /var/lib/rancher/rke2/agent/kubelet.kubeconfig): pass --kubeconfig FILE or set $KUBECONFIG to an admin's kubeconfig\n") ||
 		strings.Count(e.errb.String(), "\n") != 1 {
 		t.Errorf("none: exit %d %q", code, e.errb)
 	}

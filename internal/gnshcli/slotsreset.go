@@ -46,7 +46,7 @@ func resetSlots(c *cli.Context, env *dispatch.Env) error {
 	case errors.As(err, &re):
 		return err
 	case err != nil:
-		return &slots.UnavailableError{Where: g.Where(), Err: err}
+		return g.Unavailable(err)
 	case r.None:
 		fmt.Fprintf(env.Stdout, "no Lease %s yet: nothing to reset\n", g.Where())
 		return nil

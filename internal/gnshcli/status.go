@@ -171,7 +171,7 @@ func WriteStatus(w io.Writer, r *nodefacts.Report) {
 		// The drain's, and the reboot-slot gate's when it is another file.
 		v := fmt.Sprintf("%s (mode %s)", kc.Path, kc.Mode)
 		if kc.Fallback {
-			v += ", gnsh's own for want of " + kube.KubeletKubeconfig + ": set kubeconfig to the kubelet's"
+			v += ", gnsh's own for want of a kubelet kubeconfig (" + kube.KubeletKubeconfigList() + "): set kubeconfig to the kubelet's"
 		}
 		if g := r.Slots.Kubeconfig; g != "" && g != kc.Path {
 			v += fmt.Sprintf("; gate: %s (mode %s)", g, r.Slots.Mode)

@@ -281,7 +281,7 @@ func TestStatusKubeconfigs(t *testing.T) {
 			"kubeconfig          /etc/kubernetes/kubelet.conf (mode 0600); gate: /etc/gnsh/kubeconfig (mode 0600)\n"},
 		{nodefacts.KubeconfigFacts{Found: true, Path: "/etc/gnsh/kubeconfig", Mode: "0600", Fallback: true},
 			nodefacts.SlotsFacts{Gate: "optional", Kubeconfig: "/etc/gnsh/kubeconfig", Mode: "0600"},
-			"kubeconfig          /etc/gnsh/kubeconfig (mode 0600), gnsh's own for want of /etc/kubernetes/kubelet.conf: set kubeconfig to the kubelet's\n"},
+			"kubeconfig          /etc/gnsh/kubeconfig (mode 0600), gnsh's own for want of a kubelet kubeconfig (/etc/kubernetes/kubelet.conf, /var/lib/rancher/k3s/agent/kubelet.kubeconfig, /var/lib/rancher/rke2/agent/kubelet.kubeconfig): set kubeconfig to the kubelet's\n"},
 	} {
 		var b bytes.Buffer
 		WriteStatus(&b, &nodefacts.Report{Kubeconfig: tt.kc, Slots: tt.slots})

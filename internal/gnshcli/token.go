@@ -97,6 +97,12 @@ func installToken(c *cli.Context, env *dispatch.Env) error {
 	// where the agent renews the token: it is written there.
 	node := c.String("node")
 	drainKC, gateKC := kube.KubeletKubeconfig, kube.GnshKubeconfig
+	for _, p := range kube.KubeletKubeconfigs() { // kubeadm's, k3s's, rke2's
+		if _, err := os.Stat(at(p)); err == nil {
+			drainKC = p
+			break
+		}
+	}
 	if cfg, err := config.Load(at(config.Path)); err == nil {
 		if node == "" {
 			node = cfg.Node

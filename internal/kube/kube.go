@@ -25,11 +25,34 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// Kubeconfig locations after --kubeconfig and $KUBECONFIG, in order.
+// Kubeconfig locations after --kubeconfig and $KUBECONFIG: the kubelet's
+// (kubeadm's, then k3s's and rke2's), then gnsh's own (see FindKubeconfig).
 var (
-	GnshKubeconfig    = "/etc/gnsh/kubeconfig"
-	KubeletKubeconfig = "/etc/kubernetes/kubelet.conf"
+	GnshKubeconfig        = "/etc/gnsh/kubeconfig"
+	KubeletKubeconfig     = "/etc/kubernetes/kubelet.conf"
+	K3sKubeletKubeconfig  = "/var/lib/rancher/k3s/agent/kubelet.kubeconfig"
+	RKE2KubeletKubeconfig = "/var/lib/rancher/rke2/agent/kubelet.kubeconfig"
 )
+
+// KubeletKubeconfigs returns where kubeadm, k3s and rke2 keep the kubelet's
+// kubeconfig, in the order FindKubeconfig looks at them.
+func KubeletKubeconfigs() []string {
+	return []string{KubeletKubeconfig, K3sKubeletKubeconfig, RKE2KubeletKubeconfig}
+}
+
+// KubeletKubeconfigList is KubeletKubeconfigs for a message: "a, b, c".
+func KubeletKubeconfigList() string { return strings.Join(KubeletKubeconfigs(), ", ") }
+
+// IsKubeletKubeconfig reports whether path (under root, "" = /) is one of
+// KubeletKubeconfigs.
+func IsKubeletKubeconfig(root, path string) bool {
+	for _, p := range KubeletKubeconfigs() {
+		if path == filepath.Join(root, p) {
+			return true
+		}
+	}
+	return false
+}
 
 // Drain-sized client rate limits. client-go's default (QPS 5, burst 10)
 // makes a 200-pod drain take three minutes; a drain sends about one
@@ -197,8 +220,11 @@ func (l *Locator) path(p string) string {
 // FindKubeconfig returns the drain's kubeconfig: the first in order of
 // the one named (Kubeconfig: --kubeconfig or the config file), the first
 // existing file of $KUBECONFIG (a colon list), the kubelet's
-// /etc/kubernetes/kubelet.conf (the Node authorizer confines it to this
-// node), and only then gnsh's own /etc/gnsh/kubeconfig, as a fallback
+// /etc/kubernetes/kubelet.conf (kubeadm), then
+// /var/lib/rancher/k3s/agent/kubelet.kubeconfig (k3s) and
+// /var/lib/rancher/rke2/agent/kubelet.kubeconfig (rke2) (the Node
+// authorizer confines the kubelet's identity to this node), and only
+// then gnsh's own /etc/gnsh/kubeconfig, as a fallback
 // (see Fallback). It returns ErrNoKubeconfig when there is none, and an
 // *UnreadableError when the first one that exists (or whose directory may
 // not be searched) cannot be read: the next one may belong to another
@@ -216,7 +242,7 @@ func (l *Locator) FindKubeconfig() (string, error) {
 
 // Fallback reports whether the drain's kubeconfig (FindKubeconfig) is
 // gnsh's own /etc/gnsh/kubeconfig, reached because nothing was named and
-// this node has no kubelet.conf: the drain then runs with the gate's
+// this node has none of the kubelet's kubeconfigs (KubeletKubeconfigs): the drain then runs with the gate's
 // identity, which a narrowed rbac.yaml does not let cordon or evict.
 func (l *Locator) Fallback() bool {
 	_, fb, err := l.findKubeconfig()
@@ -243,7 +269,10 @@ func (l *Locator) findKubeconfig() (string, bool, error) {
 		}
 	}
 	own := l.path(GnshKubeconfig)
-	candidates = append(candidates, l.path(KubeletKubeconfig), own)
+	for _, p := range KubeletKubeconfigs() {
+		candidates = append(candidates, l.path(p))
+	}
+	candidates = append(candidates, own)
 	for i, p := range candidates {
 		if _, err := os.Lstat(p); err == nil && p == own && i == len(candidates)-1 {
 			if err := check(p, FromGnsh); err != nil {

@@ -297,7 +297,7 @@ func CheckAccess(r *Report) Check {
 	case strings.HasPrefix(as, "system:node:"):
 		who += " (confined to this node)"
 	case r.Kubeconfig.Fallback:
-		who += " (gnsh's own, for want of " + kube.KubeletKubeconfig + ")"
+		who += " (gnsh's own, for want of a kubelet kubeconfig at " + kube.KubeletKubeconfigList() + ")"
 	}
 	var required, optional []string
 	for _, d := range a.Denied {
@@ -355,6 +355,6 @@ func accessFix(_ InstallFacts, user string) string {
 			"--authorization-mode=Node,RBAC (kubeadm's default), and check that the Node is named " + node
 	}
 	return "drain with this node's kubelet kubeconfig, which may drain this node and no other: leave kubeconfig unset in " +
-		config.Path + " on a kubeadm node (" + kube.KubeletKubeconfig + "), or set it to the kubelet's " +
-		"(k3s, rke2: /var/lib/rancher/{k3s,rke2}/agent/kubelet.kubeconfig); gnsh's rbac.yaml grants only the reboot-slot gate's requests"
+		config.Path + " where the kubelet's is at " + kube.KubeletKubeconfigList() + " (kubeadm, k3s, rke2), else set it to the kubelet's; " +
+		"gnsh's rbac.yaml grants only the reboot-slot gate's requests"
 }

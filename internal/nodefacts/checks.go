@@ -616,17 +616,17 @@ func CheckKubeconfig(r *Report) Check {
 		case kube.FromGnsh:
 			c.Message += ": every shutdown through gnsh is refused (but with --no-drain)"
 			c.Fix = "fix or remove " + k.Path + "; the drain's kubeconfig is the kubelet's: set kubeconfig in " + config.Path +
-				" to it on a node without " + kube.KubeletKubeconfig + " (k3s, rke2: /var/lib/rancher/{k3s,rke2}/agent/kubelet.kubeconfig)"
+				" to it on a node without " + kube.KubeletKubeconfigList()
 		default:
 			c.Message += ": every shutdown through gnsh is refused (but with --no-drain)"
 			c.Fix = "see the config check"
 		}
 	case !k.Found && r.Kubelet.Error != "":
 		c.Verdict, c.Message = Warn, orUnknown(k.Error)+": not a Kubernetes node?"
-		c.Fix = "on a Kubernetes node, set kubeconfig in /etc/gnsh/config.yaml to the kubelet's kubeconfig (k3s, rke2: /var/lib/rancher/{k3s,rke2}/agent/kubelet.kubeconfig); kubeadm's /etc/kubernetes/kubelet.conf is found by itself"
+		c.Fix = "on a Kubernetes node, set kubeconfig in /etc/gnsh/config.yaml to the kubelet's kubeconfig; kubeadm's, k3s's and rke2's (" + kube.KubeletKubeconfigList() + ") are found by themselves"
 	case !k.Found:
 		c.Verdict, c.Message = Fail, orUnknown(k.Error)+", but kubelet is configured: gnsh will not drain"
-		c.Fix = "set kubeconfig in /etc/gnsh/config.yaml to the kubelet's kubeconfig (k3s, rke2: /var/lib/rancher/{k3s,rke2}/agent/kubelet.kubeconfig)"
+		c.Fix = "set kubeconfig in /etc/gnsh/config.yaml to the kubelet's kubeconfig (gnsh looked at " + kube.KubeletKubeconfigList() + ")"
 	case k.Error != "":
 		c.Verdict, c.Message = Fail, k.Error
 		c.Fix = "run gnsh as root"
@@ -636,12 +636,11 @@ func CheckKubeconfig(r *Report) Check {
 	case k.GateError != "":
 		c.Verdict, c.Message, c.Fix = Fail, k.GateError, k.GateFix
 	case k.Fallback:
-		// No kubelet.conf: the drain runs with the gate's identity.
+		// No kubelet kubeconfig: the drain runs with the gate's identity.
 		c.Verdict = Warn
-		c.Message = fmt.Sprintf("drain: gnsh's own %s (mode %s), the reboot-slot gate's identity, for want of %s: "+
-			"the rbac.yaml of this gnsh does not let it cordon or evict", k.Path, orUnknown(k.Mode), kube.KubeletKubeconfig)
-		c.Fix = "set kubeconfig in " + config.Path + " to this node's kubelet kubeconfig, which may drain this node and no other " +
-			"(k3s, rke2: /var/lib/rancher/{k3s,rke2}/agent/kubelet.kubeconfig)"
+		c.Message = fmt.Sprintf("drain: gnsh's own %s (mode %s), the reboot-slot gate's identity, for want of a kubelet kubeconfig at %s: "+
+			"the rbac.yaml of this gnsh does not let it cordon or evict", k.Path, orUnknown(k.Mode), kube.KubeletKubeconfigList())
+		c.Fix = "set kubeconfig in " + config.Path + " to this node's kubelet kubeconfig, which may drain this node and no other"
 	default:
 		c.Verdict, c.Message = OK, fmt.Sprintf("drain: %s (mode %s)", k.Path, orUnknown(k.Mode))
 	}

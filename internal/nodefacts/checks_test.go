@@ -254,7 +254,7 @@ func TestChecks(t *testing.T) {
 			"drain: stranger from /etc/kubernetes/kubelet.conf: the API server refuses get nodes/node1, patch nodes/node1, list pods (spec.nodeName=node1), watch pods (spec.nodeName=node1), " +
 				"create pods/eviction, create events in default: gnsh cannot drain this node; and get leases.coordination.k8s.io/node1 in kube-node-lease (gnsh does without it)",
 			"drain with this node's kubelet kubeconfig, which may drain this node and no other: leave kubeconfig unset in /etc/gnsh/config.yaml " +
-				"on a kubeadm node (/etc/kubernetes/kubelet.conf), or set it to the kubelet's (k3s, rke2: /var/lib/rancher/{k3s,rke2}/agent/kubelet.kubeconfig); " +
+				"where the kubelet's is at /etc/kubernetes/kubelet.conf, /var/lib/rancher/k3s/agent/kubelet.kubeconfig, /var/lib/rancher/rke2/agent/kubelet.kubeconfig (kubeadm, k3s, rke2), else set it to the kubelet's; " +
 				"gnsh's rbac.yaml grants only the reboot-slot gate's requests"},
 		{"access: the drain falls back to gnsh's own kubeconfig", func(r *Report) {
 			r.Kubeconfig.Path, r.Kubeconfig.Fallback = "/etc/gnsh/kubeconfig", true
@@ -263,8 +263,8 @@ func TestChecks(t *testing.T) {
 				r.Access.Denied = append(r.Access.Denied, Denial{APIRequest: q})
 			}
 		}, CheckAccess, Fail,
-			"drain: system:serviceaccount:kube-system:gnsh from /etc/gnsh/kubeconfig (gnsh's own, for want of /etc/kubernetes/kubelet.conf): the API server refuses get nodes/node1",
-			"set it to the kubelet's (k3s, rke2: /var/lib/rancher/{k3s,rke2}/agent/kubelet.kubeconfig)"},
+			"drain: system:serviceaccount:kube-system:gnsh from /etc/gnsh/kubeconfig (gnsh's own, for want of a kubelet kubeconfig at /etc/kubernetes/kubelet.conf, /var/lib/rancher/k3s/agent/kubelet.kubeconfig, /var/lib/rancher/rke2/agent/kubelet.kubeconfig): the API server refuses get nodes/node1",
+			"else set it to the kubelet's"},
 		{"access: a ServiceAccount without the Lease role", func(r *Report) {
 			rs := GnshRequests("node1", true)
 			r.Access = &AccessFacts{User: "system:serviceaccount:kube-system:gnsh", Allowed: rs[:5],
@@ -302,7 +302,7 @@ func TestChecks(t *testing.T) {
 			r.Kubeconfig.Path, r.Kubeconfig.Fallback = "/etc/gnsh/kubeconfig", true
 			r.Slots.Kubeconfig, r.Slots.Mode = "/etc/gnsh/kubeconfig", "0600"
 		}, CheckKubeconfig, Warn,
-			"drain: gnsh's own /etc/gnsh/kubeconfig (mode 0600), the reboot-slot gate's identity, for want of /etc/kubernetes/kubelet.conf: the rbac.yaml of this gnsh does not let it cordon or evict",
+			"drain: gnsh's own /etc/gnsh/kubeconfig (mode 0600), the reboot-slot gate's identity, for want of a kubelet kubeconfig at /etc/kubernetes/kubelet.conf, /var/lib/rancher/k3s/agent/kubelet.kubeconfig, /var/lib/rancher/rke2/agent/kubelet.kubeconfig: the rbac.yaml of this gnsh does not let it cordon or evict",
 			"set kubeconfig in /etc/gnsh/config.yaml to this node's kubelet kubeconfig"},
 		{"kubeconfig: the gate's broken", func(r *Report) {
 			r.Kubeconfig.GateError = "gnsh's own kubeconfig: /etc/gnsh/kubeconfig is not a regular file: every shutdown through gnsh is refused (but with --no-drain)"

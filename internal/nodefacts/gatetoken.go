@@ -45,7 +45,10 @@ type GateTokenFacts struct {
 	Renewed         time.Time `json:"renewed,omitzero"`
 	RenewError      string    `json:"renewError,omitempty"`
 	RenewErrorSince time.Time `json:"renewErrorSince,omitzero"`
-	At              time.Time `json:"at"` // when this was read
+	// ClockSkew is the agent's word that this node's clock is off the
+	// API server's (gatetoken.State.ClockSkew), "" if not.
+	ClockSkew string    `json:"clockSkew,omitempty"`
+	At        time.Time `json:"at"` // when this was read
 }
 
 // readGateToken reads the gate's token; nil when there is no
@@ -81,6 +84,7 @@ func readGateToken(s *Sources, now time.Time) *GateTokenFacts {
 		var st gatetoken.State
 		if json.Unmarshal(data, &st) == nil {
 			f.Agent, f.Renewed, f.RenewError, f.RenewErrorSince = true, st.Renewed, st.Error, st.Since
+			f.ClockSkew = st.ClockSkew
 		}
 	}
 	return f
@@ -122,8 +126,14 @@ func (f *GateTokenFacts) Line() string {
 	default:
 		s += "; issued " + stampUTC(f.IssuedAt)
 	}
+	if f.ClockSkew != "" {
+		s += "; " + f.ClockSkew + ": " + clockSkewFix
+	}
 	return s
 }
+
+// clockSkewFix is how to end a clock skew the agent saw.
+const clockSkewFix = "sync this node's clock (timedatectl set-ntp true, chrony or systemd-timesyncd)"
 
 func stampUTC(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
 
@@ -165,6 +175,8 @@ func CheckGateToken(r *Report) Check {
 		c.Verdict, c.Fix = Warn, "the node agent renews it hourly (is gnsh.service running? its journal says why not): "+gateTokenFix
 	case f.RenewError != "":
 		c.Verdict, c.Fix = Warn, "the node agent's renewal fails; "+gateTokenFix
+	case f.ClockSkew != "":
+		c.Verdict, c.Fix = Warn, clockSkewFix
 	}
 	return c
 }

@@ -113,7 +113,7 @@ func gatherKube(ctx context.Context, s *Sources, kf *KubeconfigFacts, nf *NodeFa
 		noAccess("kubeconfig unusable", CauseKubeconfig, "kubeconfig unusable: "+err.Error())
 		return
 	case errors.Is(err, kube.ErrNoKubeconfig):
-		kf.Error = "no kubeconfig found ($KUBECONFIG, " + kube.KubeletKubeconfig + ", " + kube.GnshKubeconfig + ")"
+		kf.Error = "no kubeconfig found ($KUBECONFIG, " + kube.KubeletKubeconfigList() + ", " + kube.GnshKubeconfig + ")"
 		nf.Error = "no kubeconfig"
 		noAccess("no kubeconfig", CauseNotANode, "not a node (no kubeconfig found): the gate does not apply")
 		return
@@ -310,6 +310,7 @@ func timedOut(err error) bool {
 // failed leaves the gate's access unknown (Unchecked), not granted.
 func gatherSlots(ctx context.Context, c kubernetes.Interface, rv Reviewer, cfg config.Config, node string, controlPlane bool, sf *SlotsFacts) {
 	g := slots.NewGate(c, cfg)
+	g.Kubeconfig = sf.Kubeconfig
 	rec, l, err := g.Read(ctx)
 	switch {
 	case slots.Broken(err):
@@ -319,7 +320,7 @@ func gatherSlots(ctx context.Context, c kubernetes.Interface, rv Reviewer, cfg c
 		sf.Cause, sf.Error = CauseNewer, err.Error()
 		return
 	case err != nil:
-		sf.Cause, sf.Error = CauseLease, (&slots.UnavailableError{Where: g.Where(), Err: err}).Error()
+		sf.Cause, sf.Error = CauseLease, (g.Unavailable(err)).Error()
 		return
 	}
 	if rv == nil {

@@ -152,7 +152,7 @@ func TestGatherKubeNamedKubeconfigMissing(t *testing.T) {
 	kf := r.Kubeconfig
 	if kf.Found || kf.Named != "kubeconfig in "+cfg || kf.Error != "kubeconfig in "+cfg+": /nonexistent/kubeconfig does not exist" ||
 		kf.ConfigError != "" || !kf.ConfigFound || len(kf.ConfigProblems) != 1 ||
-		!strings.HasPrefix(kf.ConfigProblems[0], cfg+": line 2: kubeconfig: /nonexistent/kubeconfig does not exist; fix the kubeconfig key or remove it (gnsh then looks in $KUBECONFIG, /etc/kubernetes/kubelet.conf, /etc/gnsh/kubeconfig): until then every shutdown through gnsh is refused, but with --no-drain") {
+		!strings.HasPrefix(kf.ConfigProblems[0], cfg+": line 2: kubeconfig: /nonexistent/kubeconfig does not exist; fix the kubeconfig key or remove it (gnsh then looks in $KUBECONFIG, /etc/kubernetes/kubelet.conf, /var/lib/rancher/k3s/agent/kubelet.kubeconfig, /var/lib/rancher/rke2/agent/kubelet.kubeconfig, /etc/gnsh/kubeconfig): until then every shutdown through gnsh is refused, but with --no-drain") {
 		t.Fatalf("%+v", kf)
 	}
 	if c := CheckConfig(r); c.Verdict != Fail || !strings.Contains(c.Fix, "fix or remove the kubeconfig key in "+cfg) {

@@ -55,6 +55,10 @@ type Gate struct {
 	Status func(string)
 	// Debug prints a debug line (nil: none).
 	Debug func(string)
+	// Kubeconfig is the kubeconfig the gate's client was made from, for
+	// the lines saying its credentials are refused ("": the gate's
+	// kubeconfig, unnamed).
+	Kubeconfig string
 	// senseFirst is the first pause's bound of a node beyond the full
 	// queue (0: senseWindow; tests shorten it).
 	senseFirst time.Duration
@@ -87,6 +91,27 @@ func (g *Gate) Where() string { return g.Namespace + "/" + g.Name }
 type UnavailableError struct {
 	Where string
 	Err   error
+	// Kubeconfig is the gate's kubeconfig (Gate.Kubeconfig), named in the
+	// 401 and 403 lines; "" names it by where gnsh looks for it.
+	Kubeconfig string
+}
+
+// Unavailable is err as an *UnavailableError of this gate, naming its
+// kubeconfig.
+func (g *Gate) Unavailable(err error) *UnavailableError {
+	return &UnavailableError{Where: g.Where(), Err: err, Kubeconfig: g.Kubeconfig}
+}
+
+// GnshKubeconfigUnnamed names the gate's kubeconfig when the gate was not
+// told which it is.
+const GnshKubeconfigUnnamed = "/etc/gnsh/kubeconfig (or slots.kubeconfig)"
+
+// kubeconfig names the gate's kubeconfig for a line.
+func (e *UnavailableError) kubeconfig() string {
+	if e.Kubeconfig != "" {
+		return e.Kubeconfig
+	}
+	return GnshKubeconfigUnnamed
 }
 
 func (e *UnavailableError) Error() string {
@@ -97,11 +122,11 @@ func (e *UnavailableError) Error() string {
 	case Broken(e.Err):
 		return e.Err.Error() // it names the Lease, and the reset
 	case apierrors.IsForbidden(e.Err):
-		return fmt.Sprintf("these credentials may not use the Lease %s (%s): the gate needs gnsh's own identity (gnsh's rbac.yaml applied, its ServiceAccount in /etc/gnsh/kubeconfig); the kubelet's cannot", e.Where, reasonOf(e.Err))
+		return fmt.Sprintf("these credentials may not use the Lease %s (%s): the gate needs gnsh's own identity (gnsh's rbac.yaml applied, its ServiceAccount in %s); the kubelet's cannot", e.Where, reasonOf(e.Err), e.kubeconfig())
 	case apierrors.IsUnauthorized(e.Err):
-		return fmt.Sprintf("the API server refuses these credentials (401 Unauthorized) for the Lease %s: the gate's token in /etc/gnsh/kubeconfig "+
+		return fmt.Sprintf("the API server refuses these credentials (401 Unauthorized) for the Lease %s: the gate's token in %s "+
 			"expired or was revoked (its Node deleted?); the node agent renews it, and gnsh status says why it could not: "+
-			"re-run the playbook or `gnsh token install`", e.Where)
+			"re-run the playbook or `gnsh token install`", e.Where, e.kubeconfig())
 	case apierrors.IsNotFound(e.Err):
 		return fmt.Sprintf("the Lease %s cannot be made (%s): apply gnsh's rbac.yaml, which creates its namespace", e.Where, reasonOf(e.Err))
 	}
@@ -166,6 +191,16 @@ type Request struct {
 	// Silent: no waiting line (Status) and no GnshSlotWaiting Event: its
 	// caller says what became of it (a reboot queued at once).
 	Silent bool
+	// Stands, if set, reports whether the request still stands (the node
+	// agent's run for a queued reboot: the queue file still holds it).
+	// It is asked before a write that would put back its waiter entry
+	// (or take a slot) when the Lease, as just read, holds no entry of
+	// this request: shutdown -c removes the request first and its entry
+	// next, so a request whose entry is gone and that no longer stands
+	// was withdrawn, and Acquire ends with ErrWithdrawn, writing nothing.
+	// An entry dropped by others (not renewed in time) is written back
+	// in its place, the request standing.
+	Stands func() bool
 }
 
 // snapshot is one state of the Lease and the cluster.
@@ -371,6 +406,11 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 					}
 				}
 			}
+			if v.Changed && a.withdrawnMeanwhile(snap) {
+				// Withdrawn (shutdown -c) before its ctx says so: its
+				// entry is gone, and is not written back.
+				return nil, v, ErrWithdrawn
+			}
 			if v.Changed {
 				err := a.write(ctx, snap, v)
 				if err == nil && !v.Admitted && !v.Unrecorded {
@@ -399,8 +439,13 @@ func (a *acquirer) run(ctx context.Context) (*Slot, Verdict, error) {
 						// "too near" path asks with none) it is decided again
 						// from fresh state, a few times and for at most
 						// apiTimeout past the wait.
+						// A crowd that asked at once gets in one write at a
+						// time: the more already in the queue, the more
+						// tries the last of them gets (a queued request
+						// would otherwise lose its place to a full-looking
+						// queue); still within apiTimeout.
 						late++
-						if late > conflictTries || g.clock().Since(deadline) >= g.APITimeout {
+						if late > conflictTries+len(v.Record.Waiters) || g.clock().Since(deadline) >= g.APITimeout {
 							return nil, v, a.timeUp(v, err)
 						}
 					}
@@ -585,7 +630,7 @@ func (a *acquirer) fail(ctx context.Context, err error) error {
 	}
 	// Its waiter entry, if any, is left: others drop it once it is no
 	// longer renewed (a withdrawal would wait on the failing server).
-	return &UnavailableError{Where: a.g.Where(), Err: err}
+	return a.g.Unavailable(err)
 }
 
 // earlyTries is how many reads a gate that never answered gets before it
@@ -593,8 +638,9 @@ func (a *acquirer) fail(ctx context.Context, err error) error {
 const earlyTries = 3
 
 // conflictTries is how many conflicts a request whose wait ran out
-// decides again after (each from fresh state), within apiTimeout: a crowd
-// that always writes first still ends it.
+// decides again after (each from fresh state), plus one per waiter
+// already in the record, within apiTimeout: a crowd that always writes
+// first still ends it.
 const conflictTries = 5
 
 // maxBackoff bounds the pause after a conflict (doubling from 10 ms, with
@@ -771,7 +817,27 @@ func (a *acquirer) tell(ctx context.Context, v Verdict) {
 
 // ErrWithdrawn is the cause (context.WithCancelCause) that ends the wait
 // of a queued reboot withdrawn: its waiter entry goes, StayOnCancel or not.
+// Acquire returns it too for a request found withdrawn (Request.Stands).
 var ErrWithdrawn = errors.New("the queued request was withdrawn")
+
+// withdrawnMeanwhile reports whether the request no longer stands
+// (Request.Stands) while snap, as read, holds no entry of it: a write
+// now would put back the place of a request withdrawn. Stands is asked
+// after the read: a read that no longer shows the entry came after
+// shutdown -c removed it, and so after it removed the request.
+func (a *acquirer) withdrawnMeanwhile(snap snapshot) bool {
+	if a.r.Stands == nil {
+		return false
+	}
+	me := a.r.Entry
+	if w, ok := snap.rec.Waiter(me.Node); ok && w.UID == me.UID && w.Boot == me.Boot {
+		return false
+	}
+	if h, ok := snap.rec.Holder(me.Node); ok && h.UID == me.UID && h.Boot == me.Boot && h.Run == me.Run {
+		return false
+	}
+	return !a.r.Stands()
+}
 
 // cancelled withdraws the request whose ctx ended, unless it stays
 // (StayOnCancel, and not withdrawn: the node agent stopping; others drop

@@ -90,7 +90,7 @@ func (k *Keeper) Run(ctx context.Context) error {
 			// applied after the agent started: looked at again now and
 			// then, not given up for the agent's life.
 			if !forbidden {
-				k.debug("reboot slots not kept: %v; looking again every %s", &UnavailableError{Where: g.Where(), Err: err}, max(g.Renew, time.Minute))
+				k.debug("reboot slots not kept: %v; looking again every %s", g.Unavailable(err), max(g.Renew, time.Minute))
 			}
 			forbidden = true
 			wait = max(g.Renew, time.Minute)

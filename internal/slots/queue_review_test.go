@@ -39,7 +39,7 @@ func TestReviewCrowdQueuedAtOnceGetsPlaces(t *testing.T) {
 	c := fake.NewClientset(objs...)
 	casLeases(c)
 	g := &Gate{C: c, Namespace: "gnsh", Name: "reboot-slots", Limits: Limits{Max: 1, Settle: time.Second},
-		Renew: 10 * time.Second, APITimeout: time.Second}
+		Renew: 10 * time.Second, APITimeout: 5 * time.Second} // the default apiTimeout: conflicts are retried within it
 	var wg sync.WaitGroup
 	errs := make([]error, n+1)
 	start := make(chan struct{})
