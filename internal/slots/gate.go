@@ -122,7 +122,8 @@ func (e *UnavailableError) Error() string {
 	case Broken(e.Err):
 		return e.Err.Error() // it names the Lease, and the reset
 	case apierrors.IsForbidden(e.Err):
-		return fmt.Sprintf("these credentials may not use the Lease %s (%s): the gate needs gnsh's own identity (gnsh's rbac.yaml applied, its ServiceAccount in %s); the kubelet's cannot", e.Where, reasonOf(e.Err), e.kubeconfig())
+		return fmt.Sprintf("these credentials may not use the Lease %s (%s): the gate needs gnsh's own identity, a token bound to this node's Node "+
+			"in %s (gnsh's rbac.yaml applied; the role or `gnsh token install` puts it there), not the kubelet's", e.Where, reasonOf(e.Err), e.kubeconfig())
 	case apierrors.IsUnauthorized(e.Err):
 		return fmt.Sprintf("the API server refuses these credentials (401 Unauthorized) for the Lease %s: the gate's token in %s "+
 			"expired or was revoked (its Node deleted?); the node agent renews it, and gnsh status says why it could not: "+
