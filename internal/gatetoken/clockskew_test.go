@@ -13,6 +13,8 @@ import (
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/gnsh/gnsh/internal/gatetoken/claims/claimstest"
 )
 
 func TestClockAheadRenewsOnItsOwnClock(t *testing.T) {
@@ -20,7 +22,7 @@ func TestClockAheadRenewsOnItsOwnClock(t *testing.T) {
 		server := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 		srv := clocktesting.NewFakeClock(server)
 		s := newTokenServer(srv)
-		p := writeKubeconfig(t, t.TempDir(), saToken("n1", server.Add(-2*time.Minute), 24*time.Hour))
+		p := writeKubeconfig(t, t.TempDir(), claimstest.Token("n1", server.Add(-2*time.Minute), 24*time.Hour))
 		r, said, st := newRenewer(t, p, s)
 		node := clocktesting.NewFakeClock(server.Add(ahead))
 		r.Clock = node
@@ -68,7 +70,7 @@ func TestRenewedAtMostOncePerPoll(t *testing.T) {
 	now := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(now)
 	s := newTokenServer(clk)
-	p := writeKubeconfig(t, t.TempDir(), saToken("n1", now, 24*time.Hour))
+	p := writeKubeconfig(t, t.TempDir(), claimstest.Token("n1", now, 24*time.Hour))
 	r, _, st := newRenewer(t, p, s)
 	r.Every = time.Second
 	ctx := context.Background()

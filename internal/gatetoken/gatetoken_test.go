@@ -2,8 +2,6 @@ package gatetoken
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -20,27 +18,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/clientcmd"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/gnsh/gnsh/internal/gatetoken/claims/claimstest"
 )
-
-// jwt makes an unsigned token with these claims (gnsh never verifies).
-func jwt(claims map[string]any) string {
-	enc := func(v any) string {
-		b, _ := json.Marshal(v)
-		return base64.RawURLEncoding.EncodeToString(b)
-	}
-	return enc(map[string]string{"alg": "RS256"}) + "." + enc(claims) + ".c2ln"
-}
-
-// saToken is a kube-system/gnsh token issued at iat for life, bound to
-// node (none if "").
-func saToken(node string, iat time.Time, life time.Duration) string {
-	k := map[string]any{"namespace": "kube-system", "serviceaccount": map[string]string{"name": "gnsh", "uid": "sa-uid"}}
-	if node != "" {
-		k["node"] = map[string]string{"name": node, "uid": "uid-" + node}
-	}
-	return jwt(map[string]any{"sub": "system:serviceaccount:kube-system:gnsh", "iat": iat.Unix(), "nbf": iat.Unix(),
-		"exp": iat.Add(life).Unix(), "aud": []string{"https://kubernetes.default.svc.cluster.local"}, "kubernetes.io": k})
-}
 
 func TestRenewAfter(t *testing.T) {
 	for _, c := range []struct{ life, every, want time.Duration }{
@@ -186,7 +166,7 @@ func newTokenServer(clock *clocktesting.FakeClock) *tokenServer {
 			return true, nil, s.fail
 		}
 		out := tr.DeepCopy()
-		out.Status.Token = saToken(tr.Spec.BoundObjectRef.Name, s.clock.Now(), time.Duration(*tr.Spec.ExpirationSeconds)*time.Second)
+		out.Status.Token = claimstest.Token(tr.Spec.BoundObjectRef.Name, s.clock.Now(), time.Duration(*tr.Spec.ExpirationSeconds)*time.Second)
 		return true, out, nil
 	})
 	return s
@@ -221,7 +201,7 @@ func TestRenewSchedule(t *testing.T) {
 	start := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	clock := clocktesting.NewFakeClock(start)
 	s := newTokenServer(clock)
-	p := writeKubeconfig(t, t.TempDir(), saToken("n1", start.Add(-2*time.Minute), 24*time.Hour))
+	p := writeKubeconfig(t, t.TempDir(), claimstest.Token("n1", start.Add(-2*time.Minute), 24*time.Hour))
 	r, said, st := newRenewer(t, p, s)
 	ctx := context.Background()
 
@@ -264,7 +244,7 @@ func TestJitterBounds(t *testing.T) {
 	start := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	clock := clocktesting.NewFakeClock(start)
 	s := newTokenServer(clock)
-	p := writeKubeconfig(t, t.TempDir(), saToken("n1", start, 30*time.Minute))
+	p := writeKubeconfig(t, t.TempDir(), claimstest.Token("n1", start, 30*time.Minute))
 	r, _, _ := newRenewer(t, p, s)
 	var asked time.Duration
 	r.Jitter = func(max time.Duration) time.Duration { asked = max; return max - 1 }
@@ -291,7 +271,7 @@ func TestFailureSaidOnce(t *testing.T) {
 	start := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	clock := clocktesting.NewFakeClock(start)
 	s := newTokenServer(clock)
-	p := writeKubeconfig(t, t.TempDir(), saToken("n1", start.Add(-21*time.Hour), 24*time.Hour))
+	p := writeKubeconfig(t, t.TempDir(), claimstest.Token("n1", start.Add(-21*time.Hour), 24*time.Hour))
 	r, said, st := newRenewer(t, p, s)
 	ctx := context.Background()
 	s.fail = apierrors.NewUnauthorized("Unauthorized")
@@ -337,7 +317,7 @@ func TestUnboundNotRenewed(t *testing.T) {
 	start := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	clock := clocktesting.NewFakeClock(start)
 	s := newTokenServer(clock)
-	p := writeKubeconfig(t, t.TempDir(), saToken("", start.Add(-time.Hour), 8760*time.Hour))
+	p := writeKubeconfig(t, t.TempDir(), claimstest.Token("", start.Add(-time.Hour), 8760*time.Hour))
 	r, said, st := newRenewer(t, p, s)
 	for range 3 {
 		r.Once(context.Background())
@@ -370,9 +350,9 @@ func TestChangedMeanwhileNotOverwritten(t *testing.T) {
 	start := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	clock := clocktesting.NewFakeClock(start)
 	s := newTokenServer(clock)
-	p := writeKubeconfig(t, t.TempDir(), saToken("n1", start.Add(-2*time.Hour), 24*time.Hour))
+	p := writeKubeconfig(t, t.TempDir(), claimstest.Token("n1", start.Add(-2*time.Hour), 24*time.Hour))
 	r, _, _ := newRenewer(t, p, s)
-	installed := saToken("n1", start, 12*time.Hour)
+	installed := claimstest.Token("n1", start, 12*time.Hour)
 	s.cs.PrependReactor("create", "serviceaccounts", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		writeKubeconfig(t, filepath.Dir(p), installed) // gnsh token install, meanwhile
 		return false, nil, nil
@@ -390,7 +370,7 @@ func TestLongLivedBoundRenewedShorter(t *testing.T) {
 	start := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	clock := clocktesting.NewFakeClock(start)
 	s := newTokenServer(clock)
-	p := writeKubeconfig(t, t.TempDir(), saToken("n1", start.Add(-2*time.Hour), 8760*time.Hour))
+	p := writeKubeconfig(t, t.TempDir(), claimstest.Token("n1", start.Add(-2*time.Hour), 8760*time.Hour))
 	r, said, _ := newRenewer(t, p, s)
 	r.Once(context.Background())
 	if len(s.asked) != 1 || *s.asked[0].Spec.ExpirationSeconds != int64(MaxLife/time.Second) || len(*said) != 0 {
@@ -408,7 +388,7 @@ func TestUnreachableSaidLate(t *testing.T) {
 	start := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	clock := clocktesting.NewFakeClock(start)
 	s := newTokenServer(clock)
-	p := writeKubeconfig(t, t.TempDir(), saToken("n1", start.Add(-time.Hour), 24*time.Hour))
+	p := writeKubeconfig(t, t.TempDir(), claimstest.Token("n1", start.Add(-time.Hour), 24*time.Hour))
 	r, said, st := newRenewer(t, p, s)
 	s.fail = errors.New("dial tcp 10.0.0.1:6443: connect: connection refused")
 	for clock.Now().Before(start.Add(10 * time.Hour)) {

@@ -2,7 +2,6 @@ package gnshcli
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -21,17 +20,9 @@ import (
 	"github.com/gnsh/gnsh/internal/drain/draintest"
 	"github.com/gnsh/gnsh/internal/drainer"
 	"github.com/gnsh/gnsh/internal/gatetoken"
+	"github.com/gnsh/gnsh/internal/gatetoken/claims/claimstest"
 	"github.com/gnsh/gnsh/internal/signals"
 )
-
-func gateJWT(node string, iat time.Time, life time.Duration) string {
-	k := map[string]any{"namespace": "kube-system", "serviceaccount": map[string]string{"name": "gnsh"}}
-	if node != "" {
-		k["node"] = map[string]string{"name": node, "uid": "uid-" + node}
-	}
-	b, _ := json.Marshal(map[string]any{"sub": gatetoken.Username, "iat": iat.Unix(), "exp": iat.Add(life).Unix(), "kubernetes.io": k})
-	return "eyJhbGciOiJSUzI1NiJ9." + base64.RawURLEncoding.EncodeToString(b) + ".c2ln"
-}
 
 // The node agent renews the gate's token at start (and keeps its state
 // for gnsh status in the lock directory).
@@ -41,7 +32,7 @@ func TestAgentRenewsGateToken(t *testing.T) {
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
 	cs := draintest.New(n)
 	root := t.TempDir()
-	old := gateJWT("node-1", time.Now().Add(-2*time.Hour), 24*time.Hour)
+	old := claimstest.Token("node-1", time.Now().Add(-2*time.Hour), 24*time.Hour)
 	kc := gatetoken.New(filepath.Join(root, "etc/gnsh/kubeconfig"), "https://10.0.0.1:6443", []byte("CA"), old)
 	if err := os.MkdirAll(filepath.Dir(kc.Path), 0o700); err != nil {
 		t.Fatal(err)
@@ -54,7 +45,7 @@ func TestAgentRenewsGateToken(t *testing.T) {
 	api.PrependReactor("create", "serviceaccounts", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		tr := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenRequest).DeepCopy()
 		asked <- tr
-		tr.Status.Token = gateJWT(tr.Spec.BoundObjectRef.Name, time.Now(), time.Duration(*tr.Spec.ExpirationSeconds)*time.Second)
+		tr.Status.Token = claimstest.Token(tr.Spec.BoundObjectRef.Name, time.Now(), time.Duration(*tr.Spec.ExpirationSeconds)*time.Second)
 		return true, tr, nil
 	})
 	gateTokenClient = func(*gatetoken.Kubeconfig) (kubernetes.Interface, error) { return api, nil }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gnsh/gnsh/internal/gatetoken"
+	"github.com/gnsh/gnsh/internal/gatetoken/claims/claimstest"
 )
 
 func withStdin(t *testing.T, s string, tty bool) {
@@ -40,7 +41,7 @@ func TestTokenInstall(t *testing.T) {
 	env, out, errb := testEnv(t)
 	root := env.Host.Root
 	writeKubeletConf(t, root)
-	token := gateJWT("n1", env.Now().Add(-time.Minute), 24*time.Hour)
+	token := claimstest.Token("n1", env.Now().Add(-time.Minute), 24*time.Hour)
 	withStdin(t, token+"\n", false)
 	code := Run(context.Background(), []string{"gnsh", "token", "install", "--node", "n1"}, env)
 	if code != 0 {
@@ -81,9 +82,9 @@ func TestTokenInstallRefuses(t *testing.T) {
 		{"nothing", "\n", false, nil, "gnsh: no token on stdin"},
 		{"an argument", "", false, []string{"TOKEN"}, "takes no arguments"},
 		{"not a JWT", "abc\n", false, nil, "gnsh: the token on stdin: not a ServiceAccount token"},
-		{"another node's", gateJWT("n2", now, time.Hour), false, []string{"--node", "n1"}, "gnsh: the token on stdin is bound to Node n2, but this node is n1"},
-		{"expired", gateJWT("n1", now.Add(-2*time.Hour), time.Hour), false, []string{"--node", "n1"}, "gnsh: the token on stdin expired at 2026-11-21 09:00 UTC"},
-		{"no cluster", gateJWT("n1", now, time.Hour), false, []string{"--node", "n1"}, "gnsh: no API server or CA: pass --server URL and --certificate-authority FILE"},
+		{"another node's", claimstest.Token("n2", now, time.Hour), false, []string{"--node", "n1"}, "gnsh: the token on stdin is bound to Node n2, but this node is n1"},
+		{"expired", claimstest.Token("n1", now.Add(-2*time.Hour), time.Hour), false, []string{"--node", "n1"}, "gnsh: the token on stdin expired at 2026-11-21 09:00 UTC"},
+		{"no cluster", claimstest.Token("n1", now, time.Hour), false, []string{"--node", "n1"}, "gnsh: no API server or CA: pass --server URL and --certificate-authority FILE"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env, out, errb := testEnv(t)
@@ -102,7 +103,7 @@ func TestTokenInstallRefuses(t *testing.T) {
 func TestTokenInstallUnboundWarns(t *testing.T) {
 	env, out, errb := testEnv(t)
 	writeKubeletConf(t, env.Host.Root)
-	withStdin(t, gateJWT("", env.Now(), 8760*time.Hour), false)
+	withStdin(t, claimstest.Token("", env.Now(), 8760*time.Hour), false)
 	if code := Run(context.Background(), []string{"gnsh", "token", "install"}, env); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb)
 	}
@@ -137,7 +138,7 @@ func TestTokenInstallFollowsConfig(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("kubeconfig: /var/lib/rancher/k3s/agent/kubelet.kubeconfig\nslots:\n  kubeconfig: /etc/gnsh/gate.kubeconfig\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	token := gateJWT("n1", env.Now().Add(-time.Minute), 24*time.Hour)
+	token := claimstest.Token("n1", env.Now().Add(-time.Minute), 24*time.Hour)
 	withStdin(t, token+"\n", false)
 	if code := Run(context.Background(), []string{"gnsh", "token", "install", "--node", "n1"}, env); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb)

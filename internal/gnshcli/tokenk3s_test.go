@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gnsh/gnsh/internal/gatetoken/claims/claimstest"
 )
 
 // On a k3s node with no kubeconfig key, gnsh token install takes the API
@@ -26,7 +28,7 @@ func TestTokenInstallFindsK3sKubelet(t *testing.T) {
 	if err := os.WriteFile(k3s, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	withStdin(t, gateJWT("n1", env.Now().Add(-time.Minute), 24*time.Hour)+"\n", false)
+	withStdin(t, claimstest.Token("n1", env.Now().Add(-time.Minute), 24*time.Hour)+"\n", false)
 	if code := Run(context.Background(), []string{"gnsh", "token", "install", "--node", "n1"}, env); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb)
 	}

@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"github.com/gnsh/gnsh/internal/gatetoken"
+	"github.com/gnsh/gnsh/internal/gatetoken/claims/claimstest"
 )
 
 func TestGateTokenClockSkew(t *testing.T) {
 	root := t.TempDir()
 	now := time.Date(2026, 11, 28, 2, 0, 0, 0, time.UTC)
 	s := &Sources{Root: root}
-	kc := gatetoken.New(filepath.Join(root, "etc/gnsh/kubeconfig"), "https://10.0.0.1:6443", []byte("CA"), testToken("node1", now.Add(-time.Hour), 24*time.Hour))
+	kc := gatetoken.New(filepath.Join(root, "etc/gnsh/kubeconfig"), "https://10.0.0.1:6443", []byte("CA"), claimstest.Token("node1", now.Add(-time.Hour), 24*time.Hour))
 	if err := os.MkdirAll(filepath.Dir(kc.Path), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package nodefacts
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -10,16 +9,8 @@ import (
 	"time"
 
 	"github.com/gnsh/gnsh/internal/gatetoken"
+	"github.com/gnsh/gnsh/internal/gatetoken/claims/claimstest"
 )
-
-func testToken(node string, iat time.Time, life time.Duration) string {
-	k := map[string]any{"namespace": "kube-system", "serviceaccount": map[string]string{"name": "gnsh"}}
-	if node != "" {
-		k["node"] = map[string]string{"name": node, "uid": "u"}
-	}
-	b, _ := json.Marshal(map[string]any{"sub": gatetoken.Username, "iat": iat.Unix(), "exp": iat.Add(life).Unix(), "kubernetes.io": k})
-	return "eyJhbGciOiJSUzI1NiJ9." + base64.RawURLEncoding.EncodeToString(b) + ".c2ln"
-}
 
 func TestGateTokenFactsAndStatusLine(t *testing.T) {
 	root := t.TempDir()
@@ -28,7 +19,7 @@ func TestGateTokenFactsAndStatusLine(t *testing.T) {
 	if f := readGateToken(s, now); f != nil {
 		t.Fatalf("no kubeconfig: %+v", f)
 	}
-	kc := gatetoken.New(filepath.Join(root, "etc/gnsh/kubeconfig"), "https://10.0.0.1:6443", []byte("CA"), testToken("n1", now.Add(-time.Hour), 24*time.Hour))
+	kc := gatetoken.New(filepath.Join(root, "etc/gnsh/kubeconfig"), "https://10.0.0.1:6443", []byte("CA"), claimstest.Token("n1", now.Add(-time.Hour), 24*time.Hour))
 	if err := os.MkdirAll(filepath.Dir(kc.Path), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +91,7 @@ func TestGateTokenFollowsSlotsKubeconfig(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte("slots:\n  kubeconfig: /var/lib/gnsh/gate.kubeconfig\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	kc := gatetoken.New(filepath.Join(root, "var/lib/gnsh/gate.kubeconfig"), "https://10.0.0.1:6443", []byte("CA"), testToken("n2", now.Add(-time.Hour), 24*time.Hour))
+	kc := gatetoken.New(filepath.Join(root, "var/lib/gnsh/gate.kubeconfig"), "https://10.0.0.1:6443", []byte("CA"), claimstest.Token("n2", now.Add(-time.Hour), 24*time.Hour))
 	if err := os.MkdirAll(filepath.Dir(kc.Path), 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -2,34 +2,15 @@ package claims
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/gnsh/gnsh/internal/gatetoken/claims/claimstest"
 )
-
-// jwt makes an unsigned token with these claims (gnsh never verifies).
-func jwt(claims map[string]any) string {
-	enc := func(v any) string {
-		b, _ := json.Marshal(v)
-		return base64.RawURLEncoding.EncodeToString(b)
-	}
-	return enc(map[string]string{"alg": "RS256"}) + "." + enc(claims) + ".c2ln"
-}
-
-// saToken is a kube-system/gnsh token issued at iat for life, bound to
-// node (none if "").
-func saToken(node string, iat time.Time, life time.Duration) string {
-	k := map[string]any{"namespace": "kube-system", "serviceaccount": map[string]string{"name": "gnsh", "uid": "sa-uid"}}
-	if node != "" {
-		k["node"] = map[string]string{"name": node, "uid": "uid-" + node}
-	}
-	return jwt(map[string]any{"sub": "system:serviceaccount:kube-system:gnsh", "iat": iat.Unix(), "nbf": iat.Unix(),
-		"exp": iat.Add(life).Unix(), "aud": []string{"https://kubernetes.default.svc.cluster.local"}, "kubernetes.io": k})
-}
 
 func TestParseClaims(t *testing.T) {
 	iat := time.Unix(1_800_000_000, 0)
-	c, err := ParseClaims(saToken("n1", iat, 24*time.Hour) + "\n")
+	c, err := ParseClaims(claimstest.Token("n1", iat, 24*time.Hour) + "\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,17 +21,17 @@ func TestParseClaims(t *testing.T) {
 	if !c.NodeBound() || !c.IsGnsh() || c.Life() != 24*time.Hour {
 		t.Fatalf("NodeBound %v IsGnsh %v Life %v", c.NodeBound(), c.IsGnsh(), c.Life())
 	}
-	unbound, err := ParseClaims(saToken("", iat, time.Hour))
+	unbound, err := ParseClaims(claimstest.Token("", iat, time.Hour))
 	if err != nil || unbound.NodeBound() {
 		t.Fatalf("unbound: %+v %v", unbound, err)
 	}
-	pod, err := ParseClaims(jwt(map[string]any{"iat": 1, "exp": 700, "kubernetes.io": map[string]any{"namespace": "a",
+	pod, err := ParseClaims(claimstest.JWT(map[string]any{"iat": 1, "exp": 700, "kubernetes.io": map[string]any{"namespace": "a",
 		"serviceaccount": map[string]string{"name": "b"}, "pod": map[string]string{"name": "p"}, "node": map[string]string{"name": "n1"}}}))
 	if err != nil || pod.NodeBound() || pod.OtherBinding != "pod" {
 		t.Fatalf("pod-bound: %+v %v", pod, err)
 	}
 	for _, bad := range []string{"", "abc", "a.b", "a.!!.c", "a." + base64.RawURLEncoding.EncodeToString([]byte("[1]")) + ".c",
-		jwt(map[string]any{"sub": "x"}), jwt(map[string]any{"exp": "soon", "kubernetes.io": map[string]any{"serviceaccount": map[string]string{}}})} {
+		claimstest.JWT(map[string]any{"sub": "x"}), claimstest.JWT(map[string]any{"exp": "soon", "kubernetes.io": map[string]any{"serviceaccount": map[string]string{}}})} {
 		if _, err := ParseClaims(bad); err == nil {
 			t.Errorf("ParseClaims(%q) took it", bad)
 		}
@@ -58,9 +39,9 @@ func TestParseClaims(t *testing.T) {
 }
 
 func FuzzParseClaims(f *testing.F) {
-	f.Add(saToken("n1", time.Unix(1_800_000_000, 0), time.Hour))
+	f.Add(claimstest.Token("n1", time.Unix(1_800_000_000, 0), time.Hour))
 	f.Add("a.b.c")
-	f.Add(jwt(map[string]any{"iat": 1.5, "exp": -3, "kubernetes.io": map[string]any{"serviceaccount": nil}}))
+	f.Add(claimstest.JWT(map[string]any{"iat": 1.5, "exp": -3, "kubernetes.io": map[string]any{"serviceaccount": nil}}))
 	f.Fuzz(func(t *testing.T, s string) {
 		c, err := ParseClaims(s)
 		if err != nil {
