@@ -26,13 +26,19 @@ func withStdin(t *testing.T, s string, tty bool) {
 // data (no client certificate).
 func writeKubeletConf(t *testing.T, root string) {
 	t.Helper()
-	p := filepath.Join(root, "etc/kubernetes/kubelet.conf")
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	writeKubeletKubeconfig(t, filepath.Join(root, "etc/kubernetes/kubelet.conf"), "https://10.0.0.1:6443", "Q0EK")
+}
+
+// writeKubeletKubeconfig writes a kubelet's kubeconfig at path naming
+// server and the CA data caB64 (base64), with a token, no certificate.
+func writeKubeletKubeconfig(t *testing.T, path, server, caB64 string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	data := "apiVersion: v1\nkind: Config\nclusters:\n- name: k\n  cluster:\n    server: https://10.0.0.1:6443\n    certificate-authority-data: Q0EK\n" +
+	data := "apiVersion: v1\nkind: Config\nclusters:\n- name: k\n  cluster:\n    server: " + server + "\n    certificate-authority-data: " + caB64 + "\n" +
 		"users:\n- name: u\n  user:\n    token: kubelets\ncontexts:\n- name: c\n  context:\n    cluster: k\n    user: u\ncurrent-context: c\n"
-	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -122,15 +128,7 @@ func TestTokenInstallFollowsConfig(t *testing.T) {
 	env, out, errb := testEnv(t)
 	root := env.Host.Root
 	writeKubeletConf(t, root)
-	k3s := filepath.Join(root, "var/lib/rancher/k3s/agent/kubelet.kubeconfig")
-	if err := os.MkdirAll(filepath.Dir(k3s), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	data := "apiVersion: v1\nkind: Config\nclusters:\n- name: k\n  cluster:\n    server: https://127.0.0.1:6444\n    certificate-authority-data: SzNTCg==\n" +
-		"users:\n- name: u\n  user:\n    token: kubelets\ncontexts:\n- name: c\n  context:\n    cluster: k\n    user: u\ncurrent-context: c\n"
-	if err := os.WriteFile(k3s, []byte(data), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeKubeletKubeconfig(t, filepath.Join(root, "var/lib/rancher/k3s/agent/kubelet.kubeconfig"), "https://127.0.0.1:6444", "SzNTCg==")
 	cfg := filepath.Join(root, "etc/gnsh/config.yaml")
 	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
 		t.Fatal(err)

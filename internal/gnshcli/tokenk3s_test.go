@@ -2,7 +2,6 @@ package gnshcli
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,15 +18,7 @@ import (
 func TestTokenInstallFindsK3sKubelet(t *testing.T) {
 	env, out, errb := testEnv(t)
 	root := env.Host.Root
-	k3s := filepath.Join(root, "var/lib/rancher/k3s/agent/kubelet.kubeconfig")
-	if err := os.MkdirAll(filepath.Dir(k3s), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	data := "apiVersion: v1\nkind: Config\nclusters:\n- name: k\n  cluster:\n    server: https://127.0.0.1:6444\n    certificate-authority-data: SzNTCg==\n" +
-		"users:\n- name: u\n  user:\n    token: kubelets\ncontexts:\n- name: c\n  context:\n    cluster: k\n    user: u\ncurrent-context: c\n"
-	if err := os.WriteFile(k3s, []byte(data), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeKubeletKubeconfig(t, filepath.Join(root, "var/lib/rancher/k3s/agent/kubelet.kubeconfig"), "https://127.0.0.1:6444", "SzNTCg==")
 	withStdin(t, claimstest.Token("n1", env.Now().Add(-time.Minute), 24*time.Hour)+"\n", false)
 	if code := Run(context.Background(), []string{"gnsh", "token", "install", "--node", "n1"}, env); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb)
