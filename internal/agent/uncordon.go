@@ -27,6 +27,10 @@
 // After the uncordon, or deciding there is nothing to do, `gnsh agent`
 // keeps running (the shutdown handling of later phases lives there too).
 //
+// While the Node is not Ready for this boot the agent waits on a watch of
+// that one Node, so the uncordon follows the kubelet's Ready at once; the
+// poll stays as the upper bound and the fallback (readywatch.go).
+//
 // The API server may come up minutes after the node: every failure is
 // retried with backoff (1 s doubling to 30 s) for as long as the agent
 // runs, each request bounded, and the waiting is logged at most every
@@ -66,6 +70,11 @@ const (
 	// gnsh before kubeadm join).
 	DefaultKubeconfigPoll = 5 * time.Second
 )
+
+// DefaultReadyWatchMax bounds the wait on a watch of the Node for it to
+// turn Ready for this boot: the Node is read again at least this often
+// even if the watch shows nothing (readywatch.go).
+const DefaultReadyWatchMax = 30 * time.Second
 
 // ErrLockHeld is what Uncordoner.Lock wraps when another gnsh holds the
 // drain lock.
@@ -164,13 +173,20 @@ type Uncordoner struct {
 	Status func(string)
 	Debug  bool // also log each check's details
 
-	// Timing; the Default… constants if zero.
-	InitialBackoff, MaxBackoff, ReadyPoll, LogEvery, KubeconfigPoll time.Duration
+	// Timing; the Default… constants if zero. ReadyPoll is how often the
+	// agent looks again while it waits for anything but the Node (the
+	// drain lock, a pending shutdown), and while it waits for the Node
+	// without a watch of it; ReadyWatchMax bounds a wait on the watch.
+	InitialBackoff, MaxBackoff, ReadyPoll, ReadyWatchMax, LogEvery, KubeconfigPoll time.Duration
 
 	toldShutdownErr bool
 	lastLog         time.Time
 	lastKey         string
 	quiet           int // lines held back since the last one written
+
+	// notReady is the Node as last read while it was not Ready for this
+	// boot (nil for any other wait): Run then waits on a watch of it.
+	notReady *corev1.Node
 }
 
 func (u *Uncordoner) clock() clock.WithTicker {
@@ -305,6 +321,11 @@ func (u *Uncordoner) Run(ctx context.Context) (Result, error) {
 				wait = orDefault(u.ReadyPoll, DefaultReadyPoll)
 				kind, _, _ := strings.Cut(r.Why, ":")
 				u.waiting(kind, "%s", r.Why)
+				if n := u.notReady; n != nil {
+					u.notReady = nil
+					u.waitReady(ctx, c, n)
+					continue
+				}
 			}
 		}
 		if grow {
@@ -330,6 +351,7 @@ func (u *Uncordoner) sleep(ctx context.Context, d time.Duration) {
 // before the colon tells kinds of waits apart).
 func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bootID string) (r Result, ready bool, err error) {
 	timeout := orDefault(u.APITimeout, DefaultAPITimeout)
+	u.notReady = nil
 	boot, err := u.bootTime()
 	if err != nil {
 		return Result{}, false, err
@@ -363,6 +385,7 @@ func (u *Uncordoner) check(ctx context.Context, c kubernetes.Interface, node, bo
 		}
 	}
 	if !ok {
+		u.notReady = n
 		return Result{Node: node, Why: "waiting for " + node + " to be Ready for this boot: " + why}, false, nil
 	}
 	u.debugf("%s is Ready for this boot: %s", node, why)
