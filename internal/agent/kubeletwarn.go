@@ -1,0 +1,34 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/gnsh/gnsh/internal/logind"
+)
+
+// KubeletTooTimeout bounds the one listing of logind's inhibitors that
+// tells whether kubelet acts on a shutdown the agent drains for.
+const KubeletTooTimeout = time.Second
+
+// KubeletTooLine is the agent's warning when it drains for a shutdown that
+// bypassed gnsh's commands while kubelet holds its delay lock: logind told
+// both at once, so kubelet's graceful node shutdown stops the pods while
+// the agent evicts them, and the pods' PodDisruptionBudgets are not kept
+// (issue 23, measured with the real kubelet). Printed after "gnsh: agent: ".
+const KubeletTooLine = "warning: this shutdown bypassed gnsh's commands (systemctl reboot, the power button): " +
+	"kubelet is stopping every pod now too, while gnsh evicts them, so PodDisruptionBudgets are not kept; " +
+	"shut down with reboot, shutdown, poweroff or halt to drain first"
+
+// kubeletToo says KubeletTooLine if kubelet holds a delay lock on shutdown.
+// A listing that fails or takes longer than KubeletTooTimeout says
+// nothing: the drain goes on in any case.
+func (g *ShutdownGuard) kubeletToo(ctx context.Context, l *logind.Logind) {
+	ctx, cancel := context.WithTimeout(ctx, KubeletTooTimeout)
+	defer cancel()
+	list, err := l.ListInhibitors(ctx)
+	if err != nil || len(logind.FindInhibitors(list, InhibitWhat, "delay", logind.KubeletWho)) == 0 {
+		return
+	}
+	g.say("%s", KubeletTooLine)
+}
