@@ -177,7 +177,7 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 	e.out.Reset()
 	code := Run(context.Background(), []string{"gnsh", "doctor"}, e.env)
 	lines := unwrapChecks(e.out.String())
-	if code != 1 || len(lines) != 15 || e.errb.String() != "gnsh: doctor: 3 of 15 checks failed\n" {
+	if code != 1 || len(lines) != 16 || e.errb.String() != "gnsh: doctor: 3 of 16 checks failed\n" {
 		t.Fatalf("doctor exit %d, stderr %q:\n%s", code, e.errb, e.out)
 	}
 	for i, want := range []string{
@@ -185,6 +185,8 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 		"ok    logind                systemd-logind answers: InhibitDelayMaxSec 30s, 1 inhibitor(s)",
 		"ok    kubelet grace period  shutdownGracePeriod 20s",
 		"ok    kubelet inhibitor     kubelet holds a delay lock on shutdown",
+		"warn  bypass path           systemctl reboot and the power button bypass gnsh's commands, and nothing drains them (gnsh's agent is not running): " +
+			"kubelet stops every pod at once (within shutdownGracePeriod 20s",
 		"ok    InhibitDelayMaxSec    30s (logind, set by logind's default) ≥ kubelet's 20s; logind.conf now says 5s: logind has not reloaded it",
 		"fail  commands (root)       halt → /usr/bin/systemctl (systemctl) (root's PATH /usr/local/sbin:/usr/sbin): these bypass gnsh's drain; fix: install gnsh over them: " + filepath.Join(e.env.Host.Root, "/usr/local/sbin/gnsh") + " install (links made by hand",
 		"ok    commands (sudo)       sudo has no secure_path",
@@ -215,8 +217,9 @@ func TestStatusAndDoctorFakeLogind(t *testing.T) {
 		t.Fatalf("doctor json exit %d", code)
 	}
 	var checks []nodefacts.Check
-	if err := json.Unmarshal(e.out.Bytes(), &checks); err != nil || len(checks) != 15 || checks[5].Verdict != nodefacts.Fail ||
-		checks[8].Name != "config" || checks[11].Name != "API access" || checks[12].Verdict != nodefacts.Fail || !strings.HasSuffix(e.out.String(), "]\n") {
+	if err := json.Unmarshal(e.out.Bytes(), &checks); err != nil || len(checks) != 16 || checks[6].Verdict != nodefacts.Fail ||
+		checks[4].Name != "bypass path" || checks[4].Verdict != nodefacts.Warn ||
+		checks[9].Name != "config" || checks[12].Name != "API access" || checks[13].Verdict != nodefacts.Fail || !strings.HasSuffix(e.out.String(), "]\n") {
 		t.Fatalf("doctor json %v: %s", err, e.out)
 	}
 }

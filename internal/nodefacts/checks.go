@@ -41,6 +41,7 @@ func Doctor(r *Report) []Check {
 		CheckLogind(r),
 		CheckGracePeriod(r),
 		CheckKubeletLock(r),
+		CheckBypass(r),
 		CheckInhibitDelay(r),
 		CheckCommands("commands (root)", r.Commands.Root, rootPathName(r.Commands), r.Commands.Self),
 		CheckSudo(r),

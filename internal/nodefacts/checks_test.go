@@ -47,7 +47,7 @@ func healthy() *Report {
 
 func TestDoctorHealthy(t *testing.T) {
 	cs := Doctor(healthy())
-	if len(cs) != 15 || Failed(cs) != 0 {
+	if len(cs) != 16 || Failed(cs) != 0 {
 		t.Fatalf("%+v", cs)
 	}
 	for _, c := range cs {

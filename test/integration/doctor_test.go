@@ -38,8 +38,8 @@ func doctorLine(t *testing.T, env []string) (string, rig.Result) {
 	}
 	lines := unwrapChecks(r.Stdout)
 	r.Stdout = strings.Join(lines, "\n") + "\n"
-	if len(lines) != 15 {
-		t.Fatalf("%d lines, want one per check (15)", len(lines))
+	if len(lines) != 16 {
+		t.Fatalf("%d lines, want one per check (16)", len(lines))
 	}
 	for _, l := range lines {
 		f := strings.Fields(l)
@@ -205,11 +205,11 @@ func TestDoctorAgent(t *testing.T) {
 				"clusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\nusers: [{name: u, user: {token: t}}]\n"+
 				"contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n")}})
 		lines := unwrapChecks(r.Stdout)
-		if len(lines) != 15 || !strings.Contains(lines[12], "  agent  ") {
+		if len(lines) != 16 || !strings.Contains(lines[13], "  agent  ") {
 			t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 		}
-		t.Logf("%s", lines[12])
-		return lines[12]
+		t.Logf("%s", lines[13])
+		return lines[13]
 	}
 	const unknown = "gnsh.service: state unknown (Unknown method GetUnit or interface org.freedesktop.systemd1.Manager.)"
 
