@@ -21,8 +21,8 @@ const KubeletTooLine = "warning: this shutdown bypassed gnsh's commands (systemc
 	"shut down with reboot, shutdown, poweroff or halt to drain first"
 
 // kubeletToo says KubeletTooLine if kubelet holds a delay lock on shutdown.
-// A listing that fails or takes longer than KubeletTooTimeout says
-// nothing: the drain goes on in any case.
+// It runs beside the drain; a listing that fails or takes longer than
+// KubeletTooTimeout says nothing.
 func (g *ShutdownGuard) kubeletToo(ctx context.Context, l *logind.Logind) {
 	ctx, cancel := context.WithTimeout(ctx, KubeletTooTimeout)
 	defer cancel()

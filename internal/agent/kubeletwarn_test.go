@@ -53,8 +53,9 @@ func TestGuardWarnsThatKubeletStopsPodsToo(t *testing.T) {
 	if got := f.cs.Evictions(); got != 2 {
 		t.Errorf("evictions = %d, want 2", got)
 	}
-	log := f.out.String()
 	want := "gnsh: agent: " + KubeletTooLine + "\n"
+	f.eventually(t, "the warning", func() bool { return strings.Contains(f.out.String(), want) })
+	log := f.out.String()
 	if strings.Count(log, want) != 1 {
 		t.Fatalf("want the warning once; log:\n%s", log)
 	}

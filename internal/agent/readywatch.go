@@ -5,6 +5,7 @@ import (
 	"math"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
@@ -23,12 +24,17 @@ import (
 // may be what shows it alive, and the watch does not see the Lease: the
 // bound is then ReadyPoll, as before the watch. A watch that cannot be
 // opened, or ends early, falls back on the ReadyPoll, so a broken watch
-// never stalls the uncordon.
+// never stalls the uncordon; one refused (403: credentials that may not
+// watch the Node) is not asked for again.
 func (u *Uncordoner) waitReady(ctx context.Context, c kubernetes.Interface, n *corev1.Node) {
 	poll := orDefault(u.ReadyPoll, DefaultReadyPoll)
 	bound := orDefault(u.ReadyWatchMax, DefaultReadyWatchMax)
 	if readyTrue(n) || bound < poll {
 		bound = poll
+	}
+	if u.noWatch {
+		u.sleep(ctx, poll)
+		return
 	}
 	// The request's own bound: the API server ends the watch after
 	// TimeoutSeconds, the context a moment later in any case.
@@ -41,6 +47,10 @@ func (u *Uncordoner) waitReady(ctx context.Context, c kubernetes.Interface, n *c
 		TimeoutSeconds:  &secs,
 	})
 	if err != nil {
+		if apierrors.IsForbidden(err) || apierrors.IsMethodNotSupported(err) {
+			// Refused for these credentials: not asked again.
+			u.noWatch = true
+		}
 		u.debugf("%s: no watch of the Node (%v): looking again in %s", n.Name, err, poll)
 		u.sleep(ctx, poll)
 		return

@@ -170,14 +170,25 @@ func TestReadyWatchRefusedFallsBackOnThePoll(t *testing.T) {
 	done := f.runAsync(context.Background())
 	await(t, opened, "the first watch")
 	f.waitWaiters(t)
+	gets := f.cs.Requests("get", "nodes")
 	f.fc.Step(DefaultReadyPoll)
-	await(t, opened, "the watch after the poll")
+	for deadline := time.Now().Add(10 * time.Second); f.cs.Requests("get", "nodes") == gets; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the Node not read again after the poll; log:\n%s", f.out)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	f.waitWaiters(t)
 	f.turnReady(t, f.fc.Now())
 	f.fc.Step(DefaultReadyPoll)
 	f.finish(t, done)
 	if !f.fc.Now().Equal(t0.Add(2 * DefaultReadyPoll)) {
 		t.Errorf("uncordoned at %s", f.fc.Now())
+	}
+	select {
+	case <-opened:
+		t.Error("the refused watch was asked for again")
+	default:
 	}
 }
 

@@ -240,7 +240,7 @@ func (g *ShutdownGuard) prepare(ctx context.Context, l *logind.Logind) func(stri
 	}
 	g.say("shutdown under way that bypassed gnsh: draining within %s (InhibitDelayMaxSec %s)", budget.Round(time.Millisecond), maxDelay)
 	g.status("draining for a shutdown that bypassed gnsh")
-	g.kubeletToo(ctx, l)
+	go g.kubeletToo(ctx, l) // beside the drain: it must not take from its time
 	undo, err := g.Drain(ctx, action, budget)
 	if err != nil {
 		g.say("drain for the shutdown ended: %v", err)

@@ -187,6 +187,7 @@ type Uncordoner struct {
 	// notReady is the Node as last read while it was not Ready for this
 	// boot (nil for any other wait): Run then waits on a watch of it.
 	notReady *corev1.Node
+	noWatch  bool // the API server refused the watch of the Node
 }
 
 func (u *Uncordoner) clock() clock.WithTicker {
