@@ -74,6 +74,9 @@ func (u *Uncordoner) waitReady(ctx context.Context, c kubernetes.Interface, n *c
 				w.Stop()
 				t.Stop()
 				d := min(poll, bound-u.clock().Since(start))
+				if d <= 0 {
+					return
+				}
 				f := u.clock().NewTimer(d)
 				defer f.Stop()
 				u.debugf("%s: the watch of the Node ended: looking again in %s", n.Name, d)
