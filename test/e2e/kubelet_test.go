@@ -263,18 +263,39 @@ func (a *agentRun) hostJournal(args ...string) string {
 }
 
 // journalAt returns the time of the first line in j (short-unix) after
-// from containing s.
+// from containing s: kubelet's own time in its klog header if the line has
+// one (the journal receives lines in batches, milliseconds late), else the
+// journal's.
 func journalAt(j, s string, from time.Time) (time.Time, bool) {
 	for _, l := range strings.Split(j, "\n") {
 		if !strings.Contains(l, s) {
 			continue
 		}
-		at, ok := unixField(l)
+		at, ok := klogTime(l, from)
+		if !ok {
+			at, ok = unixField(l)
+		}
 		if ok && !at.Before(from) {
 			return at, true
 		}
 	}
 	return time.Time{}, false
+}
+
+var klogHeader = regexp.MustCompile(`\b[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6}) `)
+
+// klogTime reads a klog header ("I1128 05:26:35.492580"; the containers'
+// local time is UTC) in the year of ref.
+func klogTime(l string, ref time.Time) (time.Time, bool) {
+	m := klogHeader.FindStringSubmatch(l)
+	if m == nil {
+		return time.Time{}, false
+	}
+	n := make([]int, 6)
+	for i := range n {
+		n[i], _ = strconv.Atoi(m[i+1])
+	}
+	return time.Date(ref.UTC().Year(), time.Month(n[0]), n[1], n[2], n[3], n[4], n[5]*1000, time.UTC), true
 }
 
 func unixField(l string) (time.Time, bool) {
@@ -644,8 +665,14 @@ func kubeletBypass(a *agentRun) {
 	fmt.Fprintf(&b, "suite %s, systemctl reboot, kubelet shutdownGracePeriod %ds (critical %ds), pods' grace %ds, PDB minAvailable 1 over %d web pods (1 on a peer Node)\n",
 		a.suite, kubeletGrace, kubeletCritical, drainGrace, drainWebPods+1)
 	fmt.Fprintf(&b, "clock: the API server's audit timestamps (evictions, deletes, node status), fakecri's own log times (StopContainer), dbus-monitor (PrepareForShutdown): one host clock\n")
-	kubeletFirst := 0
+	kubeletFirst, refused := 0, 0
+	var lag time.Duration // longest time from kubelet's stop of a pod to the agent's accepted eviction of it
+	var stopSpread []time.Time
 	for _, p := range a.d.webOnNode {
+		refused += da.evictions[p]
+		if _, ok := da.accepted[p]; ok {
+			refused--
+		}
 		st, stopped := stops[p]
 		ev, evicted := evictAt[p]
 		how := "neither"
@@ -653,6 +680,10 @@ func kubeletBypass(a *agentRun) {
 		case stopped && (!evicted || st.Before(ev)):
 			how = "stopped by kubelet first"
 			kubeletFirst++
+			stopSpread = append(stopSpread, st)
+			if acc, ok := da.accepted[p]; ok && acc.Sub(st) > lag {
+				lag = acc.Sub(st)
+			}
 		case evicted:
 			how = "evicted by gnsh's agent first"
 		}
@@ -667,6 +698,13 @@ func kubeletBypass(a *agentRun) {
 		relTo(event, evOK, pfs), relTo(firstKubeletStop, !firstKubeletStop.IsZero(), pfs), relTo(firstEvict, !firstEvict.IsZero(), pfs))
 	fmt.Fprintf(&b, "longest time with fewer web pods serving than minAvailable (1, the peer's pod counted): %.3f s; with none of the node's %d serving before the container went down: %.3f s (serving = not yet stopped by kubelet and no eviction accepted)\n",
 		under.Seconds(), drainWebPods, none.Seconds())
+	spread := time.Duration(0)
+	if len(stopSpread) > 0 {
+		sort.Slice(stopSpread, func(i, j int) bool { return stopSpread[i].Before(stopSpread[j]) })
+		spread = stopSpread[len(stopSpread)-1].Sub(stopSpread[0])
+	}
+	fmt.Fprintf(&b, "kubelet's stops of the pods it reached first within %.3f s of each other; longest from kubelet's stop of a pod to the agent's accepted eviction of it: %.3f s; eviction requests answered other than 201 (PDB 429s, ...): %d\n",
+		spread.Seconds(), lag.Seconds(), refused)
 	fmt.Fprintf(&b, "container down %.2f s after systemctl reboot\n", a.row.reboot.Seconds())
 	_ = os.WriteFile(filepath.Join(a.dir, "bypass.txt"), []byte(b.String()), 0o644)
 	c.logf("bypass measurement (bypass.txt):\n%s", b.String())
@@ -687,8 +725,9 @@ func kubeletBypass(a *agentRun) {
 	if firstEvict.IsZero() || !strings.Contains(c.consoleText(), "shutdown under way that bypassed gnsh: draining within") {
 		t.Errorf("the agent did not drain (first eviction %v)", firstEvict)
 	}
-	note := fmt.Sprintf("bypass %s: kubelet first for %d/%d web pods; PFS→kubelet stop %s, PFS→agent eviction %s; none of the node's serving %.3f s; below minAvailable %.3f s; down in %.2f s",
-		a.suite, kubeletFirst, drainWebPods, relTo(firstKubeletStop, !firstKubeletStop.IsZero(), pfs), relTo(firstEvict, !firstEvict.IsZero(), pfs), none.Seconds(), under.Seconds(), a.row.reboot.Seconds())
+	note := fmt.Sprintf("bypass %s: kubelet first for %d/%d web pods (its stops within %.3f s); PFS→kubelet stop %s, PFS→agent eviction %s; kubelet stop→accepted eviction up to %.3f s; %d evictions refused; none of the node's serving %.3f s before down; below minAvailable %.3f s; down in %.2f s",
+		a.suite, kubeletFirst, drainWebPods, spread.Seconds(), relTo(firstKubeletStop, !firstKubeletStop.IsZero(), pfs), relTo(firstEvict, !firstEvict.IsZero(), pfs),
+		lag.Seconds(), refused, none.Seconds(), under.Seconds(), a.row.reboot.Seconds())
 	kubeletRowsMu.Lock()
 	kubeletNotes = append(kubeletNotes, note)
 	kubeletRowsMu.Unlock()
