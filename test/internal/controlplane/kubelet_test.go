@@ -25,13 +25,13 @@ func TestKubeletBin(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
 	for i := 0; ; i++ {
 		if fi, err := os.Stat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
 			break
 		}
 		if i == 100 {
+			cmd.Process.Kill()
+			cmd.Wait()
 			t.Fatalf("fakecri made no socket at %s: %s", sock, log.String())
 		}
 		time.Sleep(50 * time.Millisecond)
