@@ -98,7 +98,7 @@ build() { # module output package ldflags
 }
 
 if [ "$set" = kubelet ]; then
-	echo "build.sh: building $key (cold: about 5 min on 2 cores)" >&2
+	echo "build.sh: building $key (cold: 5-7 min on 2 cores)" >&2
 	rm -rf "$dir"
 	mkdir -p "$dir/bin"
 	times=$dir/build-times.txt

@@ -49,11 +49,11 @@ func kubeletBin(t testing.TB) (string, error) {
 	if out, err := exec.Command(build, "kubelet", "--check").Output(); err == nil {
 		return lastLine(out), nil
 	}
-	// Cold, the kubelet alone takes about 5 minutes on 2 cores.
+	// Cold, the kubelet alone takes 5-7 minutes on 2 cores.
 	if d, ok := deadline(t); ok && time.Until(d) < 12*time.Minute {
 		return "", fmt.Errorf("kubelet not built and the test deadline is too close: run %s kubelet first", "test/k8s/build.sh")
 	}
-	t.Logf("building the kubelet and fakecri (cold: about 5 min): %s kubelet", build)
+	t.Logf("building the kubelet and fakecri (cold: 5-7 min): %s kubelet", build)
 	cmd := exec.Command(build, "kubelet")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
