@@ -336,6 +336,28 @@ func (a *agentRun) criCalls(from time.Time) []criCall {
 	return out
 }
 
+var killLine = regexp.MustCompile(`"Shutdown manager killing pod with gracePeriod" pod="[^/"]+/([^"]+)"`)
+
+// kubeletKills returns, from kubelet's journal j, when its shutdown manager
+// decided to kill each pod (its klog time) after from. The kill reaches the
+// runtime (fakecri's StopContainer) later: through the pod's worker, up to
+// 1.4 s later in these containers.
+func kubeletKills(j string, from time.Time) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, l := range strings.Split(j, "\n") {
+		m := killLine.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		if at, ok := klogTime(l, from); ok && !at.Before(from) {
+			if _, seen := out[m[1]]; !seen {
+				out[m[1]] = at
+			}
+		}
+	}
+	return out
+}
+
 // firstStop returns each pod's first StopContainer after from.
 func firstStop(calls []criCall) map[string]time.Time {
 	out := map[string]time.Time{}
@@ -660,51 +682,65 @@ func kubeletBypass(a *agentRun) {
 	states, _ := a.podStates()
 	c.logf("pods when the container was down: %v", states)
 
-	var firstKubeletStop time.Time
+	kills := kubeletKills(kj, trigger)
+	var firstKill, firstStopAt time.Time
 	var b strings.Builder
 	fmt.Fprintf(&b, "suite %s, systemctl reboot, kubelet shutdownGracePeriod %ds (critical %ds), pods' grace %ds, PDB minAvailable 1 over %d web pods (1 on a peer Node)\n",
 		a.suite, kubeletGrace, kubeletCritical, drainGrace, drainWebPods+1)
-	fmt.Fprintf(&b, "clock: the API server's audit timestamps (evictions, deletes, node status), fakecri's own log times (StopContainer), dbus-monitor (PrepareForShutdown): one host clock\n")
-	kubeletFirst, refused := 0, 0
-	var lag time.Duration // longest time from kubelet's stop of a pod to the agent's accepted eviction of it
-	var stopSpread []time.Time
+	fmt.Fprintf(&b, "clock: the API server's audit timestamps (evictions, deletes, node status), kubelet's klog times (its decision to kill a pod), fakecri's own log times (StopContainer, the runtime's side), dbus-monitor (PrepareForShutdown): one host clock\n")
+	kubeletFirst, refused, byKubelet := 0, 0, 0
+	var lag time.Duration // longest time from kubelet's kill of a pod to the agent's accepted eviction of it
+	var killSpread []time.Time
+	ends := map[string]time.Time{} // when each pod stopped serving: kubelet's kill or its runtime stop, else its accepted eviction
 	for _, p := range a.d.webOnNode {
 		refused += da.evictions[p]
 		if _, ok := da.accepted[p]; ok {
 			refused--
 		}
+		if strings.Contains(states[p], "TerminationByKubelet") {
+			byKubelet++
+		}
+		kill, killed := kills[p]
 		st, stopped := stops[p]
 		ev, evicted := evictAt[p]
 		how := "neither"
 		switch {
-		case stopped && (!evicted || st.Before(ev)):
-			how = "stopped by kubelet first"
+		case killed && (!evicted || kill.Before(ev)):
+			how = "killed by kubelet first"
 			kubeletFirst++
-			stopSpread = append(stopSpread, st)
-			if acc, ok := da.accepted[p]; ok && acc.Sub(st) > lag {
-				lag = acc.Sub(st)
+			killSpread = append(killSpread, kill)
+			if acc, ok := da.accepted[p]; ok && acc.Sub(kill) > lag {
+				lag = acc.Sub(kill)
 			}
 		case evicted:
 			how = "evicted by gnsh's agent first"
 		}
-		if stopped && (firstKubeletStop.IsZero() || st.Before(firstKubeletStop)) {
-			firstKubeletStop = st
+		if killed && (firstKill.IsZero() || kill.Before(firstKill)) {
+			firstKill = kill
 		}
-		fmt.Fprintf(&b, "pod %s: %s; kubelet's StopContainer %s, agent's first eviction request %s, accepted %s, gone %s; state %q\n", p, how,
-			relTo(st, stopped, pfs), relTo(ev, evicted, pfs), relTo(da.accepted[p], !da.accepted[p].IsZero(), pfs), relTo(da.gone[p], !da.gone[p].IsZero(), pfs), states[p])
+		if stopped && (firstStopAt.IsZero() || st.Before(firstStopAt)) {
+			firstStopAt = st
+		}
+		for _, at := range []time.Time{kill, st, da.accepted[p]} {
+			if !at.IsZero() && (ends[p].IsZero() || at.Before(ends[p])) {
+				ends[p] = at
+			}
+		}
+		fmt.Fprintf(&b, "pod %s: %s; kubelet's kill %s, its runtime's StopContainer %s, agent's first eviction request %s, accepted %s, gone %s; state %q\n", p, how,
+			relTo(kill, killed, pfs), relTo(st, stopped, pfs), relTo(ev, evicted, pfs), relTo(da.accepted[p], !da.accepted[p].IsZero(), pfs), relTo(da.gone[p], !da.gone[p].IsZero(), pfs), states[p])
 	}
-	under, none := servingGaps(a.d.webOnNode, stops, da.accepted, 1, 1, c.exitAt)
-	fmt.Fprintf(&b, "PrepareForShutdown → kubelet's shutdown event %s, → kubelet's first stop %s, → agent's first eviction %s\n",
-		relTo(event, evOK, pfs), relTo(firstKubeletStop, !firstKubeletStop.IsZero(), pfs), relTo(firstEvict, !firstEvict.IsZero(), pfs))
-	fmt.Fprintf(&b, "longest time with fewer web pods serving than minAvailable (1, the peer's pod counted): %.3f s; with none of the node's %d serving before the container went down: %.3f s (serving = not yet stopped by kubelet and no eviction accepted)\n",
+	under, none := servingGaps(a.d.webOnNode, ends, 1, 1, c.exitAt)
+	fmt.Fprintf(&b, "PrepareForShutdown → kubelet's shutdown event %s, → kubelet's first kill %s, → its runtime's first StopContainer %s, → agent's first eviction %s\n",
+		relTo(event, evOK, pfs), relTo(firstKill, !firstKill.IsZero(), pfs), relTo(firstStopAt, !firstStopAt.IsZero(), pfs), relTo(firstEvict, !firstEvict.IsZero(), pfs))
+	fmt.Fprintf(&b, "longest time with fewer web pods serving than minAvailable (1, the peer's pod counted): %.3f s; with none of the node's %d serving before the container went down: %.3f s (serving = not killed by kubelet, not stopped, no eviction accepted)\n",
 		under.Seconds(), drainWebPods, none.Seconds())
 	spread := time.Duration(0)
-	if len(stopSpread) > 0 {
-		sort.Slice(stopSpread, func(i, j int) bool { return stopSpread[i].Before(stopSpread[j]) })
-		spread = stopSpread[len(stopSpread)-1].Sub(stopSpread[0])
+	if len(killSpread) > 0 {
+		sort.Slice(killSpread, func(i, j int) bool { return killSpread[i].Before(killSpread[j]) })
+		spread = killSpread[len(killSpread)-1].Sub(killSpread[0])
 	}
-	fmt.Fprintf(&b, "kubelet's stops of the pods it reached first within %.3f s of each other; longest from kubelet's stop of a pod to the agent's accepted eviction of it: %.3f s; eviction requests answered other than 201 (PDB 429s, ...): %d\n",
-		spread.Seconds(), lag.Seconds(), refused)
+	fmt.Fprintf(&b, "kubelet's kills of the pods it reached first within %.3f s of each other; longest from kubelet's kill of a pod to the agent's accepted eviction of it: %.3f s; eviction requests answered other than 201 (PDB 429s, ...): %d; pods marked TerminationByKubelet: %d\n",
+		spread.Seconds(), lag.Seconds(), refused, byKubelet)
 	fmt.Fprintf(&b, "container down %.2f s after systemctl reboot\n", a.row.reboot.Seconds())
 	_ = os.WriteFile(filepath.Join(a.dir, "bypass.txt"), []byte(b.String()), 0o644)
 	c.logf("bypass measurement (bypass.txt):\n%s", b.String())
@@ -716,22 +752,25 @@ func kubeletBypass(a *agentRun) {
 	for _, cc := range calls {
 		lines = append(lines, fmt.Sprintf("%+8.3fs fakecri: %s %s", cc.at.Sub(trigger).Seconds(), cc.call, cc.pod))
 	}
+	for p, at := range kills {
+		lines = append(lines, fmt.Sprintf("%+8.3fs kubelet: Shutdown manager killing pod %s (journal)", at.Sub(trigger).Seconds(), p))
+	}
 	a.timeline(trigger, pfs, drainAudit{lines: append(da.lines, lines...)})
 
 	// The stable facts.
 	if kubeletFirst == 0 {
-		t.Errorf("kubelet stopped none of the web pods before the agent's eviction of it reached the API server")
+		t.Errorf("kubelet killed none of the web pods before the agent's eviction of it reached the API server")
 	}
 	if firstEvict.IsZero() || !strings.Contains(c.consoleText(), "shutdown under way that bypassed gnsh: draining within") {
 		t.Errorf("the agent did not drain (first eviction %v)", firstEvict)
 	}
-	note := fmt.Sprintf("bypass %s: kubelet first for %d/%d web pods (its stops within %.3f s); PFS→kubelet stop %s, PFS→agent eviction %s; kubelet stop→accepted eviction up to %.3f s; %d evictions refused; none of the node's serving %.3f s before down; below minAvailable %.3f s; down in %.2f s",
-		a.suite, kubeletFirst, drainWebPods, spread.Seconds(), relTo(firstKubeletStop, !firstKubeletStop.IsZero(), pfs), relTo(firstEvict, !firstEvict.IsZero(), pfs),
-		lag.Seconds(), refused, none.Seconds(), under.Seconds(), a.row.reboot.Seconds())
+	note := fmt.Sprintf("bypass %s: kubelet first for %d/%d web pods (its kills within %.3f s), %d marked TerminationByKubelet; PFS→kubelet kill %s, →StopContainer %s, →agent eviction %s; kubelet kill→accepted eviction up to %.3f s; %d evictions refused; none of the node's serving %.3f s before down; below minAvailable %.3f s; down in %.2f s",
+		a.suite, kubeletFirst, drainWebPods, spread.Seconds(), byKubelet, relTo(firstKill, !firstKill.IsZero(), pfs), relTo(firstStopAt, !firstStopAt.IsZero(), pfs),
+		relTo(firstEvict, !firstEvict.IsZero(), pfs), lag.Seconds(), refused, none.Seconds(), under.Seconds(), a.row.reboot.Seconds())
 	kubeletRowsMu.Lock()
 	kubeletNotes = append(kubeletNotes, note)
 	kubeletRowsMu.Unlock()
-	a.row.what = fmt.Sprintf("kubelet first for %d/%d pods; none serving %.2f s", kubeletFirst, drainWebPods, none.Seconds())
+	a.row.what = fmt.Sprintf("kubelet first for %d/%d pods, %d TerminationByKubelet; none serving %.2f s", kubeletFirst, drainWebPods, byKubelet, none.Seconds())
 }
 
 func relTo(at time.Time, ok bool, ref time.Time) string {
@@ -743,19 +782,16 @@ func relTo(at time.Time, ok bool, ref time.Time) string {
 
 // servingGaps returns the longest time before end during which fewer web
 // pods served than minAvailable (counting `others` serving elsewhere), and
-// during which none of pods served. A pod stops serving at the earlier of
-// its first StopContainer (kubelet) and its accepted eviction (it is
-// terminating then); none comes back before end (no replacement runs on
-// the node being shut down).
-func servingGaps(pods []string, stops, accepted map[string]time.Time, others, minAvailable int, end time.Time) (under, none time.Duration) {
+// during which none of pods served. A pod stops serving at stopped[p]
+// (kubelet's kill, its runtime's stop or its accepted eviction, whichever
+// came first: it is terminating then); none comes back before end (no
+// replacement runs on the node being shut down).
+func servingGaps(pods []string, stopped map[string]time.Time, others, minAvailable int, end time.Time) (under, none time.Duration) {
 	var ends []time.Time
 	for _, p := range pods {
 		at := end
-		if s, ok := stops[p]; ok && s.Before(at) {
+		if s, ok := stopped[p]; ok && s.Before(at) {
 			at = s
-		}
-		if e, ok := accepted[p]; ok && e.Before(at) {
-			at = e
 		}
 		ends = append(ends, at)
 	}
