@@ -33,9 +33,11 @@ deps:
 	sh test/deps.sh
 
 # kube-apiserver, kube-controller-manager, etcd, kwok and kubectl built from
-# Go modules, cached under /var/cache/gnsh/k8s (about 7 minutes cold).
+# Go modules, cached under /var/cache/gnsh/k8s (about 7 minutes cold); then
+# the kubelet and fakecri for the e2e nodes (a set of its own, ~5 min cold).
 k8s:
 	sh test/k8s/build.sh
+	sh test/k8s/build.sh kubelet
 
 # The whole suite: lint, unit + integration + oracle tests (race detector),
 # short fuzz runs, then real systemd in nspawn containers.

@@ -58,8 +58,12 @@ type agentCase struct {
 	// why) and /var/lib/kubelet/config.yaml asks for a shutdown grace
 	// period within InhibitDelayMaxSec, as gnsh doctor expects of a node.
 	kubelet bool
-	run     func(a *agentRun)
-	why     string
+	// realKubelet: the node runs the real kubelet on fakecri in place of
+	// the stand-in lock and kwok (TestKubeletE2E, kubelet_test.go);
+	// noAgent: gnsh.service is not installed (a stock node).
+	realKubelet, noAgent bool
+	run                  func(a *agentRun)
+	why                  string
 }
 
 func agentCases() []agentCase {
@@ -247,6 +251,14 @@ WantedBy=multi-user.target
 			fmt.Sprintf("shutdownGracePeriod: %ds\nshutdownGracePeriodCriticalPods: 2s\n", agentDelay-2))
 		c.must("sh", "-ec", "mkdir -p /var/lib/kubelet && install -m 0644 /rig/units/kubelet-config.yaml /var/lib/kubelet/config.yaml && rm /rig/units/kubelet-config.yaml")
 	}
+	inhibitUnit := "rig-inhibit.service"
+	if a.tc.realKubelet {
+		inhibitUnit = "" // kubelet.service holds kubelet's own lock (node-setup.sh)
+	}
+	agent := agentUnit
+	if a.tc.noAgent {
+		agent = ""
+	}
 	mustWrite(t, filepath.Join(stage, "rig-inhibit.service"), `[Unit]
 Description=gnsh e2e: a kubelet-like shutdown delay lock
 After=systemd-logind.service dbus.service
@@ -257,8 +269,8 @@ WantedBy=multi-user.target
 `)
 	c.must("sh", "-ec", `install -m 0644 /rig/units/*.service /etc/systemd/system/
 		systemctl daemon-reload
-		systemctl enable --quiet rig-mon.service rig-inhibit.service `+agentUnit+`
-		test -L /etc/systemd/system/multi-user.target.wants/`+agentUnit+`
+		systemctl enable --quiet rig-mon.service `+inhibitUnit+` `+agent+`
+		test -z "`+agent+`" || test -L /etc/systemd/system/multi-user.target.wants/`+agent+`
 		systemctl start rig-mon.service`)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -271,10 +283,14 @@ WantedBy=multi-user.target
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	c.must("systemctl", "start", "rig-inhibit.service")
-	a.waitInhibitor(who)
-	if v := c.prop("InhibitDelayMaxUSec"); v != fmt.Sprintf("t %d", agentDelay*1000000) {
-		t.Fatalf("InhibitDelayMaxUSec = %q, want %d s", v, agentDelay)
+	if a.tc.realKubelet {
+		a.expectKubeletLock()
+	} else {
+		c.must("systemctl", "start", "rig-inhibit.service")
+		a.waitInhibitor(who)
+		if v := c.prop("InhibitDelayMaxUSec"); v != fmt.Sprintf("t %d", agentDelay*1000000) {
+			t.Fatalf("InhibitDelayMaxUSec = %q, want %d s", v, agentDelay)
+		}
 	}
 	if a.tc.wrapper {
 		c.must("sh", "-ec", `for c in reboot poweroff halt shutdown; do
@@ -282,8 +298,13 @@ WantedBy=multi-user.target
 			[ "$(readlink "$p")" = /usr/local/sbin/gnsh ] || { echo "$p not replaced" >&2; exit 1; }
 		done`)
 	}
-	a.d.installKubeconfig(c)
+	if !a.tc.realKubelet {
+		a.d.installKubeconfig(c) // the real kubelet's node has it already
+	}
 	c.setupAt = time.Now()
+	if a.tc.noAgent {
+		return
+	}
 	if r := c.in(30*time.Second, "systemctl", "start", agentUnit); r.rc != 0 {
 		st := c.in(10*time.Second, "systemctl", "status", "--no-pager", "-l", agentUnit)
 		t.Fatalf("systemctl start %s: %s\n%s", agentUnit, r, st.stdout)

@@ -130,6 +130,9 @@ type drainCase struct {
 	trigger    time.Time
 	shared     *sharedCP // whose control plane (cpShared if nil)
 	server     string    // if set, the server URL written into kubelet.conf instead of the API server's
+	// realKubelet: the Node is the real kubelet's (it registers it itself,
+	// runs its pods on fakecri): populate creates only the peer.
+	realKubelet bool
 }
 
 func newDrainCase(suite string) *drainCase {
@@ -177,6 +180,9 @@ func (d *drainCase) populate(t *testing.T) {
 	t.Helper()
 	ctx := ctxT(t, 60*time.Second)
 	for _, n := range []string{d.node, d.peer} {
+		if n == d.node && d.realKubelet {
+			continue
+		}
 		if _, err := d.admin.CoreV1().Nodes().Create(ctx, kwok.Node(n, 110), metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create Node %s: %v", n, err)
 		}

@@ -9,6 +9,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"debug/elf"
 	"errors"
@@ -294,6 +295,12 @@ type bootOpts struct {
 	// n numbers the boots of one case (0 and 1 are the first): boot n > 1
 	// writes console-bootN.log and appends to commands.log.
 	n int
+	// logindName is the name of the logind.conf.d drop-in holding delay
+	// ("" = gnsh-e2e.conf, which sorts after kubelet's 99-kubelet.conf: a
+	// real kubelet needs one that sorts before it, or a delay at least its
+	// shutdownGracePeriod).
+	logindName string
+	extra      []string // more systemd-nspawn arguments (e.g. --bind-ro=)
 }
 
 // boot starts a container for the case and waits until logind and the
@@ -339,7 +346,7 @@ func boot(t *testing.T, suite, rootfs, dir string, o bootOpts) *container {
 	args := append(root, "-b", "--register=no", "--keep-unit",
 		"--machine="+sanitizeMachine(suite+"-"+filepath.Base(dir)),
 		"--setenv=SYSTEMD_COLORS=0",
-		"--bind-ro="+logindConf+":/etc/systemd/logind.conf.d/gnsh-e2e.conf",
+		"--bind-ro="+logindConf+":/etc/systemd/logind.conf.d/"+cmp.Or(o.logindName, "gnsh-e2e.conf"),
 		"--bind-ro="+journaldConf+":/etc/systemd/journald.conf.d/gnsh-e2e.conf",
 		"--bind="+filepath.Join(dir, "rig")+":/rig",
 		"--bind="+filepath.Join(dir, "journal")+":/var/log/journal",
@@ -347,6 +354,7 @@ func boot(t *testing.T, suite, rootfs, dir string, o bootOpts) *container {
 	if o.gnsh != "" {
 		args = append(args, "--bind-ro="+o.gnsh+":/usr/local/sbin/gnsh")
 	}
+	args = append(args, o.extra...)
 	// Each container gets its own host cgroup (see ownCgroups): a small sh
 	// wrapper moves itself there and execs nspawn, keeping the PID.
 	c.cgroups = newCgroups(t, filepath.Base(filepath.Dir(dir))+"-"+filepath.Base(dir))

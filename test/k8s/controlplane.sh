@@ -17,7 +17,8 @@
 #   CP_NODES       node identities to create at start (default "node1")
 #   CP_KWOK=1      also run kwok for Nodes annotated kwok.x-k8s.io/node=fake
 #   CP_AUDIT=1     audit log of every request at level Metadata (writes of
-#                  Leases in namespace gnsh at RequestResponse) (JSON lines,
+#                  Leases in namespace gnsh at RequestResponse, of nodes/status
+#                  at Request: a kubelet's conditions) (JSON lines,
 #                  stage RequestReceived omitted, blocking mode: none lost)
 #                  in DIR/logs/audit.log (rotated at 1 GB to audit-*.log)
 #   CP_FEATURE_GATES  the kube-apiserver's --feature-gates (e.g.
@@ -199,6 +200,7 @@ try_start() {
 		printf '%s\n' "apiVersion: audit.k8s.io/v1" "kind: Policy" "omitStages: [RequestReceived]" \
 			"rules:" "- level: RequestResponse" "  namespaces: [gnsh]" "  verbs: [create, update, patch, delete]" \
 			"  resources: [{group: coordination.k8s.io, resources: [leases]}]" \
+			"- level: Request" "  verbs: [update, patch]" "  resources: [{group: \"\", resources: [nodes/status]}]" \
 			"- level: Metadata" >"$D/audit-policy.yaml"
 		rm -f "$D"/logs/audit*.log
 		set -- "$@" --audit-policy-file="$D/audit-policy.yaml" --audit-log-path="$D/logs/audit.log" \
