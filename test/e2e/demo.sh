@@ -1,22 +1,32 @@
 #!/bin/sh
 # make demo: the gap and the fix on Kubernetes nodes, in Debian bullseye
-# containers (systemd 247). A local control plane (kwok plays the kubelet)
-# has two nodes with pods; each container holds a kubelet-style delay
-# inhibitor and the node's kubelet.conf. Root types `reboot`: on node-a with
-# bullseye's own reboot, on node-b with gnsh installed over it and gnsh's
-# node agent enabled (install/systemd/gnsh.service). node-a is throwaway
-# (--volatile=overlay). node-b boots from an overlayfs mounted here (lower:
-# the cached rootfs, never changed; upper: in $WORK), so it boots a second
-# time from the same disk, where the agent lifts gnsh's cordon. Then the
-# reboot-slot gate: gnsh's own identity (install/kubernetes/rbac.yaml, a
-# ServiceAccount token), slots.maxUnavailable 1, and reboot typed on node-b
-# and a third node, node-c (its own overlayfs disk), at the same moment:
-# one goes, the other waits until the first is back, then goes; watches of
-# the Lease and the Nodes check that never two were out.
+# containers (systemd 247; DEMO_SUITE=bookworm for Debian 12, systemd 252).
+# A local control plane; each node runs the real kubelet (v1.37.1, on fakecri,
+# a fake container runtime: pods "run" without processes), which registers
+# its Node, runs the node's pods, raises logind's InhibitDelayMaxSec with its
+# own drop-in and holds its Graceful Node Shutdown delay lock (grace 20 s,
+# critical pods 5 s). Root types `reboot`: on node-a with the suite's own
+# reboot, on node-b with gnsh installed over it and gnsh's node agent
+# enabled (install/systemd/gnsh.service). The kubelet's own journal lines
+# (its shutdown manager, the shutdown event, the pods it stops) are printed
+# on the demo's clock beside gnsh's and the API server's. node-a is
+# throwaway (--volatile=overlay). node-b boots from an overlayfs mounted
+# here (lower: the cached rootfs, never changed; upper: in $WORK), so it
+# boots a second time from the same disk, where the kubelet reports Ready
+# and the agent lifts gnsh's cordon. Then the reboot-slot gate: gnsh's own
+# identity (install/kubernetes/rbac.yaml, a ServiceAccount token bound to
+# each Node), slots.maxUnavailable 1, and reboot typed on node-b and a third
+# node, node-c (its own overlayfs disk, its own kubelet), at the same
+# moment: one goes, the other waits until the first is back, then goes;
+# watches of the Lease and the Nodes check that never two were out.
+# Each container starts in cgroups of its own: the kubelet reloads logind
+# through systemd (KillUnit), which fails when two containers' units share
+# cgroup paths.
 # Safety: commands that shut down run only inside the containers; in_node
 # refuses to enter this machine's own PID namespace.
 # Needs root, systemd-nspawn and debootstrap (make deps), the Kubernetes
-# binaries (make k8s; built here if missing) and gnsh (make build).
+# binaries and the kubelet set (make k8s; built here if missing) and gnsh
+# (make build).
 set -eu
 cd "$(dirname "$0")/../.."
 BIN=${GNSH_BIN:-$PWD/bin/gnsh}
@@ -24,7 +34,10 @@ BIN=${GNSH_BIN:-$PWD/bin/gnsh}
 [ "$(id -u)" = 0 ] || { echo "demo: run as root (it boots containers)" >&2; exit 1; }
 SUITE=${DEMO_SUITE:-bullseye}
 GRACE="2 4 6" # terminationGracePeriodSeconds of each node's three web pods
-DELAY=5       # InhibitDelayMaxSec: how long logind waits for the delay lock
+DSGRACE=3     # and of its DaemonSet pod (drains leave it: the kubelet stops it)
+# The kubelet's shutdownGracePeriod and shutdownGracePeriodCriticalPods; it
+# raises logind's InhibitDelayMaxSec to the first (99-kubelet.conf).
+DELAY=20 CRITICAL=5
 
 # The control plane script needs these; minimal Debian/Ubuntu may lack some.
 missing=
@@ -42,6 +55,7 @@ fi
 echo "== preparing a Debian $SUITE root file system and the Kubernetes binaries (cached after the first run)"
 ROOTFS=$(sh test/e2e/rootfs.sh "$SUITE" | tail -n 1)
 K8S_BIN=$(sh test/k8s/build.sh | tail -n 1)
+KUBELET_BIN=$(sh test/k8s/build.sh kubelet | tail -n 1)
 WORK=$(mktemp -d)
 CP=$WORK/cp
 DISK=$WORK/node-b-disk # node-b's persistent root: upper, work and the merged root
@@ -103,6 +117,13 @@ cleanup() {
 	# by Ctrl-C (no env yet) leaves etcd running too.
 	[ ! -d "$CP/run" ] || GNSH_K8S_BIN=$K8S_BIN sh test/k8s/controlplane.sh stop "$CP" >/dev/null 2>&1 || true
 	wait 2>/dev/null || true
+	# The containers' cgroups, deepest first (the containers' systemd made
+	# the trees below them; rmdir fails on one still in use, which stays).
+	if [ -f "$WORK/cgroups" ]; then
+		while read -r _c; do
+			[ -d "$_c" ] && find "$_c" -depth -type d -exec rmdir {} + 2>/dev/null || true
+		done <"$WORK/cgroups"
+	fi
 	for _r in "$WORK"/node-*-disk/root; do
 		if mounted "$_r"; then
 			umount "$_r" 2>/dev/null || umount -l "$_r" || echo "demo: cannot unmount $_r" >&2
@@ -119,7 +140,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-printf '[Login]\nInhibitDelayMaxSec=%s\n' "$DELAY" >"$WORK/delay.conf"
 k() { "$K8S_BIN/kubectl" --kubeconfig "$CP/admin.kubeconfig" "$@"; }
 # kwatch ARGS... &: kubectl itself in the background (so that $! is kubectl,
 # not a subshell running k, and kill ends the watch).
@@ -139,19 +159,11 @@ wait_for() {
 	done
 }
 
-echo "== a Kubernetes control plane on 127.0.0.1 (etcd, kube-apiserver, disruption controller; kwok plays the kubelet)"
+echo "== a Kubernetes control plane on 127.0.0.1 (etcd, kube-apiserver, disruption controller)"
 # CP_OWNER_PID: its watchdog stops it even if this script is killed outright.
-GNSH_K8S_BIN=$K8S_BIN CP_KWOK=1 CP_NODES="node-a node-b" CP_OWNER_PID=$$ sh test/k8s/controlplane.sh start "$CP" 2>"$WORK/cp.log" ||
+GNSH_K8S_BIN=$K8S_BIN CP_NODES="node-a node-b node-c" CP_OWNER_PID=$$ sh test/k8s/controlplane.sh start "$CP" 2>"$WORK/cp.log" ||
 	{ cat "$WORK/cp.log" >&2; exit 1; }
 k apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Node
-metadata: {name: node-a, annotations: {kwok.x-k8s.io/node: fake}, labels: {kubernetes.io/hostname: node-a}}
----
-apiVersion: v1
-kind: Node
-metadata: {name: node-b, annotations: {kwok.x-k8s.io/node: fake}, labels: {kubernetes.io/hostname: node-b}}
----
 apiVersion: v1
 kind: Namespace
 metadata: {name: demo}
@@ -178,7 +190,11 @@ spec: {minAvailable: 1, selector: {matchLabels: {app: web}}}
 EOF
 RS=$(k -n demo get rs web -o jsonpath='{.metadata.uid}')
 DS=$(k -n demo get ds node-agent -o jsonpath='{.metadata.uid}')
-pod() { # NAME NODE APP GRACE OWNER-KIND OWNER-NAME OWNER-UID; kwok: start at once, finish at the end of the grace period
+# pod NAME NODE APP GRACE OWNER-KIND OWNER-NAME OWNER-UID: a pod bound to
+# NODE, as its controller would make it (no controller runs here but the
+# disruption controller); the node's kubelet runs it on fakecri, whose
+# stop of a container takes the pod's grace period.
+pod() {
 	cat <<EOF
 ---
 apiVersion: v1
@@ -188,27 +204,10 @@ metadata:
   namespace: demo
   labels: {app: $3}
   ownerReferences: [{apiVersion: apps/v1, kind: $5, name: $6, uid: $7, controller: true}]
-  annotations: {pod-create.stage.kwok.x-k8s.io/delay: 0s, pod-create.stage.kwok.x-k8s.io/jitter-delay: 0s,
-    pod-ready.stage.kwok.x-k8s.io/delay: 0s, pod-ready.stage.kwok.x-k8s.io/jitter-delay: 0s, pod-delete.stage.kwok.x-k8s.io/delay: 1h}
 spec: {nodeName: $2, terminationGracePeriodSeconds: $4, containers: [{name: $3, image: registry.invalid/$3:1}]}
 EOF
 }
-for n in a b; do
-	i=0
-	for g in $GRACE; do
-		i=$((i + 1))
-		pod "web-$n-$i" "node-$n" web "$g" ReplicaSet web "$RS"
-	done
-	pod "node-agent-$n" "node-$n" node-agent 30 DaemonSet node-agent "$DS"
-done | k apply -f - >/dev/null
-# Running and Ready (a Pending pod would bypass the budget), budget processed.
-k wait --for=condition=Ready node/node-a node/node-b --timeout=60s >/dev/null || die "nodes not Ready within 60 s"
-k -n demo wait --for=condition=Ready pod --all --timeout=60s >/dev/null || die "pods not Ready within 60 s"
-k -n demo wait --for=jsonpath='{.status.disruptionsAllowed}'=5 pdb/web --timeout=60s >/dev/null ||
-	die "the disruption controller did not process the budget within 60 s"
 pods_on() { k -n demo get pods --field-selector "spec.nodeName=$1" -o jsonpath='{range .items[*]}{.metadata.name}{" "}{end}'; }
-for n in node-a node-b; do echo "   $n: pods $(pods_on $n)(all Running)"; done
-echo "   PodDisruptionBudget web: minAvailable 1; web pods' grace periods: $GRACE s"
 
 follow() { tail -n +1 -f --pid="$2" "$1" 2>/dev/null; } # FILE PID: FILE as written, until PID ends
 pid1() { # the container's PID 1: a child of nspawn whose NSpid ends in 1
@@ -222,6 +221,10 @@ now() { date +%s.%N; }
 at() { printf '   [%s] %s\n' "$(echo "$1 $2" | awk '{printf "%+6.2fs", $2-$1}')" "$3"; }
 # stamp T0FILE: stamp each line with the seconds since the time in T0FILE.
 stamp() { while IFS= read -r l; do at "$(cat "$1")" "$(now)" "$l"; done; }
+delay_max() { # NODE-PID: logind's InhibitDelayMaxUSec, in seconds
+	in_node "$1" busctl get-property org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager InhibitDelayMaxUSec |
+		awk '{ printf "%g s", $2 / 1000000 }'
+}
 logind_up() {
 	in_node "$1" busctl call org.freedesktop.login1 /org/freedesktop/login1 \
 		org.freedesktop.login1.Manager ListInhibitors >/dev/null 2>&1
@@ -242,16 +245,56 @@ kubelet_conf() {
 	sed "s|$CP/pki/node-$1.pem|/var/lib/kubelet/pki/kubelet-client-current.pem|" "$CP/node-$1.kubeconfig" >"$2"
 }
 
+# hierarchies: each cgroup hierarchy mounted here, as "MOUNT-POINT PATH" (PATH:
+# this process's cgroup in it), v1 and v2.
+hierarchies() {
+	awk 'NR == FNR { i = index($0, ":"); r = substr($0, i + 1); j = index(r, ":"); want[substr(r, 1, j - 1)] = substr(r, j + 1); next }
+	{
+		for (i = 7; i <= NF && $i != "-"; i++) ;
+		if ($(i + 1) == "cgroup2" && ("" in want)) print $5, want[""]
+		if ($(i + 1) != "cgroup") next
+		n = split($(i + 3), o, ",")
+		for (c in want) {
+			if (c == "") continue
+			m = split(c, cc, ","); ok = 1
+			for (j = 1; j <= m; j++) { f = 0; for (x = 1; x <= n; x++) if (o[x] == cc[j]) f = 1; if (!f) ok = 0 }
+			if (ok) print $5, want[c]
+		}
+	}' /proc/self/cgroup /proc/self/mountinfo
+}
+# own_cgroup NAME: the calling (sub)shell into a cgroup NAME of its own, made
+# under its current one in every hierarchy (recorded in $WORK/cgroups and
+# removed by cleanup): the container's systemd builds its unit tree there,
+# apart from the other containers'.
+own_cgroup() {
+	hierarchies >"$WORK/$1.hierarchies" || return 1
+	while read -r _m _p; do # not in a pipe: this shell moves, not a pipe's
+		_c=$_m${_p%/}/$1
+		mkdir -p "$_c" && echo "$_c" >>"$WORK/cgroups" || return 1
+		for _f in cpuset.cpus cpuset.mems; do # v1 cpuset: empty until copied from the parent
+			[ ! -f "$_c/$_f" ] || [ -n "$(cat "$_c/$_f")" ] || cat "${_c%/*}/$_f" >"$_c/$_f" || return 1
+		done
+		echo 0 >"$_c/cgroup.procs" || return 1 # 0: the writer, this shell
+	done <"$WORK/$1.hierarchies"
+}
+
 # boot NAME NODE NSPAWN-OPTIONS...: boots the container of node NODE (logs in
-# $WORK/NAME) and waits until its systemd has booted and logind answers.
-# Sets NS (systemd-nspawn's PID) and L (the container's PID 1).
+# $WORK/NAME), from cgroups of its own, with gnsh, the kubelet, fakecri and
+# the kubelet's node setup bound in, and waits until its systemd has booted
+# and logind answers. Sets NS (systemd-nspawn's PID) and L (the container's
+# PID 1).
 boot() {
-	_log=$WORK/$1 _node=$2
+	_log=$WORK/$1 _node=$2 _cg=gnsh-demo-$$-$1
 	mkdir -p "$_log"
 	shift 2
-	systemd-nspawn -q "$@" -b --register=no --keep-unit --machine="$_node" \
-		--bind-ro="$BIN:/usr/local/sbin/gnsh" --bind="$_log:/var/log/demo" \
-		>"$_log/console" 2>&1 </dev/null &
+	(
+		own_cgroup "$_cg" || die "cannot make cgroups for $_node"
+		exec systemd-nspawn -q "$@" -b --register=no --keep-unit --machine="$_node" \
+			--bind-ro="$BIN:/usr/local/sbin/gnsh" --bind="$_log:/var/log/demo" \
+			--bind-ro="$KUBELET_BIN/kubelet:/usr/local/bin/kubelet" --bind-ro="$KUBELET_BIN/fakecri:/usr/local/bin/fakecri" \
+			--bind-ro="$PWD/test/k8s/kubelet/node-setup.sh:/usr/local/lib/demo/node-setup.sh" \
+			>"$_log/console" 2>&1 </dev/null
+	) &
 	NS=$!
 	echo "$NS" >"$_log.nspawn"
 	L=
@@ -266,16 +309,18 @@ boot() {
 	case $_st in running | degraded) ;; *) die "$_node did not finish booting within 60 s ($_st)" ;; esac
 }
 
-# reboot_case NAME NODE: with node NODE booted (NS, L), its delay lock held:
-# types reboot, shows what happened as it happens, waits until the container
-# is down.
+# reboot_case NAME NODE JOURNAL-DIR: with node NODE booted (NS, L), its
+# delay lock held: types reboot, shows what happened as it happens (the
+# kubelet's lines from its journal in JOURNAL-DIR), waits until the
+# container is down.
 reboot_case() {
-	name=$1 node=$2 log=$WORK/$1
+	name=$1 node=$2 log=$WORK/$1 jdir=$3
 	in_node "$L" systemd-run --quiet --unit=demo-monitor -p StandardOutput=file:/var/log/demo/monitor \
 		dbus-monitor --system "type='signal',interface='org.freedesktop.login1.Manager',member='PrepareForShutdown'"
 	wait_for 5 "dbus-monitor in $node" test -s "$log/monitor" || die "dbus-monitor did not start"
 	echo "-- $node: /usr/sbin/reboot -> $(in_node "$L" readlink /usr/sbin/reboot); shutdown delay locks held:"
 	inhibitors "$L" | sed 's/^/     /'
+	echo "   logind waits for them up to $(delay_max "$L") (InhibitDelayMaxSec; the kubelet's $(in_node "$L" cat /etc/systemd/logind.conf.d/99-kubelet.conf 2>/dev/null | awk -F= '/^InhibitDelayMaxSec=/ { print "99-kubelet.conf: " $2 }'))"
 	echo "   root types: reboot"
 
 	# The node and its pods as the API server sees them, while reboot runs
@@ -300,8 +345,18 @@ reboot_case() {
 		esac
 	done | stamp "$log/t0" &
 	tp=$!
+	# The kubelet's journal, followed from the container's start: once the
+	# follower has written the kubelet's start, it is established.
+	bid=$(boot_id "$L")
+	kubelet_journal "$jdir" "$bid" -f >"$log/kubelet-journal" 2>/dev/null &
+	kj=$!
+	echo "$kj" >"$WORK/$name-journal.pid"
+	kubelet_story "$log/t0" "$log/kubelet-journal" "$kj" &
+	tk=$!
 	wait_for 20 "the watches of $node and its pods" both_nonempty "$log/node-watch" "$log/pod-watch" ||
 		die "kubectl watch did not start"
+	wait_for 20 "the kubelet's journal on $node" grep -q '"Creating node shutdown manager"' "$log/kubelet-journal" ||
+		die "$node: the kubelet's journal shows no shutdown manager"
 	t0=$(now)
 	echo "$t0" >"$log/t0"
 
@@ -322,9 +377,18 @@ reboot_case() {
 	wait "$NS" || rc=$?
 	end=$(now)
 	sleep 0.3 # the watches' last events
-	kill "$kn" "$kp" 2>/dev/null || true
-	wait "$tn" "$tp" 2>/dev/null || true
+	kill "$kn" "$kp" "$kj" 2>/dev/null || true
+	wait "$tn" "$tp" "$tk" 2>/dev/null || true
 	at "$t0" "$end" "container down: exit $rc"
+	# The kubelet's account, from its journal as the container left it: its
+	# shutdown event (when), and the web pods it stopped itself.
+	(kubelet_journal "$jdir" "$bid") >"$log/kubelet-journal" 2>/dev/null ||
+		die "$node: cannot read the kubelet's journal in $jdir"
+	ke=$(kevent "$log/kubelet-journal" "$t0")
+	echo "${ke:+yes}" | sed 's/^$/no/' >"$log/kevent"
+	[ -z "$ke" ] || echo "$ke" >"$log/kevent-time"
+	kkilled "$log/kubelet-journal" "$t0" | wc -l | tr -d ' ' >"$log/kkilled"
+	grep -c . "$log/seen" 2>/dev/null >"$log/evicted" || echo 0 >"$log/evicted"
 	echo "${pfs:+yes}" | sed 's/^$/no/' >"$log/pfs"
 	[ -n "$pfs" ] && echo "$pfs $t0" | awk '{printf "%.1f", $1-$2}' >"$log/pfs-at"
 	echo "$t0 $end" | awk '{printf "%.1f", $2-$1}' >"$log/secs"
@@ -333,11 +397,17 @@ reboot_case() {
 	echo "$left" | wc -w | tr -d ' ' >"$log/left"
 	sched=$(k get node "$node" -o jsonpath='{.spec.unschedulable}')
 	[ "$sched" = true ] && echo yes >"$log/cordoned" || echo no >"$log/cordoned"
+	# What the API shows of the web pods left: Running, or stopped by the
+	# kubelet (DisruptionTarget, TerminationByKubelet).
+	k -n demo get pods --field-selector "spec.nodeName=$node" \
+		-o jsonpath='{range .items[*]}{.metadata.name} {.status.phase} {.status.conditions[?(@.type=="DisruptionTarget")].reason}{"\n"}{end}' >"$log/pods-after"
+	awk '$1 ~ /^web-/ && $2 == "Running"' "$log/pods-after" | wc -l | tr -d ' ' >"$log/running"
+	awk '$1 ~ /^web-/ && $3 == "TerminationByKubelet"' "$log/pods-after" | wc -l | tr -d ' ' >"$log/bykubelet"
 }
 
 # gnsh_disk NODE: NODE's persistent root, an overlayfs on the cached rootfs
-# mounted at $WORK/NODE-disk/root (upper layer beside it), with gnsh's unit,
-# the delay-lock setting and the stand-in kubelet, as make install and
+# mounted at $WORK/NODE-disk/root (upper layer beside it), with gnsh's unit
+# and the node's kubeconfig and client certificate, as make install and
 # kubeadm would leave them.
 gnsh_disk() {
 	_d=$WORK/$1-disk
@@ -346,39 +416,103 @@ gnsh_disk() {
 		die "cannot mount an overlayfs on $_d/root"
 	_d=$_d/root
 	install -D -m 0644 install/systemd/gnsh.service "$_d/etc/systemd/system/gnsh.service"
-	install -D -m 0644 "$WORK/delay.conf" "$_d/etc/systemd/logind.conf.d/demo.conf"
-	mkdir -p "$_d/var/lib/kubelet"
-	printf '%s\n' "apiVersion: kubelet.config.k8s.io/v1beta1" "kind: KubeletConfiguration" \
-		"shutdownGracePeriod: ${DELAY}s" "shutdownGracePeriodCriticalPods: 2s" >"$_d/var/lib/kubelet/config.yaml"
-	cat >"$_d/etc/systemd/system/demo-kubelet.service" <<EOF
-[Unit]
-Description=demo stand-in for the kubelet: its graceful node shutdown delay lock
-After=dbus.service systemd-logind.service
-[Service]
-ExecStart=/usr/bin/systemd-inhibit --what=shutdown --mode=delay --who=kubelet --why="Kubelet needs time to handle node shutdown" sleep infinity
-[Install]
-WantedBy=multi-user.target
-EOF
+	kubelet_conf "$1" "$WORK/$1.kubelet.conf"
+	install -D -m 0600 "$WORK/$1.kubelet.conf" "$_d/etc/kubernetes/kubelet.conf"
+	install -D -m 0600 "$CP/pki/node-$1.pem" "$_d/var/lib/kubelet/pki/kubelet-client-current.pem"
 }
 # gnsh_enable NODE: in NODE's container (L), gnsh over the four commands,
-# the agent and the stand-in kubelet enabled and holding their locks.
+# the agent enabled and holding its lock beside the kubelet's.
 gnsh_enable() {
 	for c in reboot poweroff halt shutdown; do in_node "$L" ln -sf /usr/local/sbin/gnsh "/usr/sbin/$c"; done
 	echo "   root: ln -sf /usr/local/sbin/gnsh /usr/sbin/reboot (and poweroff, halt, shutdown)"
-	echo "   root: systemctl enable --now gnsh.service demo-kubelet.service (the agent; the stand-in kubelet)"
-	in_node "$L" systemctl enable --quiet --now gnsh.service demo-kubelet.service
+	echo "   root: systemctl enable --now gnsh.service (the node agent)"
+	in_node "$L" systemctl enable --quiet --now gnsh.service
 	wait_for 30 "the agent's and the kubelet's delay locks on $1" holds "$L" kubelet gnsh ||
 		{ agent_log "$L" 0 >&2; die "$1: the agent or the kubelet holds no delay lock"; }
 }
-# report_boot NODE: the kubelet's part that kwok does not play: the Node's
-# status.nodeInfo.bootID is the container's boot ID (L's), as a kubelet
-# reports after each boot; the reboot-slot gate frees a slot once its
-# Node shows a new boot.
-report_boot() {
-	_b=$(in_node "$L" cat /proc/sys/kernel/random/boot_id)
-	k patch node "$1" --subresource=status --type=merge -p "{\"status\":{\"nodeInfo\":{\"bootID\":\"$_b\"}}}" >/dev/null ||
-		die "cannot set the boot ID of Node $1"
+
+# free_port: sets PORT to a port on 127.0.0.1 that is free, with the next
+# one (the kubelet's port and its healthz port: the containers share this
+# machine's network), and not given out before.
+PORTS=
+free_port() {
+	PORT=$((20250 + $$ % 1000 * 8))
+	while :; do
+		case " $PORTS " in
+		*" $PORT "*) ;;
+		*) if [ -z "$(ss -Htln "( sport = :$PORT or sport = :$((PORT + 1)) )")" ]; then
+			PORTS="$PORTS $PORT"
+			return 0
+		fi ;;
+		esac
+		PORT=$((PORT + 2))
+	done
 }
+# node_ready NODE: its Ready condition is True. node_boot NODE BOOT-ID: its
+# kubelet reported that boot (status.nodeInfo.bootID).
+node_ready() { [ "$(k get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; }
+node_boot() { [ "$(k get node "$1" -o jsonpath='{.status.nodeInfo.bootID}' 2>/dev/null)" = "$2" ]; }
+ready_for() { node_boot "$1" "$2" && node_ready "$1"; }
+boot_id() { in_node "$1" cat /proc/sys/kernel/random/boot_id; }
+# kubelet_node NODE: in NODE's container (L), the real kubelet on fakecri
+# set up for every boot (test/k8s/kubelet/node-setup.sh: its config, a
+# port of its own, grace $DELAY s, critical pods $CRITICAL s) and started;
+# kubelet_up waits until it holds its delay lock and has reported this
+# boot, Ready.
+kubelet_node() {
+	free_port
+	in_node "$L" sh /usr/local/lib/demo/node-setup.sh "$1" "$PORT" "${DELAY}s" "${CRITICAL}s" ||
+		die "$1: the kubelet's node setup failed"
+	kubelet_up "$1"
+}
+kubelet_up() {
+	wait_for 60 "the kubelet's delay lock on $1" holds "$L" kubelet ||
+		{ in_node "$L" journalctl -b -u kubelet -n 20 --no-pager >&2; die "$1: the kubelet holds no delay lock"; }
+	_b=$(boot_id "$L")
+	wait_for 60 "the kubelet of $1 to report this boot, Ready" ready_for "$1" "$_b" ||
+		die "$1: its Node is not Ready for this boot"
+}
+# kubelet_started NODE NODE-PID: the kubelet's version and its story so far
+# (its shutdown manager, its Node's registration), from its journal.
+kubelet_started() {
+	echo "   $1: $(in_node "$2" kubelet --version), Ready; its journal:"
+	in_node "$2" journalctl -b -u kubelet -o cat --no-pager 2>/dev/null | grep -E "$KSTORY" | while IFS= read -r _l; do
+		echo "     kubelet| $(kmsg "$_l")"
+	done
+}
+# The kubelet's journal lines that tell the story (klog messages).
+KSTORY='"(Creating node shutdown manager|Shutdown manager detected new shutdown event|Shutdown manager killing pod with gracePeriod|Shutdown manager completed processing shutdown event[^"]*|Node became not ready|Successfully registered node)"'
+# kubelet_journal JOURNAL-DIR BOOT-ID [-f]: the kubelet's journal of that boot
+# of the container whose /var/log/journal is JOURNAL-DIR here, as "SECONDS
+# kubelet[PID]: MESSAGE" lines; -f: followed, until killed. Read from here,
+# not inside the container: systemd-shutdown stops every process in the
+# container's PID namespace (SIGSTOP, then SIGTERM), and nsenter, stopped
+# with its child, would never reap it, holding the shutdown up.
+kubelet_journal() {
+	exec journalctl -D "$1" "_BOOT_ID=$(echo "$2" | tr -d -)" _SYSTEMD_UNIT=kubelet.service \
+		-o short-unix --no-hostname --no-pager ${3:+-f --no-tail}
+}
+# kubelet_story T0FILE FILE PID: the story lines of FILE (followed until PID
+# ends) from T0FILE's time on, stamped with their own journal time.
+kubelet_story() {
+	follow "$2" "$3" | grep --line-buffered -E "$KSTORY" | while read -r _ts _ _m; do
+		_t0=$(cat "$1" 2>/dev/null) || continue
+		awk -v t="$_ts" -v t0="$_t0" 'BEGIN { exit !(t >= t0) }' || continue
+		at "$_t0" "$_ts" "kubelet| $(kmsg "$_m")"
+	done
+}
+# kmsg KLOG-LINE: its message, without klog's header; a Node condition's
+# long record cut down to its reason and message.
+kmsg() {
+	_k=${1#*] }
+	case $_k in *'condition={'*) _k="${_k%% condition=\{*} condition: $(echo "$_k" | sed -n 's/.*\("reason":"[^"]*"\).*\("message":"[^"]*"\).*/\1 \2/p')" ;; esac
+	echo "$_k"
+}
+# kevent FILE T0: the journal time of the kubelet's shutdown event in FILE
+# at or after T0 (empty: none).
+kevent() { awk -v t0="$2" '$1 >= t0 && /"Shutdown manager detected new shutdown event"/ { print $1; exit }' "$1"; }
+# kkilled FILE T0: the web pods the kubelet stopped at or after T0.
+kkilled() { awk -v t0="$2" '$1 >= t0 && /"Shutdown manager killing pod with gracePeriod"/ && /pod="demo\/web-/' "$1" | sed 's/.*pod="demo\/\([^"]*\)".*/\1/' | sort -u; }
 
 r() { cat "$WORK/$1/$2"; }
 cordoned() { [ "$(k get node "$1" -o jsonpath='{.spec.unschedulable}')" = true ]; }
@@ -387,59 +521,120 @@ annotation() { k get node "$1" -o jsonpath='{.metadata.annotations.gnsh\.io/cord
 # agent_log NODE-PID BOOT: the agent's own lines in that boot's journal.
 agent_log() { in_node "$1" journalctl -q -u gnsh -b "$2" -o cat --no-pager 2>/dev/null | grep '^gnsh: ' | sed 's/^/     /'; }
 
-echo "== case 1: $SUITE's own reboot on node-a (a throwaway container)"
+echo "== node-a and node-b boot ($SUITE); each runs the real kubelet on fakecri, which registers its Node"
+echo "   node-a: a throwaway container; node-b: its own disk, an overlayfs on the cached rootfs (upper"
+echo "   layer in $DISK): it survives a reboot. In each: test/k8s/kubelet/node-setup.sh NODE PORT ${DELAY}s ${CRITICAL}s"
 mkdir -p "$WORK/stock"
 kubelet_conf node-a "$WORK/stock/kubelet.conf"
-boot stock node-a -D "$ROOTFS" --volatile=overlay \
-	--bind-ro="$WORK/delay.conf:/etc/systemd/logind.conf.d/demo.conf" \
+mkdir -p "$WORK/stock/journal" # node-a's journal, kept here
+boot stock node-a -D "$ROOTFS" --volatile=overlay --bind="$WORK/stock/journal:/var/log/journal" \
 	--bind-ro="$WORK/stock/kubelet.conf:/etc/kubernetes/kubelet.conf" \
 	--bind-ro="$CP/pki/node-node-a.pem:/var/lib/kubelet/pki/kubelet-client-current.pem"
-in_node "$L" systemd-run --quiet --unit=demo-kubelet \
-	systemd-inhibit --what=shutdown --mode=delay --who=kubelet --why="Kubelet needs time to handle node shutdown" sleep 1000
-wait_for 10 "the stand-in kubelet's lock on node-a" holds "$L" kubelet || die "no kubelet lock on node-a"
-reboot_case stock node-a
-echo "   afterwards: node-a cordoned: $(r stock cordoned); web pods still bound to it: $(r stock left)"
-
-echo "== case 2: gnsh installed over reboot on node-b, its node agent enabled"
-echo "   node-b's disk: an overlayfs on the cached rootfs (upper layer in $DISK): it survives the reboot"
+kubelet_node node-a
+LA=$L NA=$NS
 gnsh_disk node-b
 D=$DISK/root
-kubelet_conf node-b "$WORK/node-b.kubelet.conf"
-install -D -m 0600 "$WORK/node-b.kubelet.conf" "$D/etc/kubernetes/kubelet.conf"
-install -D -m 0600 "$CP/pki/node-node-b.pem" "$D/var/lib/kubelet/pki/kubelet-client-current.pem"
 boot gnsh node-b -D "$D"
+kubelet_node node-b
+LB=$L NB=$NS
+kubelet_started node-a "$LA"
+kubelet_started node-b "$LB"
+for n in a b; do
+	i=0
+	for g in $GRACE; do
+		i=$((i + 1))
+		pod "web-$n-$i" "node-$n" web "$g" ReplicaSet web "$RS"
+	done
+	pod "node-agent-$n" "node-$n" node-agent "$DSGRACE" DaemonSet node-agent "$DS"
+done | k apply -f - >/dev/null
+# Running and Ready (the kubelets run them), budget processed.
+k -n demo wait --for=condition=Ready pod --all --timeout=60s >/dev/null || die "pods not Ready within 60 s"
+k -n demo wait --for=jsonpath='{.status.disruptionsAllowed}'=5 pdb/web --timeout=60s >/dev/null ||
+	die "the disruption controller did not process the budget within 60 s"
+for n in node-a node-b; do echo "   $n: pods $(pods_on $n)(all Running, run by its kubelet)"; done
+echo "   PodDisruptionBudget web: minAvailable 1; grace periods: web pods $GRACE s, node-agent $DSGRACE s"
+
+echo "== case 1: $SUITE's own reboot on node-a (a throwaway container)"
+L=$LA NS=$NA
+reboot_case stock node-a "$WORK/stock/journal"
+echo "   afterwards: node-a cordoned: $(r stock cordoned); web pods still bound to it: $(r stock left)"
+# The kubelet can only have seen a shutdown that logind announced.
+[ "$(r stock kevent)" = "$(r stock pfs)" ] ||
+	die "node-a: PrepareForShutdown sent: $(r stock pfs), but the kubelet's shutdown event seen: $(r stock kevent)"
+
+echo "== case 2: gnsh installed over reboot on node-b, its node agent enabled"
+L=$LB NS=$NB
 gnsh_enable node-b
 echo "   journalctl -u gnsh (the agent, this boot):"
 agent_log "$L" 0
-reboot_case gnsh node-b
+reboot_case gnsh node-b "$D/var/log/journal"
 echo "   afterwards (node-b down):"
 k get nodes | sed 's/^/     /'
 echo "     gnsh.io/cordoned on node-b: $(annotation node-b)"
 echo "     pods on node-b: $(pods_on node-b)(the DaemonSet's: left, as kubectl drain does)"
 k get events --field-selector involvedObject.name=node-b -o custom-columns=EVENT:.reason,MESSAGE:.message >"$WORK/events"
-for e in EVENT GnshDrainStarted GnshDrainFinished GnshShutdown; do grep "^$e " "$WORK/events" | sed 's/^/     /'; done
+for e in EVENT GnshDrainStarted GnshDrainFinished GnshShutdown NodeShutdown; do grep "^$e " "$WORK/events" | sed 's/^/     /'; done
 
 if ! { [ "$(r gnsh pfs)" = yes ] && [ "$(r gnsh rc)" = 133 ] && [ "$(r gnsh left)" = 0 ] && [ "$(r gnsh cordoned)" = yes ]; }; then
 	die "gnsh's reboot did not cordon and drain node-b and go through logind as expected"
 fi
+# The kubelet's side: its shutdown event came after gnsh had recorded the
+# drain finished (the "drained" time gnsh wrote before it handed off, on
+# this machine's clock, as the journal's), and it stopped no web pod.
+drained=$(annotation node-b | sed -n 's/.*"drained":"\([^"]*\)".*/\1/p')
+[ -n "$drained" ] || die "node-b: gnsh's cordon record has no drained time"
+[ "$(r gnsh kevent)" = yes ] || die "node-b: the kubelet's journal shows no shutdown event after gnsh's reboot"
+after=$(echo "$(date -d "$drained" +%s.%N) $(r gnsh kevent-time)" | awk '{ if ($2 > $1) printf "%.2f", $2 - $1 }')
+[ -n "$after" ] || die "node-b: the kubelet's shutdown event ($(r gnsh kevent-time)) came before gnsh's drain finished ($drained)"
+[ "$(r gnsh kkilled)" = 0 ] || die "node-b: the kubelet stopped web pods itself: $(kkilled "$WORK/gnsh/kubelet-journal" "$(r gnsh t0)" | tr '\n' ' ')"
+echo "     the kubelet's shutdown event: $after s after gnsh recorded the drain finished; it stopped itself:"
+echo "     $(awk -v t0="$(r gnsh t0)" '$1 >= t0 && /"Shutdown manager killing pod with gracePeriod"/' "$WORK/gnsh/kubelet-journal" |
+	sed 's/.*pod="demo\/\([^"]*\)".*/\1/' | sort -u | tr '\n' ' ')(the pods drains leave)"
 
-echo "== node-b boots again, from the same disk (gnsh, its enabled unit, the kubelet's, kubelet.conf)"
-echo "   the agent lifts gnsh's cordon once the Node is Ready for this boot (here at once: kwok, the"
-echo "   stand-in kubelet, keeps it Ready throughout); nothing else would"
+echo "== node-b boots again, from the same disk (gnsh and its agent's unit, the kubelet's units and config)"
+echo "   its kubelet reports the new boot, Ready; then the agent lifts gnsh's cordon (it waits for Ready"
+echo "   for this boot); nothing else would"
+# node-b as the API server records it while it boots (the first line: as
+# it went down), each line with its time of arrival here.
+kwatch get node node-b --watch --no-headers \
+	-o 'custom-columns=R:.status.conditions[?(@.type=="Ready")].status,B:.status.nodeInfo.bootID,U:.spec.unschedulable' \
+	>"$WORK/boot2-watch" 2>/dev/null &
+kw=$!
+echo "$kw" >"$WORK/boot2-watch.pid"
+wait_for 20 "the watch of node-b" test -s "$WORK/boot2-watch" || die "kubectl watch did not start"
+follow "$WORK/boot2-watch" "$kw" | while read -r _r _b _u; do echo "$(now) $_r $_b $_u"; done >"$WORK/boot2-timed" &
+tw=$!
 t0=$(now)
 boot gnsh-boot2 node-b -D "$D"
-at "$t0" "$(now)" "node-b booted (boot ID $(in_node "$L" cat /proc/sys/kernel/random/boot_id))"
+nb=$(boot_id "$L")
+at "$t0" "$(now)" "node-b booted (boot ID $nb)"
 wait_for 90 "gnsh's agent to uncordon node-b" schedulable node-b ||
 	{ agent_log "$L" 0 >&2; die "node-b still cordoned 90 s after its second boot"; }
-up=$(now)
-at "$t0" "$up" "node-b schedulable again"
-echo "$t0 $up" | awk '{printf "%.1f", $2-$1}' >"$WORK/gnsh/uncordon-at"
+sleep 0.3 # the watch's last events
+kill "$kw" 2>/dev/null || true
+wait "$tw" 2>/dev/null || true
+# When (arrival) and in which order (the API server's) the Node showed
+# Ready for this boot, and then no cordon.
+ready_at=$(awk -v b="$nb" '$2 == "True" && $3 == b { print NR, $1; exit }' "$WORK/boot2-timed")
+free_at=$(awk '$4 != "true" { print NR, $1; exit }' "$WORK/boot2-timed")
+[ -n "$ready_at" ] || die "node-b: the watch never saw its Node Ready for the new boot"
+[ -n "$free_at" ] || die "node-b: the watch never saw its cordon lifted"
+[ "${ready_at% *}" -le "${free_at% *}" ] || die "node-b: its cordon was lifted before its Node was Ready for this boot"
+echo "   this boot, on the demo's clock: the kubelet's and the agent's journal, and node-b in the API:"
+{
+	echo "${ready_at#* } API: node-b Ready, this boot (reported by its kubelet)"
+	echo "${free_at#* } API: node-b schedulable"
+	in_node "$L" journalctl -b -u kubelet -o short-unix --no-hostname --no-pager 2>/dev/null | grep -E "$KSTORY" |
+		while read -r _ts _ _m; do echo "$_ts kubelet| $(kmsg "$_m")"; done
+	in_node "$L" journalctl -b -u gnsh -o short-unix --no-hostname --no-pager 2>/dev/null |
+		awk '$3 == "gnsh:" { $2 = ""; sub(/  /, " "); print }'
+} | sort -n -k1,1 | while read -r _ts _m; do at "$t0" "$_ts" "$_m"; done
+echo "${free_at#* } $t0" | awk '{printf "%.1f", $1-$2}' >"$WORK/gnsh/uncordon-at"
+echo "${free_at#* } ${ready_at#* }" | awk '{printf "%.1f", $1-$2}' >"$WORK/gnsh/uncordon-after-ready"
 echo "   shutdown delay locks held again:"
 inhibitors "$L" | sed 's/^/     /'
 echo "   journalctl -u gnsh, the boot before (the reboot gnsh drained for):"
 agent_log "$L" -1
-echo "   journalctl -u gnsh, this boot:"
-agent_log "$L" 0
 echo "   kubectl get nodes:"
 k get nodes | sed 's/^/     /'
 a=$(annotation node-b)
@@ -454,79 +649,98 @@ sed 's/^/     /' "$WORK/uncordoned"
 echo "   gnsh status (inside node-b; reads only):"
 in_node "$L" timeout 60 gnsh status 2>&1 | sed 's/^/     /' || true
 
-echo "== node-a, for contrast: bullseye's reboot went straight to PID 1. Its $(r stock left) web pods were not evicted"
-echo "   (on a real node they die with it; the budget was never asked), and it was never cordoned:"
-echo "   no cordon to lift after its boot, and nothing kept new pods off it while it went down."
+echo "== node-a, for contrast: $SUITE's own reboot, as its kubelet saw it"
+if [ "$(r stock pfs)" = no ]; then
+	echo "   It went straight to PID 1 (no PrepareForShutdown from logind): the kubelet's journal, followed"
+	echo "   live until the container ended, shows no shutdown event, and it stopped none of its pods. Its"
+	echo "   $(r stock left) web pods were not evicted either (the budget was never asked): on a real node they die"
+	echo "   with it, while the API still shows $(r stock running) of them Running. It was never cordoned: no cordon to"
+	echo "   lift after its boot, and nothing kept new pods off it while it went down."
+else
+	echo "   It went through logind (PrepareForShutdown): the kubelet saw the shutdown and stopped"
+	echo "   $(r stock kkilled) web pods itself, none evicted (the budget was never asked), on a node never cordoned."
+fi
 
+row() { printf '%-42s %-30s %s\n' "$1" "$2" "$3"; }
+# kseen NAME: did the kubelet log its shutdown event, and when.
+kseen() {
+	[ "$(r "$1" kevent)" = yes ] || { echo no; return; }
+	echo "yes (+$(echo "$(r "$1" kevent-time) $(r "$1" t0)" | awk '{printf "%.1f", $1-$2}') s)$([ "$1" = gnsh ] && echo ", after the drain")"
+}
+# kstopped NAME: the web pods the kubelet stopped itself (its journal; the
+# API's DisruptionTarget TerminationByKubelet), else what became of them.
+kstopped() {
+	_n=$(r "$1" kkilled)
+	if [ "$_n" -gt 0 ]; then
+		echo "$_n ($(r "$1" bykubelet) TerminationByKubelet)"
+	elif [ "$(r "$1" evicted)" -gt 0 ]; then
+		echo "0 ($(r "$1" evicted) evicted first)"
+	else
+		echo "0 ($(r "$1" running) left Running in the API)"
+	fi
+}
 echo
-printf '%-36s %-24s %s\n' "" "stock reboot ($SUITE)" "gnsh reboot"
-printf '%-36s %-24s %s\n' "web pods evicted before going down" "no ($(r stock left) left)" "yes ($(r gnsh left) left)"
-printf '%-36s %-24s %s\n' "node cordoned" "$(r stock cordoned)" "$(r gnsh cordoned)"
-printf '%-36s %-24s %s\n' "PrepareForShutdown sent by logind" "$(r stock pfs)" "$(r gnsh pfs)$([ -s "$WORK/gnsh/pfs-at" ] && echo ", after the drain (+$(r gnsh pfs-at) s)")"
-printf '%-36s %-24s %s\n' "down after (s; lock allows $DELAY s)" "$(r stock secs)" "$(r gnsh secs)"
-printf '%-36s %-24s %s\n' "container exit (133 = reboot)" "$(r stock rc)" "$(r gnsh rc)"
+row "" "stock reboot ($SUITE)" "gnsh reboot"
+row "web pods evicted before going down" "no ($(r stock left) left)" "yes ($(r gnsh left) left)"
+row "node cordoned" "$(r stock cordoned)" "$(r gnsh cordoned)"
+row "PrepareForShutdown sent by logind" "$(r stock pfs)" "$(r gnsh pfs)$([ -s "$WORK/gnsh/pfs-at" ] && echo ", after the drain (+$(r gnsh pfs-at) s)")"
+row "kubelet saw the shutdown (its event)" "$(kseen stock)" "$(kseen gnsh)"
+row "web pods stopped by kubelet, not evicted" "$(kstopped stock)" "$(kstopped gnsh)"
+row "down after (s; kubelet's lock: up to $DELAY s)" "$(r stock secs)" "$(r gnsh secs)"
+row "container exit (133 = reboot)" "$(r stock rc)" "$(r gnsh rc)"
 lifted="yes, but no GnshUncordoned Event"
-! grep -q '^GnshUncordoned ' "$WORK/uncordoned" || lifted="yes, by gnsh's agent (+$(r gnsh uncordon-at) s)"
-printf '%-36s %-24s %s\n' "cordon lifted after the next boot" "(never cordoned)" "$lifted"
+! grep -q '^GnshUncordoned ' "$WORK/uncordoned" ||
+	lifted="yes, by gnsh's agent (+$(r gnsh uncordon-at) s, $(r gnsh uncordon-after-ready) s after Ready)"
+row "cordon lifted after the next boot" "(never cordoned)" "$lifted"
 echo
 if grep -q '^GnshUncordoned ' "$WORK/uncordoned"; then
 	echo "gnsh drained node-b (cordon, evictions through the Eviction API with the kubelet's"
 	echo "credentials, PodDisruptionBudget honoured), then routed the reboot through systemd-logind:"
-	echo "the delay inhibitor (kubelet's graceful node shutdown lock) was honoured. After the next"
-	echo "boot, its agent (gnsh.service) lifted its own cordon once the node was Ready again."
+	echo "the kubelet's Graceful Node Shutdown saw it after the drain, and stopped only the DaemonSet"
+	echo "pod that drains leave. After the next boot, the kubelet reported the node Ready and gnsh's"
+	echo "agent (gnsh.service) lifted its own cordon."
 else
 	die "node-b is schedulable again, but the agent posted no GnshUncordoned Event"
 fi
 
 echo
 echo "== case 3: reboot typed on two nodes at once, one reboot slot for the cluster (slots.maxUnavailable: 1)"
-echo "   admin, once: kubectl apply -f install/kubernetes/rbac.yaml (gnsh's own identity: the gate's Lease"
-echo "   and the Node list, which the kubelet's credentials may not read); on each node, a ServiceAccount"
-echo "   token in /etc/gnsh/kubeconfig (0600) and /etc/gnsh/config.yaml: slots: {maxUnavailable: 1, settle: 5s}"
-k apply -f install/kubernetes/rbac.yaml >/dev/null
-KC=$WORK/gnsh.kubeconfig
-SERVER=$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}')
-kc() { "$K8S_BIN/kubectl" --kubeconfig "$KC" "$@"; }
-kc config set-cluster demo --server="$SERVER" --certificate-authority="$CP/pki/ca.crt" --embed-certs=true >/dev/null
-# The token goes from kubectl to the file, never to the terminal.
-kc config set-credentials gnsh --token="$(k -n kube-system create token gnsh --duration=1h)" >/dev/null
-kc config set-context demo --cluster=demo --user=gnsh >/dev/null
-kc config use-context demo >/dev/null
-chmod 600 "$KC"
-may_use_lease() { [ "$(kc auth can-i update leases/reboot-slots -n gnsh 2>/dev/null)" = yes ]; }
-wait_for 30 "RBAC to grant gnsh's ServiceAccount the Lease" may_use_lease || die "gnsh's ServiceAccount may not use the Lease"
-# node-c: a third Node, with two web pods of its own; node-b gets one back.
-k apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Node
-metadata: {name: node-c, annotations: {kwok.x-k8s.io/node: fake}, labels: {kubernetes.io/hostname: node-c}}
-EOF
+echo "   node-c: booted like node-b (its own overlayfs disk, its kubelet), gnsh installed the same way"
+LB=$L NB=$NS
+gnsh_disk node-c
+DC=$WORK/node-c-disk/root
+boot slots-c node-c -D "$DC"
+kubelet_node node-c
+gnsh_enable node-c >/dev/null
+LC=$L NC=$NS
+# node-c: two web pods of its own; node-b gets one back.
 {
 	pod web-b-4 node-b web 2 ReplicaSet web "$RS"
 	pod web-c-1 node-c web 2 ReplicaSet web "$RS"
 	pod web-c-2 node-c web 4 ReplicaSet web "$RS"
 } | k apply -f - >/dev/null
-k wait --for=condition=Ready node/node-c --timeout=60s >/dev/null || die "node-c not Ready within 60 s"
 k -n demo wait --for=condition=Ready pod/web-b-4 pod/web-c-1 pod/web-c-2 --timeout=60s >/dev/null || die "pods not Ready within 60 s"
-# slots_config NODE DIR: gnsh's identity and config on NODE's disk.
-slots_config() {
-	install -D -m 0600 "$KC" "$2/etc/gnsh/kubeconfig"
+echo "   admin, once: kubectl apply -f install/kubernetes/rbac.yaml (gnsh's own identity: the gate's Lease"
+echo "   and the Node list, which the kubelet's credentials may not read); for each node, a token of it bound"
+echo "   to the node's Node, and /etc/gnsh/config.yaml: slots: {maxUnavailable: 1, settle: 5s}:"
+k apply -f install/kubernetes/rbac.yaml >/dev/null
+may_use_lease() { [ "$(k auth can-i update leases/reboot-slots -n gnsh --as=system:serviceaccount:kube-system:gnsh 2>/dev/null)" = yes ]; }
+wait_for 30 "RBAC to grant gnsh's ServiceAccount the Lease" may_use_lease || die "gnsh's ServiceAccount may not use the Lease"
+# gate_identity NODE NODE-PID DISK: the token, from kubectl to the node's
+# gnsh token install (never to the terminal), the config on its disk, the
+# agent restarted (it reads its config at start).
+gate_identity() {
+	echo "   kubectl -n kube-system create token gnsh --bound-object-kind Node --bound-object-name $1 --duration 1h | gnsh token install (on $1):"
+	k -n kube-system create token gnsh --bound-object-kind Node --bound-object-name "$1" --duration 1h |
+		in_node "$2" gnsh token install 2>&1 | sed 's/^/     /'
+	in_node "$2" test -s /etc/gnsh/kubeconfig || die "$1: gnsh token install wrote no /etc/gnsh/kubeconfig"
 	printf 'node: %s\nslots: {maxUnavailable: 1, settle: 5s}\n' "$1" >"$WORK/$1.config.yaml"
-	install -D -m 0644 "$WORK/$1.config.yaml" "$2/etc/gnsh/config.yaml"
+	install -D -m 0644 "$WORK/$1.config.yaml" "$3/etc/gnsh/config.yaml"
+	in_node "$2" systemctl restart gnsh.service
 }
-slots_config node-b "$D"
-in_node "$L" systemctl restart gnsh.service # the agent reads its config at start
-LB=$L NB=$NS
-echo "   node-c: booted like node-b (its own overlayfs disk), gnsh installed the same way"
-gnsh_disk node-c
-DC=$WORK/node-c-disk/root
-slots_config node-c "$DC"
-boot slots-c node-c -D "$DC"
-gnsh_enable node-c >/dev/null
-LC=$L NC=$NS
-L=$LB report_boot node-b
-L=$LC report_boot node-c
-wait_for 30 "node-b's agent to hold its delay lock again" holds "$LB" gnsh || die "node-b: no agent lock after the restart"
+gate_identity node-b "$LB" "$D"
+gate_identity node-c "$LC" "$DC"
+wait_for 30 "the agents' delay locks again" eval 'holds "$LB" gnsh && holds "$LC" gnsh' || die "node-b or node-c: no agent lock after the restart"
 
 log=$WORK/slots
 mkdir -p "$log"
@@ -564,10 +778,16 @@ cordons | stamp "$log/t0" &
 tc=$!
 # typed NODE-PID N: reboot as root on that node, its lines prefixed "N| "
 # (and kept in $log/out-N), its exit status in $log/rc-N.
+# As root types it: at a terminal (script(1) makes one) in an interactive
+# shell (sh -i; the typed line is fed to it), where gnsh waits for its slot
+# in the foreground; a command without one (automation, or a terminal
+# session started for that one command) would be queued for the node
+# agent instead. Only gnsh's own lines are shown (not the prompt, the echo).
 typed() {
 	{
-		in_node "$1" timeout --foreground 300 reboot 2>&1 && echo 0 >"$log/rc-$2" || echo $? >"$log/rc-$2"
-	} | tee "$log/out-$2" | sed -u "s/^/$2| /" | stamp "$log/t0"
+		echo "timeout --foreground 300 reboot" |
+			in_node "$1" env SHELL=/bin/sh script -qe /dev/null 2>&1 && echo 0 >"$log/rc-$2" || echo $? >"$log/rc-$2"
+	} | tr -d '\r' | sed -u -n 's/^\(# \)*\(gnsh: \)/\2/p' | tee "$log/out-$2" | sed -u "s/^/$2| /" | stamp "$log/t0"
 }
 echo "   root types reboot on node-b and on node-c at the same moment (their lines: b| and c|):"
 typed "$LB" b &
@@ -593,8 +813,8 @@ else
 	boot slots-c2 node-c -D "$DC"
 	LC=$L
 fi
-report_boot "node-$first"
-echo "node-$first up (its Node shows the new boot ID); its agent lifts gnsh's cordon, and frees the slot 5 s later" | stamp "$log/t0"
+kubelet_up "node-$first"
+echo "node-$first up (its kubelet reports the new boot, Ready); its agent lifts gnsh's cordon, and frees the slot 5 s later" | stamp "$log/t0"
 gone() { ! alive "$NS2"; }
 wait_for 120 "node-$second to go down" gone || die "node-$second did not go down within 120 s of node-$first's return"
 wait "$NS2" 2>/dev/null || true
