@@ -209,7 +209,13 @@ EOF
 }
 pods_on() { k -n demo get pods --field-selector "spec.nodeName=$1" -o jsonpath='{range .items[*]}{.metadata.name}{" "}{end}'; }
 
-follow() { tail -n +1 -f --pid="$2" "$1" 2>/dev/null; } # FILE PID: FILE as written, until PID ends
+# follow FILE PID: FILE as written, until PID ends. FILE is made first if
+# its writer, started just before, has not made it yet (tail -f would end
+# at once, and the lines of the watch be lost).
+follow() {
+	: >>"$1"
+	tail -n +1 -f --pid="$2" "$1" 2>/dev/null
+}
 pid1() { # the container's PID 1: a child of nspawn whose NSpid ends in 1
 	for c in $(pgrep -P "$1"); do
 		grep -Eq '^NSpid:.*[[:space:]]1$' "/proc/$c/status" 2>/dev/null && { echo "$c"; return 0; }
@@ -787,7 +793,7 @@ typed() {
 	{
 		echo "timeout --foreground 300 reboot" |
 			in_node "$1" env SHELL=/bin/sh script -qe /dev/null 2>&1 && echo 0 >"$log/rc-$2" || echo $? >"$log/rc-$2"
-	} | tr -d '\r' | sed -u -n 's/^\(# \)*\(gnsh: \)/\2/p' | tee "$log/out-$2" | sed -u "s/^/$2| /" | stamp "$log/t0"
+	} | sed -u -n 's/\r$//; s/^\(# \)*\(gnsh: \)/\2/p' | tee "$log/out-$2" | sed -u "s/^/$2| /" | stamp "$log/t0"
 }
 echo "   root types reboot on node-b and on node-c at the same moment (their lines: b| and c|):"
 typed "$LB" b &
