@@ -5,9 +5,10 @@
 # a fake container runtime: pods "run" without processes), which registers
 # its Node, runs the node's pods, raises logind's InhibitDelayMaxSec with its
 # own drop-in and holds its Graceful Node Shutdown delay lock (grace 20 s,
-# critical pods 5 s). Root types `reboot`: on node-a with the suite's own
-# reboot, on node-b with gnsh installed over it and gnsh's node agent
-# enabled (install/systemd/gnsh.service). The kubelet's own journal lines
+# critical pods 5 s); node-z, a kwok Node, stands for the rest of the
+# cluster (the budget's other web pods). Root types `reboot`: on node-a
+# with the suite's own reboot, on node-b with gnsh installed over it and
+# gnsh's node agent enabled (install/systemd/gnsh.service). The kubelet's own journal lines
 # (its shutdown manager, the shutdown event, the pods it stops) are printed
 # on the demo's clock beside gnsh's and the API server's. node-a is
 # throwaway (--volatile=overlay). node-b boots from an overlayfs mounted
@@ -161,9 +162,13 @@ wait_for() {
 
 echo "== a Kubernetes control plane on 127.0.0.1 (etcd, kube-apiserver, disruption controller)"
 # CP_OWNER_PID: its watchdog stops it even if this script is killed outright.
-GNSH_K8S_BIN=$K8S_BIN CP_NODES="node-a node-b node-c" CP_OWNER_PID=$$ sh test/k8s/controlplane.sh start "$CP" 2>"$WORK/cp.log" ||
+GNSH_K8S_BIN=$K8S_BIN CP_KWOK=1 CP_NODES="node-a node-b node-c" CP_OWNER_PID=$$ sh test/k8s/controlplane.sh start "$CP" 2>"$WORK/cp.log" ||
 	{ cat "$WORK/cp.log" >&2; exit 1; }
 k apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Node
+metadata: {name: node-z, annotations: {kwok.x-k8s.io/node: fake}, labels: {kubernetes.io/hostname: node-z}}
+---
 apiVersion: v1
 kind: Namespace
 metadata: {name: demo}
@@ -190,10 +195,11 @@ spec: {minAvailable: 1, selector: {matchLabels: {app: web}}}
 EOF
 RS=$(k -n demo get rs web -o jsonpath='{.metadata.uid}')
 DS=$(k -n demo get ds node-agent -o jsonpath='{.metadata.uid}')
-# pod NAME NODE APP GRACE OWNER-KIND OWNER-NAME OWNER-UID: a pod bound to
-# NODE, as its controller would make it (no controller runs here but the
-# disruption controller); the node's kubelet runs it on fakecri, whose
-# stop of a container takes the pod's grace period.
+# pod NAME NODE APP GRACE OWNER-KIND OWNER-NAME OWNER-UID [kwok]: a pod
+# bound to NODE, as its controller would make it (no controller runs here
+# but the disruption controller); the node's kubelet runs it on fakecri,
+# whose stop of a container takes the pod's grace period; kwok: kwok runs
+# it (at once, and keeps it).
 pod() {
 	cat <<EOF
 ---
@@ -204,8 +210,12 @@ metadata:
   namespace: demo
   labels: {app: $3}
   ownerReferences: [{apiVersion: apps/v1, kind: $5, name: $6, uid: $7, controller: true}]
-spec: {nodeName: $2, terminationGracePeriodSeconds: $4, containers: [{name: $3, image: registry.invalid/$3:1}]}
 EOF
+	[ "${8:-}" != kwok ] || cat <<EOF
+  annotations: {pod-create.stage.kwok.x-k8s.io/delay: 0s, pod-create.stage.kwok.x-k8s.io/jitter-delay: 0s,
+    pod-ready.stage.kwok.x-k8s.io/delay: 0s, pod-ready.stage.kwok.x-k8s.io/jitter-delay: 0s}
+EOF
+	echo "spec: {nodeName: $2, terminationGracePeriodSeconds: $4, containers: [{name: $3, image: registry.invalid/$3:1}]}"
 }
 pods_on() { k -n demo get pods --field-selector "spec.nodeName=$1" -o jsonpath='{range .items[*]}{.metadata.name}{" "}{end}'; }
 
@@ -553,11 +563,18 @@ for n in a b; do
 	done
 	pod "node-agent-$n" "node-$n" node-agent "$DSGRACE" DaemonSet node-agent "$DS"
 done | k apply -f - >/dev/null
+# node-z: the rest of the cluster, where the budget's other web pods run
+# (kwok plays its kubelet; nothing reboots it). Without them, a stock
+# reboot that stops node-a's pods (Debian 12's: through logind) would
+# leave too few healthy pods for node-b's drain, which would then wait on
+# the budget until its timeout.
+for i in 1 2 3; do pod "web-z-$i" node-z web 2 ReplicaSet web "$RS" kwok; done | k apply -f - >/dev/null
 # Running and Ready (the kubelets run them), budget processed.
 k -n demo wait --for=condition=Ready pod --all --timeout=60s >/dev/null || die "pods not Ready within 60 s"
-k -n demo wait --for=jsonpath='{.status.disruptionsAllowed}'=5 pdb/web --timeout=60s >/dev/null ||
+k -n demo wait --for=jsonpath='{.status.disruptionsAllowed}'=8 pdb/web --timeout=60s >/dev/null ||
 	die "the disruption controller did not process the budget within 60 s"
 for n in node-a node-b; do echo "   $n: pods $(pods_on $n)(all Running, run by its kubelet)"; done
+echo "   node-z: pods $(pods_on node-z)(the rest of the cluster: kwok plays its kubelet)"
 echo "   PodDisruptionBudget web: minAvailable 1; grace periods: web pods $GRACE s, node-agent $DSGRACE s"
 
 echo "== case 1: $SUITE's own reboot on node-a (a throwaway container)"
@@ -711,8 +728,15 @@ fi
 
 echo
 echo "== case 3: reboot typed on two nodes at once, one reboot slot for the cluster (slots.maxUnavailable: 1)"
-echo "   node-c: booted like node-b (its own overlayfs disk, its kubelet), gnsh installed the same way"
 LB=$L NB=$NS
+# The gate counts a Node that is not Ready as out: node-a, down since case
+# 1 (NotReady if its kubelet saw that shutdown), comes back first.
+echo "   node-a boots again (a fresh throwaway container; its kubelet reports it Ready)"
+boot stock-boot2 node-a -D "$ROOTFS" --volatile=overlay \
+	--bind-ro="$WORK/stock/kubelet.conf:/etc/kubernetes/kubelet.conf" \
+	--bind-ro="$CP/pki/node-node-a.pem:/var/lib/kubelet/pki/kubelet-client-current.pem"
+kubelet_node node-a
+echo "   node-c: booted like node-b (its own overlayfs disk, its kubelet), gnsh installed the same way"
 gnsh_disk node-c
 DC=$WORK/node-c-disk/root
 boot slots-c node-c -D "$DC"
