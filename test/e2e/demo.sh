@@ -92,6 +92,17 @@ in_node() {
 }
 # mounted DIR: DIR is a mount point here.
 mounted() { awk -v m="$1" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo; }
+# cont_ours: SIGCONT to every process this script started (its
+# descendants). systemd-shutdown in a container stops every process of its
+# PID namespace (SIGSTOP, then SIGTERM and SIGCONT); an nsenter of ours
+# (in_node) whose child it stopped stops itself too, never to reap that
+# child, and the container's end waits for the child.
+cont_ours() {
+	for _p in $(ps -e -o pid=,ppid= | awk -v r=$$ '{ p[$1] = $2 }
+		END { for (x in p) { y = x; while ((y in p) && y != r && y > 1) y = p[y]; if (y == r && x != r) print x } }'); do
+		kill -CONT "$_p" 2>/dev/null || true
+	done
+}
 # stop_container NSPAWN-PID INIT-PID: orderly (nspawn asks the container's
 # systemd to halt), else killed after 30 s.
 stop_container() {
@@ -99,6 +110,7 @@ stop_container() {
 	kill -TERM "$1" 2>/dev/null || true
 	_i=0
 	while alive "$1" && [ $_i -lt 150 ]; do
+		cont_ours
 		sleep 0.2
 		_i=$((_i + 1))
 	done
@@ -117,6 +129,7 @@ cleanup() {
 	# run/ holds the PIDs from the first process started: a start cut short
 	# by Ctrl-C (no env yet) leaves etcd running too.
 	[ ! -d "$CP/run" ] || GNSH_K8S_BIN=$K8S_BIN sh test/k8s/controlplane.sh stop "$CP" >/dev/null 2>&1 || true
+	cont_ours
 	wait 2>/dev/null || true
 	# The containers' cgroups, deepest first (the containers' systemd made
 	# the trees below them; rmdir fails on one still in use, which stays).
