@@ -708,7 +708,7 @@ kseen() {
 kstopped() {
 	_n=$(r "$1" kkilled)
 	if [ "$_n" -gt 0 ]; then
-		echo "$_n ($(r "$1" bykubelet) TerminationByKubelet)"
+		echo "$_n (API: $(r "$1" bykubelet) TerminationByKubelet)"
 	elif [ "$(r "$1" evicted)" -gt 0 ]; then
 		echo "0 ($(r "$1" evicted) evicted first)"
 	else
