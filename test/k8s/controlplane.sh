@@ -196,11 +196,13 @@ try_start() {
 	[ -z "${CP_FEATURE_GATES:-}" ] || set -- "--feature-gates=$CP_FEATURE_GATES"
 	if [ "${CP_AUDIT:-0}" = 1 ]; then
 		# Writes of gnsh's slots Lease with their answers (the record each
-		# version holds); every other request at level Metadata.
+		# version holds); node and pod status writes with their body (the
+		# kubelet's "node is shutting down", a pod's terminal phase); every
+		# other request at level Metadata.
 		printf '%s\n' "apiVersion: audit.k8s.io/v1" "kind: Policy" "omitStages: [RequestReceived]" \
 			"rules:" "- level: RequestResponse" "  namespaces: [gnsh]" "  verbs: [create, update, patch, delete]" \
 			"  resources: [{group: coordination.k8s.io, resources: [leases]}]" \
-			"- level: Request" "  verbs: [update, patch]" "  resources: [{group: \"\", resources: [nodes/status]}]" \
+			"- level: Request" "  verbs: [update, patch]" "  resources: [{group: \"\", resources: [nodes/status, pods/status]}]" \
 			"- level: Metadata" >"$D/audit-policy.yaml"
 		rm -f "$D"/logs/audit*.log
 		set -- "$@" --audit-policy-file="$D/audit-policy.yaml" --audit-log-path="$D/logs/audit.log" \

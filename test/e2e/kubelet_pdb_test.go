@@ -1,0 +1,253 @@
+//go:build e2e
+
+package e2e
+
+// The bypass path with a budget that allows no eviction: does kubelet's
+// Graceful Node Shutdown keep a PodDisruptionBudget? (It does not: it
+// kills every pod on the node whatever the budget allows; the API server
+// refuses the agent's evictions while the pods are Running in the API and
+// accepts them once kubelet has written their terminal phase, because a
+// terminal pod's eviction ignores budgets.)
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// strictMinAvailable: the 3 web pods on the node and the peer's: the
+// budget `web` then allows no disruption at all.
+const strictMinAvailable = drainWebPods + 1
+
+// strictBudget raises the PDB web's minAvailable to strictMinAvailable
+// and waits until the disruption controller has processed it
+// (observedGeneration current, currentHealthy and desiredHealthy 4,
+// disruptionsAllowed 0).
+func (a *agentRun) strictBudget() {
+	t := a.t
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pdbs := a.d.admin.PolicyV1().PodDisruptionBudgets(a.d.ns)
+	pdb, err := pdbs.Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	floor := intstr.FromInt32(strictMinAvailable)
+	pdb.Spec.MinAvailable = &floor
+	if _, err := pdbs.Update(ctx, pdb, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("PDB web: minAvailable %d: %v", strictMinAvailable, err)
+	}
+	for {
+		p, err := pdbs.Get(ctx, "web", metav1.GetOptions{})
+		if err == nil {
+			s := p.Status
+			if s.ObservedGeneration == p.Generation && s.CurrentHealthy == strictMinAvailable && s.DesiredHealthy == strictMinAvailable && s.DisruptionsAllowed == 0 {
+				a.c.logf("PDB web: minAvailable %d processed (generation %d): currentHealthy %d, desiredHealthy %d, disruptionsAllowed 0",
+					strictMinAvailable, p.Generation, s.CurrentHealthy, s.DesiredHealthy)
+				return
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("PDB web not processed after 60 s: observedGeneration %d/%d, currentHealthy %d, desiredHealthy %d, disruptionsAllowed %d",
+					s.ObservedGeneration, p.Generation, s.CurrentHealthy, s.DesiredHealthy, s.DisruptionsAllowed)
+			}
+		} else if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// evictTry is one eviction request as the API server answered it.
+type evictTry struct {
+	at   time.Time
+	code int
+}
+
+// kubeletStatusWrites returns, per pod of the case's namespace, when the
+// API server recorded kubelet's first pods/status write carrying the
+// DisruptionTarget condition and the first carrying a terminal phase (the
+// audit policy logs pods/status writes with their body).
+func (a *agentRun) kubeletStatusWrites(from, to time.Time) (disruption, terminal map[string]time.Time) {
+	disruption, terminal = map[string]time.Time{}, map[string]time.Time{}
+	for _, e := range a.audit(from, to) {
+		r := e.ObjectRef
+		if r.Resource != "pods" || r.Subresource != "status" || r.Namespace != a.d.ns || e.User.Username != a.nodeUsr || e.ResponseStatus.Code != 200 {
+			continue
+		}
+		at := e.StageTimestamp.Time
+		if _, seen := disruption[r.Name]; !seen && bytes.Contains(e.raw, []byte(`"DisruptionTarget"`)) {
+			disruption[r.Name] = at
+		}
+		if _, seen := terminal[r.Name]; !seen && (bytes.Contains(e.raw, []byte(`"phase":"Succeeded"`)) || bytes.Contains(e.raw, []byte(`"phase":"Failed"`))) {
+			terminal[r.Name] = at
+		}
+	}
+	return disruption, terminal
+}
+
+// kubeletBypassPDB: systemctl reboot, the agent running, the wrapper not
+// used, the budget allowing no eviction. Asserted: the agent tried to
+// evict; no web pod's eviction was accepted while the pod was still
+// Running in the API (an accepted one comes after kubelet's write of its
+// terminal phase: a terminal pod's eviction ignores budgets); kubelet
+// killed all 3 web pods anyway; down with 133. Measured (bypass.txt):
+// from kubelet's first kill to the container down (fewer web pods serving
+// than minAvailable all that time), the refusals, the pods' final state,
+// when the agent released its lock.
+func kubeletBypassPDB(a *agentRun) {
+	t, c := a.t, a.c
+	a.strictBudget()
+	trigger := a.reboot("systemctl", "reboot")
+	pfs, ok := pfsAfter(c, trigger)
+	if !ok {
+		t.Fatalf("no PrepareForShutdown(true) after systemctl reboot")
+	}
+	da := a.drainAudit(trigger, c.exitAt)
+	tries := map[string][]evictTry{}
+	var firstEvict time.Time
+	for _, e := range a.audit(trigger, c.exitAt) {
+		r := e.ObjectRef
+		if r.Resource == "pods" && r.Subresource == "eviction" && r.Namespace == a.d.ns && e.Verb == "create" {
+			tries[r.Name] = append(tries[r.Name], evictTry{at: e.StageTimestamp.Time, code: e.ResponseStatus.Code})
+			if firstEvict.IsZero() {
+				firstEvict = e.StageTimestamp.Time
+			}
+		}
+	}
+	disruption, terminal := a.kubeletStatusWrites(trigger, c.exitAt)
+	stops := firstStop(a.criCalls(trigger))
+	kj := a.hostJournal("-u", "kubelet.service")
+	event, evOK := journalAt(kj, kubeletShutdownLine, trigger)
+	if !evOK {
+		t.Errorf("kubelet did not log %q", kubeletShutdownLine)
+	}
+	kills := kubeletKills(kj, trigger)
+	states, _ := a.podStates()
+	c.logf("pods when the container was down: %v", states)
+	aj := a.hostJournal("-u", agentUnit)
+	released, relOK := journalAt(aj, "released the delay lock: systemd-logind goes on", trigger)
+	drainEnd, endOK := journalAt(aj, "drain for the shutdown ended:", trigger)
+	drained, drOK := journalAt(aj, "drained "+a.d.node+" in ", trigger)
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "suite %s, systemctl reboot, kubelet shutdownGracePeriod %ds (critical %ds), pods' grace %ds, PDB minAvailable %d over %d web pods (1 on a peer Node): no disruption allowed\n",
+		a.suite, kubeletGrace, kubeletCritical, drainGrace, strictMinAvailable, drainWebPods+1)
+	fmt.Fprintf(&b, "clock: the API server's audit timestamps (evictions, kubelet's pods/status writes), kubelet's klog times (its kills), fakecri's own times (StopContainer), dbus-monitor (PrepareForShutdown), the journal (the agent's lines): one host clock; times relative to PrepareForShutdown\n")
+	var firstKill time.Time
+	refused, accepted, other, acceptedRunning := 0, 0, 0, 0
+	ends := map[string]time.Time{}
+	for _, p := range a.d.webOnNode {
+		kill, killed := kills[p]
+		if !killed {
+			t.Errorf("kubelet did not kill web pod %s (no \"Shutdown manager killing pod\" line): want every web pod killed whatever the budget allows", p)
+		} else if firstKill.IsZero() || kill.Before(firstKill) {
+			firstKill = kill
+		}
+		var ans []string
+		for _, tr := range tries[p] {
+			switch tr.code {
+			case 429:
+				refused++
+			case 201:
+				accepted++
+				// The budget allows nothing: the API server may accept it
+				// only for a pod that is terminal (phase written by
+				// kubelet) or already deleting (nobody deletes here).
+				term, ok := terminal[p]
+				if !ok || term.After(tr.at) {
+					acceptedRunning++
+					t.Errorf("pod %s: eviction accepted at %s, before kubelet wrote a terminal phase (%s): the budget allows no disruption",
+						p, relTo(tr.at, true, pfs), relTo(term, ok, pfs))
+				}
+			default:
+				other++
+			}
+			ans = append(ans, fmt.Sprintf("%s %d", relTo(tr.at, true, pfs), tr.code))
+		}
+		for _, at := range []time.Time{kill, stops[p], da.accepted[p]} {
+			if !at.IsZero() && (ends[p].IsZero() || at.Before(ends[p])) {
+				ends[p] = at
+			}
+		}
+		fmt.Fprintf(&b, "pod %s: kubelet's kill %s, StopContainer %s, kubelet's DisruptionTarget status %s, terminal phase %s; evictions [%s]; final state %q\n", p,
+			relTo(kill, killed, pfs), relTo(stops[p], !stops[p].IsZero(), pfs), relTo(disruption[p], !disruption[p].IsZero(), pfs),
+			relTo(terminal[p], !terminal[p].IsZero(), pfs), strings.Join(ans, ", "), stateOrGone(states, p))
+	}
+	webTries := 0
+	for _, p := range a.d.webOnNode {
+		webTries += len(tries[p])
+	}
+	if webTries == 0 {
+		t.Errorf("no eviction request for a web pod reached the API server: the agent did not try to drain")
+	}
+	if !strings.Contains(c.consoleText(), "shutdown under way that bypassed gnsh: draining within") {
+		t.Errorf("the agent did not say it drains the shutdown that bypassed gnsh")
+	}
+	under, none := servingGaps(a.d.webOnNode, ends, 1, strictMinAvailable, c.exitAt)
+	fromKill := time.Duration(0)
+	if !firstKill.IsZero() {
+		fromKill = c.exitAt.Sub(firstKill)
+	}
+	fmt.Fprintf(&b, "PrepareForShutdown → kubelet's shutdown event %s, → first kill %s, → agent's first eviction %s; agent: drained %s, drain ended %s, released its lock %s; container down %s (%.2f s after systemctl reboot)\n",
+		relTo(event, evOK, pfs), relTo(firstKill, !firstKill.IsZero(), pfs), relTo(firstEvict, !firstEvict.IsZero(), pfs),
+		relTo(drained, drOK, pfs), relTo(drainEnd, endOK, pfs), relTo(released, relOK, pfs), relTo(c.exitAt, true, pfs), a.row.reboot.Seconds())
+	fmt.Fprintf(&b, "web-pod evictions: %d requests, %d refused (429), %d accepted (each after kubelet's terminal-phase write: %d before it), %d other answers\n",
+		webTries, refused, accepted, acceptedRunning, other)
+	fmt.Fprintf(&b, "from kubelet's first kill to the container down: %.3f s; longest time with fewer web pods serving than minAvailable %d (the peer's counted): %.3f s; none of the node's %d serving: %.3f s\n",
+		fromKill.Seconds(), strictMinAvailable, under.Seconds(), drainWebPods, none.Seconds())
+	_ = os.WriteFile(filepath.Join(a.dir, "bypass.txt"), []byte(b.String()), 0o644)
+	c.logf("bypass measurement with a budget allowing no eviction (bypass.txt):\n%s", b.String())
+
+	lines := []string{}
+	if evOK {
+		lines = append(lines, fmt.Sprintf("%+8.3fs kubelet: %s (journal)", event.Sub(trigger).Seconds(), kubeletShutdownLine))
+	}
+	for p, at := range kills {
+		lines = append(lines, fmt.Sprintf("%+8.3fs kubelet: Shutdown manager killing pod %s (journal)", at.Sub(trigger).Seconds(), p))
+	}
+	for _, cc := range a.criCalls(trigger) {
+		lines = append(lines, fmt.Sprintf("%+8.3fs fakecri: %s %s", cc.at.Sub(trigger).Seconds(), cc.call, cc.pod))
+	}
+	for _, w := range []struct {
+		at   time.Time
+		ok   bool
+		what string
+	}{{released, relOK, "released the delay lock"}, {drainEnd, endOK, "drain for the shutdown ended"}, {drained, drOK, "drained"}} {
+		if w.ok {
+			lines = append(lines, fmt.Sprintf("%+8.3fs gnsh agent: %s (journal)", w.at.Sub(trigger).Seconds(), w.what))
+		}
+	}
+	sort.Strings(lines)
+	a.timeline(trigger, pfs, drainAudit{lines: append(da.lines, lines...)})
+
+	note := fmt.Sprintf("bypass_pdb %s: kubelet killed %d/%d web pods; %d eviction requests, %d refused (429), %d accepted (all after kubelet's terminal phase: %v); first kill→down %.3f s (below minAvailable %d: %.3f s); PFS→first kill %s, →agent eviction %s, →agent released lock %s; final %v; down in %.2f s",
+		a.suite, len(kills), drainWebPods, webTries, refused, accepted, acceptedRunning == 0, fromKill.Seconds(), strictMinAvailable, under.Seconds(),
+		relTo(firstKill, !firstKill.IsZero(), pfs), relTo(firstEvict, !firstEvict.IsZero(), pfs), relTo(released, relOK, pfs), finalStates(a.d.webOnNode, states), a.row.reboot.Seconds())
+	kubeletRowsMu.Lock()
+	kubeletNotes = append(kubeletNotes, note)
+	kubeletRowsMu.Unlock()
+	a.row.what = fmt.Sprintf("PDB allows 0: kubelet killed %d/%d; %d evictions refused, %d accepted once terminal; below minAvailable %.2f s", len(kills), drainWebPods, refused, accepted, under.Seconds())
+}
+
+func stateOrGone(states map[string]string, p string) string {
+	if s, ok := states[p]; ok {
+		return s
+	}
+	return "gone (deleted)"
+}
+
+func finalStates(pods []string, states map[string]string) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p+": "+stateOrGone(states, p))
+	}
+	return out
+}
