@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -71,12 +72,18 @@ type evictTry struct {
 	code int
 }
 
+var (
+	statusPhase  = regexp.MustCompile(`"phase":"(Succeeded|Failed)"`)
+	statusReason = regexp.MustCompile(`"reason":"([^"]+)","status":"True","type":"DisruptionTarget"`)
+)
+
 // kubeletStatusWrites returns, per pod of the case's namespace, when the
 // API server recorded kubelet's first pods/status write carrying the
-// DisruptionTarget condition and the first carrying a terminal phase (the
-// audit policy logs pods/status writes with their body).
-func (a *agentRun) kubeletStatusWrites(from, to time.Time) (disruption, terminal map[string]time.Time) {
-	disruption, terminal = map[string]time.Time{}, map[string]time.Time{}
+// DisruptionTarget condition and the first carrying a terminal phase, and
+// what that write said ("Succeeded, DisruptionTarget TerminationByKubelet";
+// the audit policy logs pods/status writes with their body).
+func (a *agentRun) kubeletStatusWrites(from, to time.Time) (disruption, terminal map[string]time.Time, said map[string]string) {
+	disruption, terminal, said = map[string]time.Time{}, map[string]time.Time{}, map[string]string{}
 	for _, e := range a.audit(from, to) {
 		r := e.ObjectRef
 		if r.Resource != "pods" || r.Subresource != "status" || r.Namespace != a.d.ns || e.User.Username != a.nodeUsr || e.ResponseStatus.Code != 200 {
@@ -86,11 +93,17 @@ func (a *agentRun) kubeletStatusWrites(from, to time.Time) (disruption, terminal
 		if _, seen := disruption[r.Name]; !seen && bytes.Contains(e.raw, []byte(`"DisruptionTarget"`)) {
 			disruption[r.Name] = at
 		}
-		if _, seen := terminal[r.Name]; !seen && (bytes.Contains(e.raw, []byte(`"phase":"Succeeded"`)) || bytes.Contains(e.raw, []byte(`"phase":"Failed"`))) {
-			terminal[r.Name] = at
+		if _, seen := terminal[r.Name]; !seen {
+			if m := statusPhase.FindSubmatch(e.raw); m != nil {
+				terminal[r.Name] = at
+				said[r.Name] = string(m[1])
+				if m := statusReason.FindSubmatch(e.raw); m != nil {
+					said[r.Name] += ", DisruptionTarget " + string(m[1])
+				}
+			}
 		}
 	}
-	return disruption, terminal
+	return disruption, terminal, said
 }
 
 // kubeletBypassPDB: systemctl reboot, the agent running, the wrapper not
@@ -122,7 +135,7 @@ func kubeletBypassPDB(a *agentRun) {
 			}
 		}
 	}
-	disruption, terminal := a.kubeletStatusWrites(trigger, c.exitAt)
+	disruption, terminal, said := a.kubeletStatusWrites(trigger, c.exitAt)
 	stops := firstStop(a.criCalls(trigger))
 	kj := a.hostJournal("-u", "kubelet.service")
 	event, evOK := journalAt(kj, kubeletShutdownLine, trigger)
@@ -142,14 +155,18 @@ func kubeletBypassPDB(a *agentRun) {
 		a.suite, kubeletGrace, kubeletCritical, drainGrace, strictMinAvailable, drainWebPods+1)
 	fmt.Fprintf(&b, "clock: the API server's audit timestamps (evictions, kubelet's pods/status writes), kubelet's klog times (its kills), fakecri's own times (StopContainer), dbus-monitor (PrepareForShutdown), the journal (the agent's lines): one host clock; times relative to PrepareForShutdown\n")
 	var firstKill time.Time
+	killedWeb := 0
 	refused, accepted, other, acceptedRunning := 0, 0, 0, 0
 	ends := map[string]time.Time{}
 	for _, p := range a.d.webOnNode {
 		kill, killed := kills[p]
 		if !killed {
 			t.Errorf("kubelet did not kill web pod %s (no \"Shutdown manager killing pod\" line): want every web pod killed whatever the budget allows", p)
-		} else if firstKill.IsZero() || kill.Before(firstKill) {
-			firstKill = kill
+		} else {
+			killedWeb++
+			if firstKill.IsZero() || kill.Before(firstKill) {
+				firstKill = kill
+			}
 		}
 		var ans []string
 		for _, tr := range tries[p] {
@@ -177,9 +194,9 @@ func kubeletBypassPDB(a *agentRun) {
 				ends[p] = at
 			}
 		}
-		fmt.Fprintf(&b, "pod %s: kubelet's kill %s, StopContainer %s, kubelet's DisruptionTarget status %s, terminal phase %s; evictions [%s]; final state %q\n", p,
+		fmt.Fprintf(&b, "pod %s: kubelet's kill %s, StopContainer %s, kubelet's DisruptionTarget status %s, terminal phase %s (%s); evictions [%s]; state when down %q\n", p,
 			relTo(kill, killed, pfs), relTo(stops[p], !stops[p].IsZero(), pfs), relTo(disruption[p], !disruption[p].IsZero(), pfs),
-			relTo(terminal[p], !terminal[p].IsZero(), pfs), strings.Join(ans, ", "), stateOrGone(states, p))
+			relTo(terminal[p], !terminal[p].IsZero(), pfs), said[p], strings.Join(ans, ", "), stateOrGone(states, p))
 	}
 	webTries := 0
 	for _, p := range a.d.webOnNode {
@@ -192,6 +209,25 @@ func kubeletBypassPDB(a *agentRun) {
 		t.Errorf("the agent did not say it drains the shutdown that bypassed gnsh")
 	}
 	under, none := servingGaps(a.d.webOnNode, ends, 1, strictMinAvailable, c.exitAt)
+	// How long the API still showed each killed pod Running (kubelet's kill
+	// → its terminal-phase write), and how long the agent held its lock
+	// after the last of those writes (its evictions' retry backoff).
+	var lastTerminal time.Time
+	var inAPI []string
+	for _, p := range a.d.webOnNode {
+		if term, ok := terminal[p]; ok {
+			if term.After(lastTerminal) {
+				lastTerminal = term
+			}
+			if kill, ok := kills[p]; ok {
+				inAPI = append(inAPI, fmt.Sprintf("%.3f", term.Sub(kill).Seconds()))
+			}
+		}
+	}
+	held := "-"
+	if relOK && !lastTerminal.IsZero() {
+		held = fmt.Sprintf("%.3f s", released.Sub(lastTerminal).Seconds())
+	}
 	fromKill := time.Duration(0)
 	if !firstKill.IsZero() {
 		fromKill = c.exitAt.Sub(firstKill)
@@ -201,6 +237,8 @@ func kubeletBypassPDB(a *agentRun) {
 		relTo(drained, drOK, pfs), relTo(drainEnd, endOK, pfs), relTo(released, relOK, pfs), relTo(c.exitAt, true, pfs), a.row.reboot.Seconds())
 	fmt.Fprintf(&b, "web-pod evictions: %d requests, %d refused (429), %d accepted (each after kubelet's terminal-phase write: %d before it), %d other answers\n",
 		webTries, refused, accepted, acceptedRunning, other)
+	fmt.Fprintf(&b, "kubelet's kill → its terminal-phase write (the pod Running in the API meanwhile): [%s] s; the agent released its lock %s after the last terminal-phase write\n",
+		strings.Join(inAPI, " "), held)
 	fmt.Fprintf(&b, "from kubelet's first kill to the container down: %.3f s; longest time with fewer web pods serving than minAvailable %d (the peer's counted): %.3f s; none of the node's %d serving: %.3f s\n",
 		fromKill.Seconds(), strictMinAvailable, under.Seconds(), drainWebPods, none.Seconds())
 	_ = os.WriteFile(filepath.Join(a.dir, "bypass.txt"), []byte(b.String()), 0o644)
@@ -228,13 +266,13 @@ func kubeletBypassPDB(a *agentRun) {
 	sort.Strings(lines)
 	a.timeline(trigger, pfs, drainAudit{lines: append(da.lines, lines...)})
 
-	note := fmt.Sprintf("bypass_pdb %s: kubelet killed %d/%d web pods; %d eviction requests, %d refused (429), %d accepted (all after kubelet's terminal phase: %v); first kill→down %.3f s (below minAvailable %d: %.3f s); PFS→first kill %s, →agent eviction %s, →agent released lock %s; final %v; down in %.2f s",
-		a.suite, len(kills), drainWebPods, webTries, refused, accepted, acceptedRunning == 0, fromKill.Seconds(), strictMinAvailable, under.Seconds(),
+	note := fmt.Sprintf("bypass_pdb %s: kubelet killed %d/%d web pods; %d eviction requests, %d refused (429), %d accepted (%d before kubelet's terminal phase); kill→terminal write [%s] s; lock released %s after the last; first kill→down %.3f s (below minAvailable %d: %.3f s); PFS→first kill %s, →agent eviction %s, →agent released lock %s; final %v; down in %.2f s",
+		a.suite, killedWeb, drainWebPods, webTries, refused, accepted, acceptedRunning, strings.Join(inAPI, " "), held, fromKill.Seconds(), strictMinAvailable, under.Seconds(),
 		relTo(firstKill, !firstKill.IsZero(), pfs), relTo(firstEvict, !firstEvict.IsZero(), pfs), relTo(released, relOK, pfs), finalStates(a.d.webOnNode, states), a.row.reboot.Seconds())
 	kubeletRowsMu.Lock()
 	kubeletNotes = append(kubeletNotes, note)
 	kubeletRowsMu.Unlock()
-	a.row.what = fmt.Sprintf("PDB allows 0: kubelet killed %d/%d; %d evictions refused, %d accepted once terminal; below minAvailable %.2f s", len(kills), drainWebPods, refused, accepted, under.Seconds())
+	a.row.what = fmt.Sprintf("PDB allows 0: kubelet killed %d/%d; %d evictions refused, %d accepted once terminal; below minAvailable %.2f s", killedWeb, drainWebPods, refused, accepted, under.Seconds())
 }
 
 func stateOrGone(states map[string]string, p string) string {
