@@ -156,7 +156,7 @@ func kubeletBypassPDB(a *agentRun) {
 	fmt.Fprintf(&b, "clock: the API server's audit timestamps (evictions, kubelet's pods/status writes), kubelet's klog times (its kills), fakecri's own times (StopContainer), dbus-monitor (PrepareForShutdown), the journal (the agent's lines): one host clock; times relative to PrepareForShutdown\n")
 	var firstKill time.Time
 	killedWeb := 0
-	refused, accepted, other, acceptedRunning := 0, 0, 0, 0
+	refused, refusedTerminal, accepted, other, acceptedRunning := 0, 0, 0, 0, 0
 	ends := map[string]time.Time{}
 	for _, p := range a.d.webOnNode {
 		kill, killed := kills[p]
@@ -173,6 +173,12 @@ func kubeletBypassPDB(a *agentRun) {
 			switch tr.code {
 			case 429:
 				refused++
+				// A terminal pod's eviction ignores budgets: once
+				// kubelet has written the phase, no more refusals.
+				if term, ok := terminal[p]; ok && term.Before(tr.at) {
+					refusedTerminal++
+					t.Errorf("pod %s: eviction refused at %s, after kubelet wrote its terminal phase (%s)", p, relTo(tr.at, true, pfs), relTo(term, true, pfs))
+				}
 			case 201:
 				accepted++
 				// The budget allows nothing: the API server may accept it
@@ -235,8 +241,8 @@ func kubeletBypassPDB(a *agentRun) {
 	fmt.Fprintf(&b, "PrepareForShutdown → kubelet's shutdown event %s, → first kill %s, → agent's first eviction %s; agent: drained %s, drain ended %s, released its lock %s; container down %s (%.2f s after systemctl reboot)\n",
 		relTo(event, evOK, pfs), relTo(firstKill, !firstKill.IsZero(), pfs), relTo(firstEvict, !firstEvict.IsZero(), pfs),
 		relTo(drained, drOK, pfs), relTo(drainEnd, endOK, pfs), relTo(released, relOK, pfs), relTo(c.exitAt, true, pfs), a.row.reboot.Seconds())
-	fmt.Fprintf(&b, "web-pod evictions: %d requests, %d refused (429), %d accepted (each after kubelet's terminal-phase write: %d before it), %d other answers\n",
-		webTries, refused, accepted, acceptedRunning, other)
+	fmt.Fprintf(&b, "web-pod evictions: %d requests, %d refused (429; %d of them after kubelet's terminal-phase write of the pod), %d accepted (%d of them before that write), %d other answers\n",
+		webTries, refused, refusedTerminal, accepted, acceptedRunning, other)
 	fmt.Fprintf(&b, "kubelet's kill → its terminal-phase write (the pod Running in the API meanwhile): [%s] s; the agent released its lock %s after the last terminal-phase write\n",
 		strings.Join(inAPI, " "), held)
 	fmt.Fprintf(&b, "from kubelet's first kill to the container down: %.3f s; longest time with fewer web pods serving than minAvailable %d (the peer's counted): %.3f s; none of the node's %d serving: %.3f s\n",
