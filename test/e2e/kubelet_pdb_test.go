@@ -243,6 +243,11 @@ func kubeletBypassPDB(a *agentRun) {
 		relTo(drained, drOK, pfs), relTo(drainEnd, endOK, pfs), relTo(released, relOK, pfs), relTo(c.exitAt, true, pfs), a.row.reboot.Seconds())
 	fmt.Fprintf(&b, "web-pod evictions: %d requests, %d refused (429; %d of them after kubelet's terminal-phase write of the pod), %d accepted (%d of them before that write), %d other answers\n",
 		webTries, refused, refusedTerminal, accepted, acceptedRunning, other)
+	for _, l := range strings.Split(c.consoleText(), "\n") {
+		if i := strings.Index(l, "gnsh: drained "+a.d.node+" in "); i >= 0 {
+			fmt.Fprintf(&b, "the agent's summary: %s\n", strings.TrimSpace(l[i:]))
+		}
+	}
 	fmt.Fprintf(&b, "kubelet's kill → its terminal-phase write (the pod Running in the API meanwhile): [%s] s; the agent released its lock %s after the last terminal-phase write\n",
 		strings.Join(inAPI, " "), held)
 	fmt.Fprintf(&b, "from kubelet's first kill to the container down: %.3f s; longest time with fewer web pods serving than minAvailable %d (the peer's counted): %.3f s; none of the node's %d serving: %.3f s\n",
