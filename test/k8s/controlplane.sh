@@ -18,7 +18,8 @@
 #   CP_KWOK=1      also run kwok for Nodes annotated kwok.x-k8s.io/node=fake
 #   CP_AUDIT=1     audit log of every request at level Metadata (writes of
 #                  Leases in namespace gnsh at RequestResponse, of nodes/status
-#                  at Request: a kubelet's conditions) (JSON lines,
+#                  and pods/status at Request: a kubelet's conditions, a pod's
+#                  phase) (JSON lines,
 #                  stage RequestReceived omitted, blocking mode: none lost)
 #                  in DIR/logs/audit.log (rotated at 1 GB to audit-*.log)
 #   CP_FEATURE_GATES  the kube-apiserver's --feature-gates (e.g.
