@@ -7,7 +7,13 @@ package e2e
 // kills every pod on the node whatever the budget allows; the API server
 // refuses the agent's evictions while the pods are Running in the API and
 // accepts them once kubelet has written their terminal phase, because a
-// terminal pod's eviction ignores budgets.)
+// terminal pod's eviction ignores budgets.) In kubernetes v1.37.1:
+// canIgnorePDB in pkg/registry/core/pod/storage/eviction.go (Succeeded,
+// Failed, Pending or deleting: no budget check), the pod strategy's
+// CheckGracefulDelete (a terminal pod is deleted at once), and the
+// kubelet's mergePodStatus (pkg/kubelet/status), which holds back the
+// DisruptionTarget condition and the terminal phase until every container
+// has stopped: the pod stays Running and Ready in the API meanwhile.
 
 import (
 	"bytes"
