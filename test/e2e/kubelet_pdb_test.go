@@ -18,6 +18,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -72,10 +73,23 @@ func (a *agentRun) strictBudget() {
 	}
 }
 
-// evictTry is one eviction request as the API server answered it.
+// evictTry is one eviction request as the API server answered it: when
+// it was received and answered (audit), the answer.
 type evictTry struct {
-	at   time.Time
-	code int
+	recv, at time.Time
+	code     int
+}
+
+// receivedAt is the audit event's requestReceivedTimestamp (the API
+// server's; its stageTimestamp is when the answer was complete).
+func receivedAt(e auditEvent) time.Time {
+	var r struct {
+		At metav1.MicroTime `json:"requestReceivedTimestamp"`
+	}
+	if json.Unmarshal(e.raw, &r) != nil || r.At.IsZero() {
+		return e.StageTimestamp.Time
+	}
+	return r.At.Time
 }
 
 var (
@@ -84,12 +98,13 @@ var (
 )
 
 // kubeletStatusWrites returns, per pod of the case's namespace, when the
-// API server recorded kubelet's first pods/status write carrying the
-// DisruptionTarget condition and the first carrying a terminal phase, and
-// what that write said ("Succeeded, DisruptionTarget TerminationByKubelet";
-// the audit policy logs pods/status writes with their body).
-func (a *agentRun) kubeletStatusWrites(from, to time.Time) (disruption, terminal map[string]time.Time, said map[string]string) {
-	disruption, terminal, said = map[string]time.Time{}, map[string]time.Time{}, map[string]string{}
+// API server completed kubelet's first pods/status write carrying the
+// DisruptionTarget condition and the first carrying a terminal phase (and
+// when it received that one), and what that write said ("Succeeded,
+// DisruptionTarget TerminationByKubelet"; the audit policy logs pods/status
+// writes with their body).
+func (a *agentRun) kubeletStatusWrites(from, to time.Time) (disruption, terminal, terminalRecv map[string]time.Time, said map[string]string) {
+	disruption, terminal, terminalRecv, said = map[string]time.Time{}, map[string]time.Time{}, map[string]time.Time{}, map[string]string{}
 	for _, e := range a.audit(from, to) {
 		r := e.ObjectRef
 		if r.Resource != "pods" || r.Subresource != "status" || r.Namespace != a.d.ns || e.User.Username != a.nodeUsr || e.ResponseStatus.Code != 200 {
@@ -102,6 +117,7 @@ func (a *agentRun) kubeletStatusWrites(from, to time.Time) (disruption, terminal
 		if _, seen := terminal[r.Name]; !seen {
 			if m := statusPhase.FindSubmatch(e.raw); m != nil {
 				terminal[r.Name] = at
+				terminalRecv[r.Name] = receivedAt(e)
 				said[r.Name] = string(m[1])
 				if m := statusReason.FindSubmatch(e.raw); m != nil {
 					said[r.Name] += ", DisruptionTarget " + string(m[1])
@@ -109,7 +125,7 @@ func (a *agentRun) kubeletStatusWrites(from, to time.Time) (disruption, terminal
 			}
 		}
 	}
-	return disruption, terminal, said
+	return disruption, terminal, terminalRecv, said
 }
 
 // kubeletBypassPDB: systemctl reboot, the agent running, the wrapper not
@@ -135,13 +151,13 @@ func kubeletBypassPDB(a *agentRun) {
 	for _, e := range a.audit(trigger, c.exitAt) {
 		r := e.ObjectRef
 		if r.Resource == "pods" && r.Subresource == "eviction" && r.Namespace == a.d.ns && e.Verb == "create" {
-			tries[r.Name] = append(tries[r.Name], evictTry{at: e.StageTimestamp.Time, code: e.ResponseStatus.Code})
+			tries[r.Name] = append(tries[r.Name], evictTry{recv: receivedAt(e), at: e.StageTimestamp.Time, code: e.ResponseStatus.Code})
 			if firstEvict.IsZero() {
 				firstEvict = e.StageTimestamp.Time
 			}
 		}
 	}
-	disruption, terminal, said := a.kubeletStatusWrites(trigger, c.exitAt)
+	disruption, terminal, terminalRecv, said := a.kubeletStatusWrites(trigger, c.exitAt)
 	stops := firstStop(a.criCalls(trigger))
 	kj := a.hostJournal("-u", "kubelet.service")
 	event, evOK := journalAt(kj, kubeletShutdownLine, trigger)
@@ -180,21 +196,24 @@ func kubeletBypassPDB(a *agentRun) {
 			case 429:
 				refused++
 				// A terminal pod's eviction ignores budgets: once
-				// kubelet has written the phase, no more refusals.
-				if term, ok := terminal[p]; ok && term.Before(tr.at) {
+				// kubelet's write of the phase is complete, a request
+				// received after it is not refused.
+				if term, ok := terminal[p]; ok && term.Before(tr.recv) {
 					refusedTerminal++
-					t.Errorf("pod %s: eviction refused at %s, after kubelet wrote its terminal phase (%s)", p, relTo(tr.at, true, pfs), relTo(term, true, pfs))
+					t.Errorf("pod %s: eviction received at %s refused, after kubelet's write of its terminal phase (%s)", p, relTo(tr.recv, true, pfs), relTo(term, true, pfs))
 				}
 			case 201:
 				accepted++
 				// The budget allows nothing: the API server may accept it
 				// only for a pod that is terminal (phase written by
 				// kubelet) or already deleting (nobody deletes here).
-				term, ok := terminal[p]
-				if !ok || term.After(tr.at) {
+				// (An answer complete before kubelet's write was even
+				// received cannot have seen its phase.)
+				recv, ok := terminalRecv[p]
+				if !ok || tr.at.Before(recv) {
 					acceptedRunning++
 					t.Errorf("pod %s: eviction accepted at %s, before kubelet wrote a terminal phase (%s): the budget allows no disruption",
-						p, relTo(tr.at, true, pfs), relTo(term, ok, pfs))
+						p, relTo(tr.at, true, pfs), relTo(recv, ok, pfs))
 				}
 			default:
 				other++
@@ -247,7 +266,7 @@ func kubeletBypassPDB(a *agentRun) {
 	fmt.Fprintf(&b, "PrepareForShutdown → kubelet's shutdown event %s, → first kill %s, → agent's first eviction %s; agent: drained %s, drain ended %s, released its lock %s; container down %s (%.2f s after systemctl reboot)\n",
 		relTo(event, evOK, pfs), relTo(firstKill, !firstKill.IsZero(), pfs), relTo(firstEvict, !firstEvict.IsZero(), pfs),
 		relTo(drained, drOK, pfs), relTo(drainEnd, endOK, pfs), relTo(released, relOK, pfs), relTo(c.exitAt, true, pfs), a.row.reboot.Seconds())
-	fmt.Fprintf(&b, "web-pod evictions: %d requests, %d refused (429; %d of them after kubelet's terminal-phase write of the pod), %d accepted (%d of them before that write), %d other answers\n",
+	fmt.Fprintf(&b, "web-pod evictions: %d requests, %d refused (429; %d of them received after kubelet's terminal-phase write of the pod was complete), %d accepted (%d of them answered before that write was received), %d other answers\n",
 		webTries, refused, refusedTerminal, accepted, acceptedRunning, other)
 	for _, l := range strings.Split(c.consoleText(), "\n") {
 		if i := strings.Index(l, "gnsh: drained "+a.d.node+" in "); i >= 0 {
