@@ -63,7 +63,7 @@ func CheckBypass(r *Report) Check {
 	case guards && kubeletKnown && kubeletActs:
 		c.Verdict = OK
 		c.Message = bypassVia + ": logind tells kubelet and gnsh's agent at the same instant, and " + kubelet +
-			" while the agent evicts, so " + pdbOnlyThrough
+			" while the agent evicts, so " + pdbOnlyThrough + ": use those (or gnsh drain first)"
 	case guards && kubeletKnown:
 		c.Verdict = OK
 		if w := agentWindow(r); w != "" {
