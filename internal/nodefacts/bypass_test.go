@@ -26,6 +26,10 @@ func TestCheckBypass(t *testing.T) {
 				"lowest first (shutdownGracePeriodByPodPriority, 35s in all) while the agent evicts, so " + pdb + use, ""},
 		{"kubelet's config unreadable, its lock held", func(r *Report) { r.Kubelet = KubeletFacts{Error: "permission denied"} }, OK,
 			via + ": logind tells kubelet and gnsh's agent at the same instant, and kubelet stops every pod at once while the agent evicts, so " + pdb + use, ""},
+		{"kubelet acts, the agent has no time", func(r *Report) {
+			r.Logind.InhibitDelayMax, r.Logind.InhibitDelayMaxSec = "2s", 2
+		}, Warn, via + ": kubelet stops every pod at once (within shutdownGracePeriod 1m0s, critical pods last within 10s), " +
+			"and gnsh's agent has no time to evict (InhibitDelayMaxSec 2s or less), so " + pdb, "see the InhibitDelayMaxSec check"},
 		{"kubelet's graceful shutdown off", func(r *Report) {
 			r.Logind.KubeletLock, r.Kubelet.ShutdownGracePeriod, r.Kubelet.RequestedSec = false, "", 0
 		}, OK, via + ": kubelet does not act on them (its graceful node shutdown is off), so gnsh's agent alone evicts the pods, " +
