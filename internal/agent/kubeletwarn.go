@@ -13,11 +13,13 @@ const KubeletTooTimeout = time.Second
 
 // KubeletTooLine is the agent's warning when it drains for a shutdown that
 // bypassed gnsh's commands while kubelet holds its delay lock: logind told
-// both at once, so kubelet's graceful node shutdown stops the pods while
-// the agent evicts them, and the pods' PodDisruptionBudgets are not kept
-// (issue 23, measured with the real kubelet). Printed after "gnsh: agent: ".
+// both at once, so kubelet's graceful node shutdown stops the pods (all at
+// once, or by priority group) beside the agent's drain, and the pods'
+// PodDisruptionBudgets are not kept (issue 23, measured with the real
+// kubelet). It does not say that gnsh evicts: with drain: false it does
+// not. Printed after "gnsh: agent: ".
 const KubeletTooLine = "warning: this shutdown bypassed gnsh's commands (systemctl reboot, the power button): " +
-	"kubelet is stopping every pod now too, while gnsh evicts them, so PodDisruptionBudgets are not kept; " +
+	"kubelet is stopping the pods now, whatever their PodDisruptionBudgets allow; " +
 	"shut down with reboot, shutdown, poweroff or halt to drain first"
 
 // kubeletToo says KubeletTooLine if kubelet holds a delay lock on shutdown.

@@ -103,3 +103,27 @@ func TestGuardNoKubeletWarning(t *testing.T) {
 		})
 	}
 }
+
+// With drain: false the agent evicts nothing on a shutdown that bypassed
+// the commands, so its warning must not say that gnsh evicts (a review of
+// issue 23 found "while gnsh evicts them" printed there); kubelet's part
+// is still true, and said.
+func TestKubeletWarningWithDrainOff(t *testing.T) {
+	f := newGuardFixture(t, 252, 30*time.Second)
+	if err := os.WriteFile(f.d.ConfigPath, []byte("drain: false\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kubelet := f.kubeletLock(t)
+	defer kubelet.Close()
+	f.start(t)
+	f.reboot(t)
+	f.wait(t, "the guard's release", guardReleased)
+	f.eventually(t, "the drain's end", func() bool { return strings.Contains(f.out.String(), "drain for the shutdown ended") })
+	f.eventually(t, "the warning", func() bool { return strings.Contains(f.out.String(), KubeletTooLine) })
+	if n := f.cs.Evictions(); n != 0 {
+		t.Fatalf("%d evictions with drain: false", n)
+	}
+	if log := f.out.String(); strings.Contains(log, "evicts") {
+		t.Errorf("the warning says gnsh evicts with drain: false; log:\n%s", log)
+	}
+}

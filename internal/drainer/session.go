@@ -31,8 +31,11 @@ type session struct {
 	gate kubernetes.Interface
 	// gatePath is the gate's kubeconfig ("" when not known: tests).
 	gatePath string
-	node     string
-	check    drain.Check
+	// gateShared: the gate has no kubeconfig of its own and uses the
+	// drain's (gatePath is the drain's).
+	gateShared bool
+	node       string
+	check      drain.Check
 }
 
 // gateClient is the client the reboot-slot gate uses: its own, else the
@@ -97,7 +100,7 @@ func (d *Drainer) connect(ctx context.Context, cfg config.Config, path string, o
 		if err != nil {
 			return nil, err
 		}
-		s.gatePath = gp
+		s.gatePath, s.gateShared = gp, gp == path
 		if gp != path {
 			grc, err := loc.RESTConfig(gp)
 			if err != nil {

@@ -37,8 +37,10 @@ func (r *run) gate() *slots.Gate {
 	g.Debug = func(l string) { r.debug("%s", l) }
 	// The gate's kubeconfig, named when its token is refused ("": the
 	// default /etc/gnsh/kubeconfig).
+	// The drain's kubeconfig is not where the gate's token goes: then too
+	// the default is named.
 	g.Kubeconfig = cmp.Or(r.sess.gatePath, r.cfg.Slots.Kubeconfig)
-	if g.Kubeconfig == filepath.Join(r.d.KubeRoot, kube.GnshKubeconfig) {
+	if g.Kubeconfig == filepath.Join(r.d.KubeRoot, kube.GnshKubeconfig) || r.sess.gateShared {
 		g.Kubeconfig = ""
 	}
 	return g

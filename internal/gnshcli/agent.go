@@ -30,7 +30,8 @@ func agentCommand(code *int, env *dispatch.Env) *cli.Command {
 		Usage: "run the node agent, gnsh.service",
 		Description: "Run by systemd as gnsh.service; it never shuts anything down. After boot it uncordons " +
 			"the node if gnsh cordoned it for the shutdown. It drains shutdowns that bypass the wrapper " +
-			"(systemctl reboot, the power button) and ahead of far schedules, and keeps this node's reboot slot.",
+			"(systemctl reboot, the power button; kubelet stops their pods at the same time) and ahead of far schedules, " +
+			"and keeps this node's reboot slot.",
 		Flags: []cli.Flag{nodeFlag(), kubeFlag()},
 		Action: func(c *cli.Context) error {
 			getenv := func(k string) string { v, _ := env.LookupEnv(k); return v }

@@ -17,7 +17,7 @@ func doctorCommand(code *int, env *dispatch.Env) *cli.Command {
 		Name:  "doctor",
 		Usage: "check that shutdowns on this node drain first; changes nothing",
 		Description: "One line per check (ok, warn or fail), with the fix when not ok: systemd, logind, " +
-			"kubelet, InhibitDelayMaxSec, the four commands, sudo, Ansible's reboot, the config, " +
+			"kubelet, the bypass path (systemctl reboot), InhibitDelayMaxSec, the four commands, sudo, Ansible's reboot, the config, " +
 			"the kubeconfigs, the Node, API access, the agent, the reboot slots, the gate's token. Exit 1 on a failure.",
 		Flags: []cli.Flag{outputFlag(), nodeFlag(), kubeFlag(), kubeletConfigFlag()},
 		Action: func(c *cli.Context) error {

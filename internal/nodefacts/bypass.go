@@ -60,10 +60,14 @@ func CheckBypass(r *Report) Check {
 		c.Verdict = OK
 		c.Message = fmt.Sprintf("gnsh's drain is off (drain: false in %s): no shutdown is drained, through gnsh's commands or not; on every path %s",
 			orUnknown(r.Kubeconfig.Config), kubelet)
+	case guards && kubeletKnown && kubeletActs && agentWindow(r) == "":
+		c.Verdict = Warn
+		c.Message = bypassVia + ": " + kubelet + ", and gnsh's agent has no time to evict (InhibitDelayMaxSec 2s or less), so " + pdbOnlyThrough
+		c.Fix = "see the InhibitDelayMaxSec check"
 	case guards && kubeletKnown && kubeletActs:
 		c.Verdict = OK
 		c.Message = bypassVia + ": logind tells kubelet and gnsh's agent at the same instant, and " + kubelet +
-			" while the agent evicts, so " + pdbOnlyThrough
+			" while the agent evicts, so " + pdbOnlyThrough + ": use those (or gnsh drain first)"
 	case guards && kubeletKnown:
 		c.Verdict = OK
 		if w := agentWindow(r); w != "" {

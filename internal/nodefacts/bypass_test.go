@@ -7,6 +7,7 @@ import (
 func TestCheckBypass(t *testing.T) {
 	const via = "systemctl reboot and the power button bypass gnsh's commands"
 	const pdb = "PodDisruptionBudgets hold only through reboot, shutdown, poweroff and halt"
+	const use = ": use those (or gnsh drain first)" // an ok line has no fix: what to do is in it
 	for _, tt := range []struct {
 		name    string
 		change  func(r *Report)
@@ -16,15 +17,19 @@ func TestCheckBypass(t *testing.T) {
 	}{
 		{"kubelet and the agent", func(*Report) {}, OK,
 			via + ": logind tells kubelet and gnsh's agent at the same instant, and kubelet stops every pod at once " +
-				"(within shutdownGracePeriod 1m0s, critical pods last within 10s) while the agent evicts, so " + pdb, ""},
+				"(within shutdownGracePeriod 1m0s, critical pods last within 10s) while the agent evicts, so " + pdb + use, ""},
 		{"no critical period", func(r *Report) { r.Kubelet.ShutdownGracePeriod, r.Kubelet.ShutdownGracePeriodCriticalPods = "20s", "" }, OK,
 			via + ": logind tells kubelet and gnsh's agent at the same instant, and kubelet stops every pod at once " +
-				"(within shutdownGracePeriod 20s) while the agent evicts, so " + pdb, ""},
+				"(within shutdownGracePeriod 20s) while the agent evicts, so " + pdb + use, ""},
 		{"by priority", func(r *Report) { r.Kubelet.ByPodPrioritySec = 35 }, OK,
 			via + ": logind tells kubelet and gnsh's agent at the same instant, and kubelet stops the pods by priority, each priority group at once, " +
-				"lowest first (shutdownGracePeriodByPodPriority, 35s in all) while the agent evicts, so " + pdb, ""},
+				"lowest first (shutdownGracePeriodByPodPriority, 35s in all) while the agent evicts, so " + pdb + use, ""},
 		{"kubelet's config unreadable, its lock held", func(r *Report) { r.Kubelet = KubeletFacts{Error: "permission denied"} }, OK,
-			via + ": logind tells kubelet and gnsh's agent at the same instant, and kubelet stops every pod at once while the agent evicts, so " + pdb, ""},
+			via + ": logind tells kubelet and gnsh's agent at the same instant, and kubelet stops every pod at once while the agent evicts, so " + pdb + use, ""},
+		{"kubelet acts, the agent has no time", func(r *Report) {
+			r.Logind.InhibitDelayMax, r.Logind.InhibitDelayMaxSec = "2s", 2
+		}, Warn, via + ": kubelet stops every pod at once (within shutdownGracePeriod 1m0s, critical pods last within 10s), " +
+			"and gnsh's agent has no time to evict (InhibitDelayMaxSec 2s or less), so " + pdb, "see the InhibitDelayMaxSec check"},
 		{"kubelet's graceful shutdown off", func(r *Report) {
 			r.Logind.KubeletLock, r.Kubelet.ShutdownGracePeriod, r.Kubelet.RequestedSec = false, "", 0
 		}, OK, via + ": kubelet does not act on them (its graceful node shutdown is off), so gnsh's agent alone evicts the pods, " +
@@ -41,7 +46,7 @@ func TestCheckBypass(t *testing.T) {
 			"(InhibitDelayMaxSec 2s or less): the pods are not stopped before the machine goes down", "see the InhibitDelayMaxSec check"},
 		{"locks not listed, kubelet on by its config", func(r *Report) { r.Logind = LogindFacts{Error: "timed out"} }, OK,
 			via + ": logind tells kubelet and gnsh's agent at the same instant, and kubelet stops every pod at once " +
-				"(within shutdownGracePeriod 1m0s, critical pods last within 10s) while the agent evicts, so " + pdb, ""},
+				"(within shutdownGracePeriod 1m0s, critical pods last within 10s) while the agent evicts, so " + pdb + use, ""},
 		{"kubelet unknown", func(r *Report) {
 			r.Logind = LogindFacts{Error: "timed out"}
 			r.Kubelet = KubeletFacts{Error: "permission denied"}

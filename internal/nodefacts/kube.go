@@ -273,7 +273,7 @@ func gatherNode(ctx context.Context, s *Sources, loc *kube.Locator, cfg config.C
 					rv = ClientReviewer{C: gc}
 				}
 			}
-			gatherSlots(ctx, gc, rv, cfg, nf.Name, controlPlane, sf)
+			gatherSlots(ctx, gc, rv, cfg, nf.Name, controlPlane, gatePath == path, sf)
 		}
 	}
 	switch {
@@ -308,9 +308,13 @@ func timedOut(err error) bool {
 // node's place. With rv it also reviews every request the gate sends
 // (SlotRequests): one refused makes the gate unavailable; one whose review
 // failed leaves the gate's access unknown (Unchecked), not granted.
-func gatherSlots(ctx context.Context, c kubernetes.Interface, rv Reviewer, cfg config.Config, node string, controlPlane bool, sf *SlotsFacts) {
+// shared: the gate uses the drain's kubeconfig (no gate kubeconfig of its
+// own), so a refusal names where the gate's own token belongs instead.
+func gatherSlots(ctx context.Context, c kubernetes.Interface, rv Reviewer, cfg config.Config, node string, controlPlane, shared bool, sf *SlotsFacts) {
 	g := slots.NewGate(c, cfg)
-	g.Kubeconfig = sf.Kubeconfig
+	if !shared {
+		g.Kubeconfig = sf.Kubeconfig
+	}
 	rec, l, err := g.Read(ctx)
 	switch {
 	case slots.Broken(err):

@@ -69,6 +69,8 @@ func kubeletCases() []kubeletCase {
 			why: "shutdown -r +1 through gnsh with drainTimeout 30s: the agent drains ahead; every web pod is gone before kubelet's shutdown event at the deadline"}},
 		{agentCase: agentCase{name: "systemctl_reboot_bypass", realKubelet: true, run: kubeletBypass,
 			why: "systemctl reboot with the agent running, the wrapper not used: measured (bypass.txt): which pods kubelet stopped before the agent's eviction, the delays, the longest time without serving pods"}},
+		{agentCase: agentCase{name: "systemctl_reboot_bypass_pdb", realKubelet: true, run: kubeletBypassPDB,
+			why: "systemctl reboot with the agent running, the PDB allowing no eviction: kubelet kills every web pod anyway, the API server refuses the agent's evictions (429) until kubelet has written a pod's terminal phase; measured (bypass.txt)"}},
 	}
 }
 

@@ -84,6 +84,13 @@ func TestDoctorAPIAccess(t *testing.T) {
 		if !strings.Contains(r.Stdout, want) {
 			t.Errorf("doctor lacks %q:\n%s", want, r.Stdout)
 		}
+		// Where the gate's own token goes, not the kubelet's kubeconfig
+		// the gate fell back to ("a token bound to this node's Node in
+		// kubelet.conf …, not the kubelet's" contradicted itself).
+		if want := "a token bound to this node's Node in /etc/gnsh/kubeconfig (or slots.kubeconfig)"; !strings.Contains(r.Stdout, want) ||
+			strings.Contains(r.Stdout, "Node in "+nkc) {
+			t.Errorf("doctor's gate line does not name where the gate's token goes (%q):\n%s", want, r.Stdout)
+		}
 	})
 
 	t.Run("what the Node authorizer answers", func(t *testing.T) {

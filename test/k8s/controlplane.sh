@@ -18,7 +18,8 @@
 #   CP_KWOK=1      also run kwok for Nodes annotated kwok.x-k8s.io/node=fake
 #   CP_AUDIT=1     audit log of every request at level Metadata (writes of
 #                  Leases in namespace gnsh at RequestResponse, of nodes/status
-#                  at Request: a kubelet's conditions) (JSON lines,
+#                  and pods/status at Request: a kubelet's conditions, a pod's
+#                  phase) (JSON lines,
 #                  stage RequestReceived omitted, blocking mode: none lost)
 #                  in DIR/logs/audit.log (rotated at 1 GB to audit-*.log)
 #   CP_FEATURE_GATES  the kube-apiserver's --feature-gates (e.g.
@@ -196,11 +197,13 @@ try_start() {
 	[ -z "${CP_FEATURE_GATES:-}" ] || set -- "--feature-gates=$CP_FEATURE_GATES"
 	if [ "${CP_AUDIT:-0}" = 1 ]; then
 		# Writes of gnsh's slots Lease with their answers (the record each
-		# version holds); every other request at level Metadata.
+		# version holds); node and pod status writes with their body (the
+		# kubelet's "node is shutting down", a pod's terminal phase); every
+		# other request at level Metadata.
 		printf '%s\n' "apiVersion: audit.k8s.io/v1" "kind: Policy" "omitStages: [RequestReceived]" \
 			"rules:" "- level: RequestResponse" "  namespaces: [gnsh]" "  verbs: [create, update, patch, delete]" \
 			"  resources: [{group: coordination.k8s.io, resources: [leases]}]" \
-			"- level: Request" "  verbs: [update, patch]" "  resources: [{group: \"\", resources: [nodes/status]}]" \
+			"- level: Request" "  verbs: [update, patch]" "  resources: [{group: \"\", resources: [nodes/status, pods/status]}]" \
 			"- level: Metadata" >"$D/audit-policy.yaml"
 		rm -f "$D"/logs/audit*.log
 		set -- "$@" --audit-policy-file="$D/audit-policy.yaml" --audit-log-path="$D/logs/audit.log" \

@@ -33,7 +33,7 @@ type ControlPlane struct {
 	AdminToken      string // bearer token for user "admin" (system:masters)
 	Node1Token      string // bearer token for system:node:node1 (system:nodes)
 	BinDir          string // kube-apiserver, kubectl, etcd, kwok, ...
-	AuditLog        string // with Options.Audit: JSON lines, level Metadata, Lease writes in namespace gnsh RequestResponse, nodes/status writes Request (rotated to audit-*.log after 1 GB); else ""
+	AuditLog        string // with Options.Audit: JSON lines, level Metadata, Lease writes in namespace gnsh RequestResponse, nodes/status and pods/status writes Request (rotated to audit-*.log after 1 GB); else ""
 	Startup         time.Duration
 
 	script string
