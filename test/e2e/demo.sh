@@ -135,7 +135,7 @@ cleanup() {
 	# the trees below them; rmdir fails on one still in use, which stays).
 	if [ -f "$WORK/cgroups" ]; then
 		while read -r _c; do
-			[ -d "$_c" ] && find "$_c" -depth -type d -exec rmdir {} + 2>/dev/null || true
+			if [ -d "$_c" ]; then find "$_c" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
 		done <"$WORK/cgroups"
 	fi
 	for _r in "$WORK"/node-*-disk/root; do
@@ -783,7 +783,8 @@ gate_identity() {
 }
 gate_identity node-b "$LB" "$D"
 gate_identity node-c "$LC" "$DC"
-wait_for 30 "the agents' delay locks again" eval 'holds "$LB" gnsh && holds "$LC" gnsh' || die "node-b or node-c: no agent lock after the restart"
+agents_hold() { holds "$LB" gnsh && holds "$LC" gnsh; }
+wait_for 30 "the agents' delay locks again" agents_hold || die "node-b or node-c: no agent lock after the restart"
 
 log=$WORK/slots
 mkdir -p "$log"
@@ -807,7 +808,7 @@ follow "$log/lease-watch" "$kl" | while read -r _ h; do
 done | stamp "$log/t0" &
 tl=$!
 cordons() { # node-b's and node-c's cordons, as they change
-	_b= _c=
+	_b='' _c=''
 	follow "$log/node-watch" "$kn" | while read -r _ n u; do
 		case $n in
 		node-b) [ "$u" = "$_b" ] && continue || _b=$u ;;
@@ -877,7 +878,7 @@ done
 [ -z "$two" ] || die "the Lease listed two holders at once: $two"
 [ -z "$both" ] || die "node-b and node-c were cordoned at the same time"
 grep -q "^gnsh: waiting for a reboot slot" "$log/out-$second" || die "node-$second's reboot did not wait for the slot"
-[ "$(cat "$log/rc-$first" 2>/dev/null)" = 0 ] && [ "$(cat "$log/rc-$second" 2>/dev/null)" = 0 ] ||
+{ [ "$(cat "$log/rc-$first" 2>/dev/null)" = 0 ] && [ "$(cat "$log/rc-$second" 2>/dev/null)" = 0 ]; } ||
 	die "a reboot command failed (node-b: $(cat "$log/rc-b" 2>/dev/null), node-c: $(cat "$log/rc-c" 2>/dev/null))"
 echo
 echo "With one reboot slot, the two reboots typed at once went one after the other: node-$second's"
