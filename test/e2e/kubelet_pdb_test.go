@@ -93,8 +93,10 @@ func receivedAt(e auditEvent) time.Time {
 }
 
 var (
-	statusPhase  = regexp.MustCompile(`"phase":"(Succeeded|Failed)"`)
-	statusReason = regexp.MustCompile(`"reason":"([^"]+)","status":"True","type":"DisruptionTarget"`)
+	statusPhase = regexp.MustCompile(`"phase":"(Succeeded|Failed)"`)
+	// kubelet's patch leaves out "status" when the condition is True
+	// already (an accepted eviction set it), and sets only the reason.
+	statusReason = regexp.MustCompile(`"reason":"([^"]+)",(?:"status":"True",)?"type":"DisruptionTarget"`)
 )
 
 // kubeletStatusWrites returns, per pod of the case's namespace, when the
