@@ -2,6 +2,8 @@ package drain
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -61,5 +63,21 @@ func TestKubeletShuttingDownRuntimeDownIsDead(t *testing.T) {
 	st := checkKubelet(context.Background(), cl, clocktesting.NewFakePassiveClock(now), "node1", false)
 	if !st.dead || st.reason != "Ready=False (KubeletNotReady): "+msg {
 		t.Errorf("got dead=%v reason %q, want dead with the Node's message", st.dead, st.reason)
+	}
+}
+
+// The whole drain, no Lease, kubelet shutting the node down: the drain
+// waits for the pods (here until its Timeout: nothing finishes them in the
+// fake) instead of ending at once with *NodeNotReadyError.
+func TestDrainWaitsForShuttingDownKubelet(t *testing.T) {
+	cl := readyFalse(t, kubeletShuttingDown)
+	if _, err := cl.CoreV1().Pods("app").Create(context.Background(), pod("web-1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cl.Stick("web-1")
+	d := fakeDrain(t, cl, Options{Node: "node1", Timeout: 30 * time.Second}, 100*time.Millisecond, nil)
+	var be *BlockedError
+	if !errors.As(d.err, &be) || !slices.Equal(be.Waiting, []string{"app/web-1"}) {
+		t.Fatalf("err %v (%T), want *BlockedError after the Timeout", d.err, d.err)
 	}
 }
