@@ -25,7 +25,8 @@ const kubeletCheckInterval = 5 * time.Second
 // NodeNotReadyError means that every eviction was accepted but pods are
 // still terminating on a node whose kubelet is not alive: its Lease has
 // not been renewed within its duration, or (without a Lease) the Node is
-// not Ready. Only the kubelet finishes a pod's deletion, so those pods
+// not Ready for another reason than kubelet's own graceful node shutdown.
+// Only the kubelet finishes a pod's deletion, so those pods
 // would stay Terminating until the drain's Timeout and beyond; rebooting
 // is what brings the kubelet back. kubectl drain's
 // --skip-wait-for-delete-timeout is the precedent for not waiting.
@@ -56,7 +57,8 @@ type kubeletState struct {
 // checkKubelet says whether node's kubelet is alive, from its Lease
 // (kube-node-lease/NODE, which kubelet credentials may GET) renewed within
 // its leaseDurationSeconds, or, if there is no Lease or it may not be read
-// (or noLease says so already), from the Node's Ready condition. An
+// (or noLease says so already), from the Node's Ready condition (where
+// kubelet's own graceful node shutdown, see shuttingDown, is alive). An
 // unanswered or failed request, or a Node without a Ready condition,
 // leaves the kubelet presumed alive: only clear evidence stops the wait.
 //
@@ -90,7 +92,7 @@ func checkKubelet(ctx context.Context, c kubernetes.Interface, clk clock.Passive
 		return st
 	}
 	for _, cond := range n.Status.Conditions {
-		if cond.Type == corev1.NodeReady && cond.Status != corev1.ConditionTrue {
+		if cond.Type == corev1.NodeReady && cond.Status != corev1.ConditionTrue && !shuttingDown(cond) {
 			st.dead = true
 			st.reason = fmt.Sprintf("Ready=%s", cond.Status)
 			if cond.Reason != "" {
@@ -102,4 +104,22 @@ func checkKubelet(ctx context.Context, c kubernetes.Interface, clk clock.Passive
 		}
 	}
 	return st
+}
+
+// kubeletShuttingDown is the error of kubelet's shutdown manager
+// (pkg/kubelet/nodeshutdown, ShutdownStatus) from PrepareForShutdown on,
+// which kubelet's Ready setter writes as the Node's Ready=False message.
+const kubeletShuttingDown = "node is shutting down"
+
+// shuttingDown says whether a Ready condition that is not True is kubelet's
+// own graceful node shutdown and nothing else: the kubelet is alive and is
+// stopping the pods itself. kubelet joins several errors as "[a, b]" (then
+// another one, e.g. its runtime down, decides) and may append ". WARNING: "
+// and the container manager's soft requirements.
+func shuttingDown(c corev1.NodeCondition) bool {
+	if c.Status != corev1.ConditionFalse || c.Reason != "KubeletNotReady" {
+		return false
+	}
+	m, _, _ := strings.Cut(c.Message, ". WARNING: ")
+	return m == kubeletShuttingDown
 }

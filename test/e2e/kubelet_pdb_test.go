@@ -93,8 +93,10 @@ func receivedAt(e auditEvent) time.Time {
 }
 
 var (
-	statusPhase  = regexp.MustCompile(`"phase":"(Succeeded|Failed)"`)
-	statusReason = regexp.MustCompile(`"reason":"([^"]+)","status":"True","type":"DisruptionTarget"`)
+	statusPhase = regexp.MustCompile(`"phase":"(Succeeded|Failed)"`)
+	// kubelet's patch leaves out "status" when the condition is True
+	// already (an accepted eviction set it), and sets only the reason.
+	statusReason = regexp.MustCompile(`"reason":"([^"]+)",(?:"status":"True",)?"type":"DisruptionTarget"`)
 )
 
 // kubeletStatusWrites returns, per pod of the case's namespace, when the
@@ -239,6 +241,8 @@ func kubeletBypassPDB(a *agentRun) {
 	if !strings.Contains(c.consoleText(), "shutdown under way that bypassed gnsh: draining within") {
 		t.Errorf("the agent did not say it drains the shutdown that bypassed gnsh")
 	}
+	endLine := a.expectBypassAgent(trigger)
+	fmt.Fprintf(&b, "the agent's drain ended: %s\n", endLine)
 	under, none := servingGaps(a.d.webOnNode, ends, 1, strictMinAvailable, c.exitAt)
 	// How long the API still showed each killed pod Running (kubelet's kill
 	// → its terminal-phase write), and how long the agent held its lock
@@ -302,9 +306,9 @@ func kubeletBypassPDB(a *agentRun) {
 	sort.Strings(lines)
 	a.timeline(trigger, pfs, drainAudit{lines: append(da.lines, lines...)})
 
-	note := fmt.Sprintf("bypass_pdb %s: kubelet killed %d/%d web pods; %d eviction requests, %d refused (429), %d accepted (%d before kubelet's terminal phase); kill→terminal write [%s] s; lock released %s after the last; first kill→down %.3f s (below minAvailable %d: %.3f s); PFS→first kill %s, →agent eviction %s, →agent released lock %s; final %v; down in %.2f s",
+	note := fmt.Sprintf("bypass_pdb %s: kubelet killed %d/%d web pods; %d eviction requests, %d refused (429), %d accepted (%d before kubelet's terminal phase); kill→terminal write [%s] s; lock released %s after the last; first kill→down %.3f s (below minAvailable %d: %.3f s); PFS→first kill %s, →agent eviction %s, →agent released lock %s; final %v; down in %.2f s; agent: %q",
 		a.suite, killedWeb, drainWebPods, webTries, refused, accepted, acceptedRunning, strings.Join(inAPI, " "), held, fromKill.Seconds(), strictMinAvailable, under.Seconds(),
-		relTo(firstKill, !firstKill.IsZero(), pfs), relTo(firstEvict, !firstEvict.IsZero(), pfs), relTo(released, relOK, pfs), finalStates(a.d.webOnNode, states), a.row.reboot.Seconds())
+		relTo(firstKill, !firstKill.IsZero(), pfs), relTo(firstEvict, !firstEvict.IsZero(), pfs), relTo(released, relOK, pfs), finalStates(a.d.webOnNode, states), a.row.reboot.Seconds(), endLine)
 	kubeletRowsMu.Lock()
 	kubeletNotes = append(kubeletNotes, note)
 	kubeletRowsMu.Unlock()

@@ -188,6 +188,10 @@ func runKubeletCase(t *testing.T, suite string, tc agentCase, gnsh, bin, setup s
 	d.populate(t)
 	a.c.logf("pods Running and Ready on the real kubelet: %v + DaemonSet pod node-agent-%s", d.webOnNode, suite)
 	a.install()
+	// Before any shutdown: kubelet's node Lease, as on a real node (see
+	// waitNodeLease; it comes up to 10 s after kubelet's start).
+	renewed := a.waitNodeLease(setupAt, 40*time.Second)
+	a.c.logf("kubelet's %s", leaseNote(renewed, setupAt))
 	tc.run(a)
 }
 
@@ -530,6 +534,9 @@ func kubeletGnshReboot(a *agentRun) {
 	}
 	a.row.what = what
 	a.expectJournal(`uncordoned after boot: cordoned by gnsh for a reboot requested by`)
+	if n := a.kubeletTooWarnings(time.Time{}); n != 0 {
+		t.Errorf("the agent warned %d times that the shutdown bypassed gnsh's commands; gnsh's reboot drained first", n)
+	}
 }
 
 // gnshEventAfter returns when the API server recorded the first Event
@@ -578,6 +585,12 @@ func (a *agentRun) expectDoctorKubelet() {
 		if !regexp.MustCompile(want).MatchString(r.stdout) {
 			t.Errorf("gnsh doctor's output has no line matching %q", want)
 		}
+	}
+	// The bypass path with this node's kubelet, which stops the pods
+	// within its own shutdownGracePeriod (the check's lines joined).
+	bp := doctorCheck(r.stdout, "bypass path")
+	if want := fmt.Sprintf(`^ok bypass path .*shutdownGracePeriod %ds\b`, kubeletGrace); !regexp.MustCompile(want).MatchString(bp) {
+		t.Errorf("gnsh doctor's bypass path check %q does not match %q", bp, want)
 	}
 }
 
@@ -745,8 +758,37 @@ func kubeletBypass(a *agentRun) {
 		sort.Slice(killSpread, func(i, j int) bool { return killSpread[i].Before(killSpread[j]) })
 		spread = killSpread[len(killSpread)-1].Sub(killSpread[0])
 	}
-	fmt.Fprintf(&b, "kubelet's kills of the pods it reached first within %.3f s of each other; longest from kubelet's kill of a pod to the agent's accepted eviction of it: %.3f s; eviction requests answered other than 201 (PDB 429s, ...): %d; pods marked TerminationByKubelet: %d\n",
+	// kubelet's status writes of the pods, the agent's end of its drain
+	// and its lock, and its warning (asserted in expectBypassAgent).
+	_, terminal, _, said := a.kubeletStatusWrites(trigger, c.exitAt)
+	var firstTerm, lastTerm time.Time
+	saidN := map[string]int{} // what kubelet's terminal-phase writes said, e.g. "Succeeded, DisruptionTarget TerminationByKubelet"
+	for _, p := range a.d.webOnNode {
+		if w, ok := said[p]; ok {
+			saidN[w]++
+			// Deleted by the time the container was down (the agent's
+			// accepted eviction, then kubelet's final delete): what
+			// kubelet's own terminal write said counts.
+			if _, inAPI := states[p]; !inAPI && strings.Contains(w, "TerminationByKubelet") {
+				byKubelet++
+			}
+		}
+		if at, ok := terminal[p]; ok {
+			if firstTerm.IsZero() || at.Before(firstTerm) {
+				firstTerm = at
+			}
+			if at.After(lastTerm) {
+				lastTerm = at
+			}
+		}
+	}
+	fmt.Fprintf(&b, "kubelet's kills of the pods it reached first within %.3f s of each other; longest from kubelet's kill of a pod to the agent's accepted eviction of it: %.3f s; eviction requests answered other than 201 (PDB 429s, ...): %d; pods marked TerminationByKubelet (in the API when down, or by kubelet's terminal write of a pod deleted since): %d\n",
 		spread.Seconds(), lag.Seconds(), refused, byKubelet)
+	accepted := len(da.accepted)
+	endLine, endAt := a.agentDrainEnd(trigger)
+	released, relOK := journalAt(a.hostJournal("-u", agentUnit), "released the delay lock: systemd-logind goes on", trigger)
+	fmt.Fprintf(&b, "kubelet's terminal-phase writes of the web pods %s to %s, saying %v; evictions accepted %d; the agent's drain ended %s (%s), it released its lock %s\n",
+		relTo(firstTerm, !firstTerm.IsZero(), pfs), relTo(lastTerm, !lastTerm.IsZero(), pfs), saidN, accepted, relTo(endAt, !endAt.IsZero(), pfs), endLine, relTo(released, relOK, pfs))
 	fmt.Fprintf(&b, "container down %.2f s after systemctl reboot\n", a.row.reboot.Seconds())
 	_ = os.WriteFile(filepath.Join(a.dir, "bypass.txt"), []byte(b.String()), 0o644)
 	c.logf("bypass measurement (bypass.txt):\n%s", b.String())
@@ -770,9 +812,11 @@ func kubeletBypass(a *agentRun) {
 	if firstEvict.IsZero() || !strings.Contains(c.consoleText(), "shutdown under way that bypassed gnsh: draining within") {
 		t.Errorf("the agent did not drain (first eviction %v)", firstEvict)
 	}
-	note := fmt.Sprintf("bypass %s: kubelet first for %d/%d web pods (its kills within %.3f s), %d marked TerminationByKubelet; PFS→kubelet kill %s, →StopContainer %s, →agent eviction %s; kubelet kill→accepted eviction up to %.3f s; %d evictions refused; none of the node's serving %.3f s before down; below minAvailable %.3f s; down in %.2f s",
+	a.expectBypassAgent(trigger)
+	note := fmt.Sprintf("bypass %s: kubelet first for %d/%d web pods (its kills within %.3f s), %d marked TerminationByKubelet; PFS→kubelet kill %s, →StopContainer %s, →agent eviction %s, →kubelet's terminal writes %s..%s (%v), →agent's drain end %s, →lock released %s; kubelet kill→accepted eviction up to %.3f s; %d evictions refused, %d accepted; none of the node's serving %.3f s before down; below minAvailable %.3f s; down in %.2f s; agent: %q",
 		a.suite, kubeletFirst, drainWebPods, spread.Seconds(), byKubelet, relTo(firstKill, !firstKill.IsZero(), pfs), relTo(firstStopAt, !firstStopAt.IsZero(), pfs),
-		relTo(firstEvict, !firstEvict.IsZero(), pfs), lag.Seconds(), refused, none.Seconds(), under.Seconds(), a.row.reboot.Seconds())
+		relTo(firstEvict, !firstEvict.IsZero(), pfs), relTo(firstTerm, !firstTerm.IsZero(), pfs), relTo(lastTerm, !lastTerm.IsZero(), pfs), saidN, relTo(endAt, !endAt.IsZero(), pfs), relTo(released, relOK, pfs),
+		lag.Seconds(), refused, accepted, none.Seconds(), under.Seconds(), a.row.reboot.Seconds(), endLine)
 	kubeletRowsMu.Lock()
 	kubeletNotes = append(kubeletNotes, note)
 	kubeletRowsMu.Unlock()

@@ -1,7 +1,8 @@
 #!/bin/sh
 # node-setup.sh: makes a booted test container (systemd, logind) a node that
 # runs the real kubelet on fakecri, for every boot, as on a real node. Run it
-# inside the container, as root, once; it is idempotent.
+# inside the container, as root, once; it is idempotent. It refuses to run
+# outside a container (systemd-detect-virt --container says none).
 #
 #   node-setup.sh NODE PORT [GRACE [CRITICAL]]
 #
@@ -38,6 +39,13 @@
 set -eu
 
 [ $# -ge 2 ] && [ $# -le 4 ] || { echo "usage: node-setup.sh NODE PORT [GRACE [CRITICAL]]" >&2; exit 2; }
+# Only in a test container: on a real node it would replace kubelet.service
+# and kubelet's config.
+virt=$(systemd-detect-virt --container 2>/dev/null) || true
+case $virt in '' | none)
+	echo "node-setup.sh: refusing to run outside a container (systemd-detect-virt --container: ${virt:-no answer}): on a real node it would overwrite kubelet.service and the kubelet config" >&2
+	exit 1 ;;
+esac
 node=$1
 port=$2
 grace=${3:-20s}
