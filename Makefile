@@ -34,7 +34,7 @@ deps:
 
 # kube-apiserver, kube-controller-manager, etcd, kwok and kubectl built from
 # Go modules, cached under /var/cache/gnsh/k8s (about 7 minutes cold); then
-# the kubelet and fakecri for the e2e nodes (a set of its own, ~5 min cold).
+# the kubelet and fakecri for the e2e nodes (a set of its own, ~7 min cold).
 k8s:
 	sh test/k8s/build.sh
 	sh test/k8s/build.sh kubelet
@@ -77,8 +77,8 @@ bench: k8s
 	GNSH_REQUIRE_RIGS=1 $(GO) test -run '^$$' -bench 'Drain|Slots' -benchtime 1x -timeout 60m ./test/bench/ -args -results RESULTS.md
 
 # Throwaway Debian bullseye containers as Kubernetes nodes of a local control
-# plane, a kubelet-style delay inhibitor held: stock reboot vs gnsh's reboot
-# (drain, then logind).
+# plane, each running the real kubelet (on a fake container runtime): stock
+# reboot vs gnsh's reboot (drain, then logind), kubelet's own lines beside.
 demo: deps build k8s
 	sh test/e2e/demo.sh
 
