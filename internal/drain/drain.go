@@ -80,13 +80,21 @@ func (o Options) withDefaults() Options {
 
 // Status is the drain's progress.
 type Status struct {
-	Total       int // pods to see gone (evicted + already terminating)
-	Evicted     int // evictions accepted
-	Gone        int // pods deleted
-	Terminating int // evicted or already terminating, not gone yet
-	Blocked     int // pods whose last eviction was refused
-	Elapsed     time.Duration
-	BlockedPods []Blocked // sorted by pod name
+	Total   int // pods to see gone (evicted + already terminating)
+	Evicted int // evictions accepted
+	// AlreadyStopped are the accepted evictions (of Evicted) of pods that
+	// had already stopped on the node, as far as the drain's watch had
+	// seen: a terminal phase, or kubelet's DisruptionTarget condition
+	// (TerminationByKubelet); StoppedByKubelet are those (of
+	// AlreadyStopped) with that condition. On a shutdown that bypasses
+	// gnsh, kubelet stops the pods itself, and the evictions only remove
+	// what it stopped.
+	AlreadyStopped, StoppedByKubelet int
+	Gone                             int // pods deleted
+	Terminating                      int // evicted or already terminating, not gone yet
+	Blocked                          int // pods whose last eviction was refused
+	Elapsed                          time.Duration
+	BlockedPods                      []Blocked // sorted by pod name
 }
 
 // Blocked is a pod whose eviction is refused, with the reason.
@@ -175,6 +183,10 @@ func Drain(ctx context.Context, c kubernetes.Interface, opts Options) (*Result, 
 		terminating:  map[types.UID]bool{},
 		attempts:     map[types.UID]int{},
 		serverFailed: map[types.UID]bool{},
+		state:        map[types.UID]podState{},
+		due:          map[types.UID]int{},
+		timers:       map[types.UID]clock.Timer{},
+		hurried:      map[types.UID]bool{},
 		evictor:      newEvictor(c, opts.GracePeriod),
 		sem:          make(chan struct{}, opts.Workers),
 		health:       &health{clk: opts.Clock},
@@ -206,11 +218,22 @@ type run struct {
 	// server (evictServerFailing): while there are any, the evictions'
 	// run of failures in health counts.
 	serverFailed map[types.UID]bool
+	// state is what the watch last saw of each pending pod that changed.
+	state map[types.UID]podState
+	// due are the pods waiting for a retry, with its retryTick's gen
+	// (from retryGen), and timers their backoff timers; hurried are the
+	// pods whose eviction was retried early, once they had stopped
+	// (podChanged, hurry).
+	due      map[types.UID]int
+	timers   map[types.UID]clock.Timer
+	retryGen int
+	hurried  map[types.UID]bool
 
 	evictor  *evictor
 	sem      chan struct{} // bounds concurrent evictions (Workers)
 	outcomes chan evictOutcome
-	retry    chan *Pod
+	retry    chan retryTick
+	changed  chan podState // the watcher's podStates of pending pods
 
 	health  *health
 	failing chan struct{} // the watcher recorded a failure in health
@@ -261,9 +284,10 @@ func (r *run) drain(parent context.Context) (*Result, error) {
 		return r.finish(r.strictError())
 	}
 	r.outcomes = make(chan evictOutcome, len(queue))
-	r.retry = make(chan *Pod, len(queue))
+	r.retry = make(chan retryTick, len(queue))
+	r.changed = make(chan podState, len(queue))
 	w := &watcher{c: r.c, clk: r.clk, node: r.opts.Node, tracked: map[types.UID]bool{}, gone: r.gone,
-		health: r.health, failing: r.failing}
+		health: r.health, failing: r.failing, changed: r.changed, seen: map[types.UID]podState{}}
 	for uid := range r.pending {
 		w.tracked[uid] = true
 	}
@@ -322,13 +346,22 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 			if r.podGone(uid) {
 				return r.finish(r.strictError())
 			}
+		case s := <-r.changed:
+			r.podChanged(s)
 		case o := <-r.outcomes:
+			r.takeChanges() // what the watch saw before this answer
 			if err := r.evicted(o); err != nil {
 				return r.finish(err)
 			}
-		case p := <-r.retry:
-			if _, ok := r.pending[p.Pod.UID]; ok && r.ctx.Err() == nil {
-				r.launch(p)
+		case t := <-r.retry:
+			uid := t.pod.Pod.UID
+			if g, ok := r.due[uid]; !ok || g != t.gen {
+				break // stale: retried early, or dropped
+			}
+			delete(r.due, uid)
+			delete(r.timers, uid)
+			if _, ok := r.pending[uid]; ok && r.ctx.Err() == nil {
+				r.launch(t.pod)
 			}
 		case <-r.checkDue():
 			r.nextCheck = nil
@@ -400,11 +433,20 @@ func (r *run) evicted(o evictOutcome) error {
 		delete(r.blocked, uid)
 		r.terminating[uid] = true
 		r.res.Status.Evicted++
+		r.countStopped(uid)
 		r.report()
 	case evictRefused, evictServerFailing:
+		if o.result == evictRefused && r.state[uid].deleting {
+			r.deletedMeanwhile(uid)
+			return nil
+		}
 		r.blocked[uid] = *o.blocked
 		r.report()
-		r.retryLater(o.pod)
+		if o.result == evictRefused && r.hurry(uid) {
+			r.launch(o.pod)
+		} else {
+			r.retryLater(o.pod)
+		}
 		return r.unusable()
 	default:
 		return fmt.Errorf("evict %s: %w", o.pod.Name(), o.err)
@@ -417,12 +459,20 @@ func (r *run) retryLater(p *Pod) {
 	n := r.attempts[p.Pod.UID]
 	r.attempts[p.Pod.UID] = n + 1
 	t := r.clk.NewTimer(backoff(r.opts.RetryDelay, r.opts.MaxRetryDelay, n))
+	r.retryGen++
+	tick := retryTick{pod: p, gen: r.retryGen}
+	r.due[p.Pod.UID] = tick.gen
+	r.timers[p.Pod.UID] = t
+	ctx := r.ctx
 	go func() {
 		defer t.Stop()
 		select {
 		case <-t.C():
-			r.retry <- p // buffered for every pod: never blocks
-		case <-r.ctx.Done():
+			select { // buffered for every pod; a stale tick waits for the loop
+			case r.retry <- tick:
+			case <-ctx.Done():
+			}
+		case <-ctx.Done():
 		}
 	}()
 }
@@ -438,10 +488,13 @@ func (r *run) podGone(uid types.UID) bool {
 		// the answer came back (and the drain may end before it does):
 		// count it now; evicted ignores the late answer.
 		r.res.Status.Evicted++
+		r.countStopped(uid)
 	}
 	delete(r.pending, uid)
 	delete(r.blocked, uid)
 	delete(r.terminating, uid)
+	r.cancelRetry(uid)
+	delete(r.state, uid)
 	if r.serverFailed[uid] {
 		delete(r.serverFailed, uid)
 		if len(r.serverFailed) == 0 {
