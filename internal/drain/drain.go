@@ -80,8 +80,14 @@ func (o Options) withDefaults() Options {
 
 // Status is the drain's progress.
 type Status struct {
-	Total   int // pods to see gone (evicted + already terminating)
-	Evicted int // evictions accepted
+	Total       int // pods to see gone (evicted + already terminating)
+	Evicted     int // evictions accepted
+	Gone        int // pods deleted
+	Terminating int // evicted or already terminating, not gone yet
+	Blocked     int // pods whose last eviction was refused
+	Elapsed     time.Duration
+	BlockedPods []Blocked // sorted by pod name
+
 	// AlreadyStopped are the accepted evictions (of Evicted) of pods that
 	// had already stopped on the node, as far as the drain's watch had
 	// seen: a terminal phase, or kubelet's DisruptionTarget condition
@@ -90,11 +96,6 @@ type Status struct {
 	// gnsh, kubelet stops the pods itself, and the evictions only remove
 	// what it stopped.
 	AlreadyStopped, StoppedByKubelet int
-	Gone                             int // pods deleted
-	Terminating                      int // evicted or already terminating, not gone yet
-	Blocked                          int // pods whose last eviction was refused
-	Elapsed                          time.Duration
-	BlockedPods                      []Blocked // sorted by pod name
 }
 
 // Blocked is a pod whose eviction is refused, with the reason.

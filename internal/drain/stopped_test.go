@@ -6,6 +6,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	testclock "k8s.io/utils/clock/testing"
 )
 
@@ -85,5 +87,58 @@ func TestStateOf(t *testing.T) {
 		if s.terminal != tt.terminal || s.byKubelet != tt.byKubelet || s.deleting != tt.deleting || s.uid != tt.pod.UID {
 			t.Errorf("%s: %+v", tt.pod.Name, s)
 		}
+	}
+}
+
+// A refusal that comes back after the watch saw the pod stopped is
+// retried at once, once; a refusal of a pod being deleted meanwhile is
+// not retried: the drain waits for the pod as for one already
+// terminating. The fake API server answers under its lock, so this drives
+// the run's bookkeeping directly.
+func TestRefusalOfStoppedPod(t *testing.T) {
+	clk := testclock.NewFakeClock(fakeNow)
+	db0, db1 := Classify(*pod("db-0"), false), Classify(*pod("db-1"), false)
+	cl := newCluster(&db0.Pod, &db1.Pod)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := &run{c: cl, opts: Options{RetryDelay: time.Minute, MaxRetryDelay: time.Minute}, clk: clk, start: clk.Now(), res: &Result{}, ctx: ctx,
+		pending:     map[types.UID]*Pod{db0.Pod.UID: &db0, db1.Pod.UID: &db1},
+		blocked:     map[types.UID]Blocked{},
+		terminating: map[types.UID]bool{}, attempts: map[types.UID]int{}, serverFailed: map[types.UID]bool{},
+		state: map[types.UID]podState{}, due: map[types.UID]int{}, timers: map[types.UID]clock.Timer{}, hurried: map[types.UID]bool{},
+		evictor: newEvictor(cl, nil), sem: make(chan struct{}, 1), outcomes: make(chan evictOutcome, 2),
+		health: &health{clk: clk}}
+	refused := func(p *Pod) evictOutcome {
+		return evictOutcome{pod: p, result: evictRefused, blocked: &Blocked{Pod: p.Name(), PDB: "db"}}
+	}
+
+	r.state[db0.Pod.UID] = podState{uid: db0.Pod.UID, terminal: true, byKubelet: true}
+	if err := r.evicted(refused(&db0)); err != nil {
+		t.Fatal(err)
+	}
+	if o := <-r.outcomes; o.pod != &db0 || o.result != evictAccepted {
+		t.Fatalf("retry of the stopped pod: %+v", o)
+	}
+	if _, ok := r.due[db0.Pod.UID]; ok {
+		t.Fatal("the stopped pod's retry also waits for its backoff")
+	}
+	// Once only: a second refusal waits for the backoff.
+	if err := r.evicted(refused(&db0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.due[db0.Pod.UID]; !ok {
+		t.Fatal("a second refusal of the stopped pod is not retried after its backoff")
+	}
+
+	r.state[db1.Pod.UID] = podState{uid: db1.Pod.UID, deleting: true}
+	if err := r.evicted(refused(&db1)); err != nil {
+		t.Fatal(err)
+	}
+	_, due := r.due[db1.Pod.UID]
+	if _, blocked := r.blocked[db1.Pod.UID]; due || blocked || !r.terminating[db1.Pod.UID] {
+		t.Fatalf("pod deleted meanwhile: due %v, terminating %v, blocked %v", r.due, r.terminating, r.blocked)
+	}
+	if cl.Evicted("db-1") != 0 || cl.Evicted("db-0") != 1 {
+		t.Fatalf("evictions: db-0 %d, db-1 %d", cl.Evicted("db-0"), cl.Evicted("db-1"))
 	}
 }
