@@ -116,8 +116,13 @@ func TestRefusalOfStoppedPod(t *testing.T) {
 	if err := r.evicted(refused(&db0)); err != nil {
 		t.Fatal(err)
 	}
-	if o := <-r.outcomes; o.pod != &db0 || o.result != evictAccepted {
-		t.Fatalf("retry of the stopped pod: %+v", o)
+	select {
+	case o := <-r.outcomes:
+		if o.pod != &db0 || o.result != evictAccepted {
+			t.Fatalf("retry of the stopped pod: %+v", o)
+		}
+	case <-time.After(10 * time.Second): // real time: only so that a failure does not hang
+		t.Fatal("the stopped pod's eviction was not retried at once")
 	}
 	if _, ok := r.due[db0.Pod.UID]; ok {
 		t.Fatal("the stopped pod's retry also waits for its backoff")
