@@ -104,10 +104,12 @@ func (r *run) hurry(uid types.UID) bool {
 }
 
 // countStopped counts an accepted eviction of a pod that had already
-// stopped, as far as the drain's watch had seen.
+// stopped, as far as the drain's watch had seen. A pod seen stopped only
+// once it was being deleted stopped because of that deletion (the
+// eviction's own, when its answer comes late): not counted.
 func (r *run) countStopped(uid types.UID) {
 	s := r.state[uid]
-	if !s.stopped() {
+	if !s.stopped() || s.deleting {
 		return
 	}
 	r.res.Status.AlreadyStopped++

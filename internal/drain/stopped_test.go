@@ -147,3 +147,23 @@ func TestRefusalOfStoppedPod(t *testing.T) {
 		t.Fatalf("evictions: db-0 %d, db-1 %d", cl.Evicted("db-0"), cl.Evicted("db-1"))
 	}
 }
+
+// An eviction whose answer comes after the watch saw the pod deleted and
+// then stopped (kubelet ending it for that deletion) was not of a pod
+// already stopped.
+func TestStoppedAfterDeletionNotCounted(t *testing.T) {
+	clk := testclock.NewFakeClock(fakeNow)
+	web := Classify(*pod("web-1"), false)
+	r := &run{clk: clk, start: clk.Now(), res: &Result{},
+		pending:     map[types.UID]*Pod{web.Pod.UID: &web},
+		blocked:     map[types.UID]Blocked{},
+		terminating: map[types.UID]bool{}, serverFailed: map[types.UID]bool{},
+		state: map[types.UID]podState{}, due: map[types.UID]int{}, timers: map[types.UID]clock.Timer{}, hurried: map[types.UID]bool{},
+		health: &health{clk: clk}}
+	r.podChanged(podState{uid: web.Pod.UID, deleting: true})
+	r.podChanged(podState{uid: web.Pod.UID, deleting: true, terminal: true})
+	r.podGone(web.Pod.UID)
+	if s := r.res.Status; s.Evicted != 1 || s.AlreadyStopped != 0 {
+		t.Fatalf("status %+v, want 1 evicted, none already stopped", s)
+	}
+}
