@@ -188,6 +188,7 @@ func Drain(ctx context.Context, c kubernetes.Interface, opts Options) (*Result, 
 		due:          map[types.UID]int{},
 		timers:       map[types.UID]clock.Timer{},
 		hurried:      map[types.UID]bool{},
+		stoppedFirst: map[types.UID]podState{},
 		evictor:      newEvictor(c, opts.GracePeriod),
 		sem:          make(chan struct{}, opts.Workers),
 		health:       &health{clk: opts.Clock},
@@ -229,6 +230,9 @@ type run struct {
 	timers   map[types.UID]clock.Timer
 	retryGen int
 	hurried  map[types.UID]bool
+	// stoppedFirst is a pod's last state seen stopped before it was seen
+	// being deleted (countStopped).
+	stoppedFirst map[types.UID]podState
 
 	evictor  *evictor
 	sem      chan struct{} // bounds concurrent evictions (Workers)
@@ -496,6 +500,7 @@ func (r *run) podGone(uid types.UID) bool {
 	delete(r.terminating, uid)
 	r.cancelRetry(uid)
 	delete(r.state, uid)
+	delete(r.stoppedFirst, uid)
 	if r.serverFailed[uid] {
 		delete(r.serverFailed, uid)
 		if len(r.serverFailed) == 0 {

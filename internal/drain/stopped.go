@@ -60,6 +60,9 @@ func (r *run) podChanged(s podState) {
 		return
 	}
 	r.state[s.uid] = s
+	if s.stopped() && !s.deleting {
+		r.stoppedFirst[s.uid] = s
+	}
 	if s.deleting && r.cancelRetry(s.uid) {
 		r.deletedMeanwhile(s.uid)
 		return
@@ -104,12 +107,14 @@ func (r *run) hurry(uid types.UID) bool {
 }
 
 // countStopped counts an accepted eviction of a pod that had already
-// stopped, as far as the drain's watch had seen. A pod seen stopped only
+// stopped, as far as the drain's watch had seen: stopped before it was
+// seen being deleted (the eviction deletes it at once, and the watch may
+// show that before the eviction's answer comes). A pod seen stopped only
 // once it was being deleted stopped because of that deletion (the
 // eviction's own, when its answer comes late): not counted.
 func (r *run) countStopped(uid types.UID) {
-	s := r.state[uid]
-	if !s.stopped() || s.deleting {
+	s, ok := r.stoppedFirst[uid]
+	if !ok {
 		return
 	}
 	r.res.Status.AlreadyStopped++

@@ -105,7 +105,7 @@ func TestRefusalOfStoppedPod(t *testing.T) {
 		pending:     map[types.UID]*Pod{db0.Pod.UID: &db0, db1.Pod.UID: &db1},
 		blocked:     map[types.UID]Blocked{},
 		terminating: map[types.UID]bool{}, attempts: map[types.UID]int{}, serverFailed: map[types.UID]bool{},
-		state: map[types.UID]podState{}, due: map[types.UID]int{}, timers: map[types.UID]clock.Timer{}, hurried: map[types.UID]bool{},
+		state: map[types.UID]podState{}, due: map[types.UID]int{}, timers: map[types.UID]clock.Timer{}, hurried: map[types.UID]bool{}, stoppedFirst: map[types.UID]podState{},
 		evictor: newEvictor(cl, nil), sem: make(chan struct{}, 1), outcomes: make(chan evictOutcome, 2),
 		health: &health{clk: clk}}
 	refused := func(p *Pod) evictOutcome {
@@ -158,12 +158,35 @@ func TestStoppedAfterDeletionNotCounted(t *testing.T) {
 		pending:     map[types.UID]*Pod{web.Pod.UID: &web},
 		blocked:     map[types.UID]Blocked{},
 		terminating: map[types.UID]bool{}, serverFailed: map[types.UID]bool{},
-		state: map[types.UID]podState{}, due: map[types.UID]int{}, timers: map[types.UID]clock.Timer{}, hurried: map[types.UID]bool{},
+		state: map[types.UID]podState{}, due: map[types.UID]int{}, timers: map[types.UID]clock.Timer{}, hurried: map[types.UID]bool{}, stoppedFirst: map[types.UID]podState{},
 		health: &health{clk: clk}}
 	r.podChanged(podState{uid: web.Pod.UID, deleting: true})
 	r.podChanged(podState{uid: web.Pod.UID, deleting: true, terminal: true})
 	r.podGone(web.Pod.UID)
 	if s := r.res.Status; s.Evicted != 1 || s.AlreadyStopped != 0 {
 		t.Fatalf("status %+v, want 1 evicted, none already stopped", s)
+	}
+}
+
+// The eviction of a stopped pod deletes it at once: the watch may show
+// the deletion before the eviction's answer comes. The pod was stopped
+// before: counted (as the real kubelet's bypass case showed).
+func TestStoppedThenDeletedCounted(t *testing.T) {
+	clk := testclock.NewFakeClock(fakeNow)
+	web := Classify(*pod("web-1"), false)
+	r := &run{clk: clk, start: clk.Now(), res: &Result{},
+		pending:     map[types.UID]*Pod{web.Pod.UID: &web},
+		blocked:     map[types.UID]Blocked{web.Pod.UID: {Pod: web.Name(), PDB: "web"}},
+		terminating: map[types.UID]bool{}, serverFailed: map[types.UID]bool{},
+		state: map[types.UID]podState{}, due: map[types.UID]int{}, timers: map[types.UID]clock.Timer{}, hurried: map[types.UID]bool{web.Pod.UID: true}, stoppedFirst: map[types.UID]podState{},
+		health: &health{clk: clk}}
+	r.podChanged(podState{uid: web.Pod.UID, terminal: true, byKubelet: true})
+	r.podChanged(podState{uid: web.Pod.UID, terminal: true, byKubelet: true, deleting: true})
+	if err := r.evicted(evictOutcome{pod: &web, result: evictAccepted}); err != nil {
+		t.Fatal(err)
+	}
+	r.podGone(web.Pod.UID)
+	if s := r.res.Status; s.Evicted != 1 || s.AlreadyStopped != 1 || s.StoppedByKubelet != 1 {
+		t.Fatalf("status %+v, want 1 evicted, already stopped by kubelet", s)
 	}
 }
