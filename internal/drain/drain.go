@@ -230,8 +230,8 @@ type run struct {
 	timers   map[types.UID]clock.Timer
 	retryGen int
 	hurried  map[types.UID]bool
-	// stoppedFirst is a pod's last state seen stopped before it was seen
-	// being deleted (countStopped).
+	// stoppedFirst is what the watch saw of a pod stopped before it was
+	// seen being deleted, kubelet's word kept (countStopped).
 	stoppedFirst map[types.UID]podState
 
 	evictor  *evictor

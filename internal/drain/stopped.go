@@ -61,7 +61,12 @@ func (r *run) podChanged(s podState) {
 	}
 	r.state[s.uid] = s
 	if s.stopped() && !s.deleting {
-		r.stoppedFirst[s.uid] = s
+		// Once seen, kubelet's word stays: the eviction of a stopped pod
+		// replaces its DisruptionTarget condition (EvictionByEvictionAPI)
+		// before deleting it.
+		f := r.stoppedFirst[s.uid]
+		f.uid, f.terminal, f.byKubelet = s.uid, f.terminal || s.terminal, f.byKubelet || s.byKubelet
+		r.stoppedFirst[s.uid] = f
 	}
 	if s.deleting && r.cancelRetry(s.uid) {
 		r.deletedMeanwhile(s.uid)

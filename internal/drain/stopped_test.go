@@ -169,8 +169,10 @@ func TestStoppedAfterDeletionNotCounted(t *testing.T) {
 }
 
 // The eviction of a stopped pod deletes it at once: the watch may show
-// the deletion before the eviction's answer comes. The pod was stopped
-// before: counted (as the real kubelet's bypass case showed).
+// the deletion, and the eviction's own DisruptionTarget condition in
+// place of kubelet's, before the eviction's answer comes. The pod was
+// stopped by kubelet before: counted so (as the real kubelet's bypass
+// case showed).
 func TestStoppedThenDeletedCounted(t *testing.T) {
 	clk := testclock.NewFakeClock(fakeNow)
 	web := Classify(*pod("web-1"), false)
@@ -181,7 +183,10 @@ func TestStoppedThenDeletedCounted(t *testing.T) {
 		state: map[types.UID]podState{}, due: map[types.UID]int{}, timers: map[types.UID]clock.Timer{}, hurried: map[types.UID]bool{web.Pod.UID: true}, stoppedFirst: map[types.UID]podState{},
 		health: &health{clk: clk}}
 	r.podChanged(podState{uid: web.Pod.UID, terminal: true, byKubelet: true})
-	r.podChanged(podState{uid: web.Pod.UID, terminal: true, byKubelet: true, deleting: true})
+	// The eviction replaces kubelet's DisruptionTarget condition with its
+	// own, then deletes the pod.
+	r.podChanged(podState{uid: web.Pod.UID, terminal: true})
+	r.podChanged(podState{uid: web.Pod.UID, terminal: true, deleting: true})
 	if err := r.evicted(evictOutcome{pod: &web, result: evictAccepted}); err != nil {
 		t.Fatal(err)
 	}
