@@ -233,6 +233,9 @@ type run struct {
 	// stoppedFirst is what the watch saw of a pod stopped before it was
 	// seen being deleted, kubelet's word kept (countStopped).
 	stoppedFirst map[types.UID]podState
+	// accepted are the pods whose eviction was accepted, counted those
+	// countStopped has counted.
+	accepted, counted map[types.UID]bool
 
 	evictor  *evictor
 	sem      chan struct{} // bounds concurrent evictions (Workers)
@@ -438,7 +441,7 @@ func (r *run) evicted(o evictOutcome) error {
 		delete(r.blocked, uid)
 		r.terminating[uid] = true
 		r.res.Status.Evicted++
-		r.countStopped(uid)
+		r.accept(uid)
 		r.report()
 	case evictRefused, evictServerFailing:
 		if o.result == evictRefused && r.state[uid].deleting {
@@ -493,6 +496,9 @@ func (r *run) podGone(uid types.UID) bool {
 		// the answer came back (and the drain may end before it does):
 		// count it now; evicted ignores the late answer.
 		r.res.Status.Evicted++
+		r.accept(uid)
+	}
+	if r.accepted[uid] {
 		r.countStopped(uid)
 	}
 	delete(r.pending, uid)
@@ -501,6 +507,8 @@ func (r *run) podGone(uid types.UID) bool {
 	r.cancelRetry(uid)
 	delete(r.state, uid)
 	delete(r.stoppedFirst, uid)
+	delete(r.accepted, uid)
+	delete(r.counted, uid)
 	if r.serverFailed[uid] {
 		delete(r.serverFailed, uid)
 		if len(r.serverFailed) == 0 {

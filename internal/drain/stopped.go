@@ -112,20 +112,35 @@ func (r *run) hurry(uid types.UID) bool {
 }
 
 // countStopped counts an accepted eviction of a pod that had already
-// stopped, as far as the drain's watch had seen: stopped before it was
-// seen being deleted (the eviction deletes it at once, and the watch may
-// show that before the eviction's answer comes). A pod seen stopped only
-// once it was being deleted stopped because of that deletion (the
-// eviction's own, when its answer comes late): not counted.
+// stopped, once, as far as the drain's watch has seen: stopped before it
+// was seen being deleted. It runs when the eviction is accepted and again
+// when the pod is gone, as the watch may show kubelet's status write
+// after the eviction's answer. A stop the watch shows without a deletion
+// came before the eviction: accepting the eviction of a running pod marks
+// it deleted at once (a pod seen stopped only once it was being deleted
+// stopped because of that deletion: not counted).
 func (r *run) countStopped(uid types.UID) {
 	s, ok := r.stoppedFirst[uid]
-	if !ok {
+	if !ok || r.counted[uid] {
 		return
 	}
+	if r.counted == nil {
+		r.counted = map[types.UID]bool{}
+	}
+	r.counted[uid] = true
 	r.res.Status.AlreadyStopped++
 	if s.byKubelet {
 		r.res.Status.StoppedByKubelet++
 	}
+}
+
+// accept notes that uid's eviction was accepted (countStopped).
+func (r *run) accept(uid types.UID) {
+	if r.accepted == nil {
+		r.accepted = map[types.UID]bool{}
+	}
+	r.accepted[uid] = true
+	r.countStopped(uid)
 }
 
 // takeChanges takes in the podStates the watcher has sent and the loop

@@ -195,3 +195,25 @@ func TestStoppedThenDeletedCounted(t *testing.T) {
 		t.Fatalf("status %+v, want 1 evicted, already stopped by kubelet", s)
 	}
 }
+
+// The watch may show kubelet's status write after the answer to the
+// eviction it made possible: the pod is counted once it is gone.
+func TestStoppedSeenAfterAnswerCounted(t *testing.T) {
+	clk := testclock.NewFakeClock(fakeNow)
+	web := Classify(*pod("web-1"), false)
+	r := &run{clk: clk, start: clk.Now(), res: &Result{},
+		pending:     map[types.UID]*Pod{web.Pod.UID: &web},
+		blocked:     map[types.UID]Blocked{web.Pod.UID: {Pod: web.Name(), PDB: "web"}},
+		terminating: map[types.UID]bool{}, serverFailed: map[types.UID]bool{},
+		state: map[types.UID]podState{}, due: map[types.UID]int{}, timers: map[types.UID]clock.Timer{}, hurried: map[types.UID]bool{}, stoppedFirst: map[types.UID]podState{},
+		health: &health{clk: clk}}
+	if err := r.evicted(evictOutcome{pod: &web, result: evictAccepted}); err != nil {
+		t.Fatal(err)
+	}
+	r.podChanged(podState{uid: web.Pod.UID, terminal: true, byKubelet: true})
+	r.podChanged(podState{uid: web.Pod.UID, terminal: true, deleting: true})
+	r.podGone(web.Pod.UID)
+	if s := r.res.Status; s.Evicted != 1 || s.AlreadyStopped != 1 || s.StoppedByKubelet != 1 {
+		t.Fatalf("status %+v, want 1 evicted, already stopped by kubelet", s)
+	}
+}
