@@ -236,6 +236,8 @@ type run struct {
 	// accepted are the pods whose eviction was accepted, counted those
 	// countStopped has counted.
 	accepted, counted map[types.UID]bool
+	// inflight counts each pod's evictions sent and not answered yet.
+	inflight map[types.UID]int
 
 	evictor  *evictor
 	sem      chan struct{} // bounds concurrent evictions (Workers)
@@ -351,6 +353,9 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 				return r.finish(err)
 			}
 		case uid := <-r.gone:
+			// The watcher sent the pod's changes before its deletion:
+			// take them first (select picks a ready channel at random).
+			r.takeChanges()
 			if r.podGone(uid) {
 				return r.finish(r.strictError())
 			}
@@ -412,6 +417,10 @@ func (r *run) stopped(parent context.Context) error {
 
 // launch evicts p on its own goroutine once a worker slot is free.
 func (r *run) launch(p *Pod) {
+	if r.inflight == nil {
+		r.inflight = map[types.UID]int{}
+	}
+	r.inflight[p.Pod.UID]++
 	go func() {
 		r.sem <- struct{}{}
 		defer func() { <-r.sem }()
@@ -422,6 +431,11 @@ func (r *run) launch(p *Pod) {
 // evicted takes in the answer to one eviction.
 func (r *run) evicted(o evictOutcome) error {
 	uid := o.pod.Pod.UID
+	if n := r.inflight[uid]; n > 1 {
+		r.inflight[uid] = n - 1
+	} else {
+		delete(r.inflight, uid)
+	}
 	_, pending := r.pending[uid]
 	if o.result == evictServerFailing {
 		if !pending {
@@ -491,10 +505,12 @@ func (r *run) podGone(uid types.UID) bool {
 	if !ok {
 		return false
 	}
-	if _, refused := r.blocked[uid]; p.Verdict == Evict && !r.terminating[uid] && !refused {
+	if _, refused := r.blocked[uid]; p.Verdict == Evict && !r.terminating[uid] && (!refused || r.inflight[uid] > 0) {
 		// Its eviction went through, but the watch saw the pod go before
 		// the answer came back (and the drain may end before it does):
-		// count it now; evicted ignores the late answer.
+		// count it now; evicted ignores the late answer. So too for a
+		// refused pod whose retry is under way (a stopped pod's eviction
+		// deletes it at once).
 		r.res.Status.Evicted++
 		r.accept(uid)
 	}

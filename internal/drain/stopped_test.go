@@ -217,3 +217,25 @@ func TestStoppedSeenAfterAnswerCounted(t *testing.T) {
 		t.Fatalf("status %+v, want 1 evicted, already stopped by kubelet", s)
 	}
 }
+
+// A refused pod kubelet stopped, retried, and seen gone before the
+// retry's answer: evicted, and already stopped by kubelet.
+func TestRetryAnsweredAfterGoneCounted(t *testing.T) {
+	clk := testclock.NewFakeClock(fakeNow)
+	web := Classify(*pod("web-1"), false)
+	r := &run{clk: clk, start: clk.Now(), res: &Result{},
+		pending:     map[types.UID]*Pod{web.Pod.UID: &web},
+		blocked:     map[types.UID]Blocked{web.Pod.UID: {Pod: web.Name(), PDB: "web"}},
+		terminating: map[types.UID]bool{}, serverFailed: map[types.UID]bool{},
+		state: map[types.UID]podState{}, due: map[types.UID]int{}, timers: map[types.UID]clock.Timer{}, hurried: map[types.UID]bool{}, stoppedFirst: map[types.UID]podState{},
+		inflight: map[types.UID]int{web.Pod.UID: 1}, // the retry, sent
+		health:   &health{clk: clk}}
+	r.podChanged(podState{uid: web.Pod.UID, terminal: true, byKubelet: true})
+	r.podGone(web.Pod.UID)
+	if err := r.evicted(evictOutcome{pod: &web, result: evictAccepted}); err != nil { // the late answer
+		t.Fatal(err)
+	}
+	if s := r.res.Status; s.Evicted != 1 || s.AlreadyStopped != 1 || s.StoppedByKubelet != 1 {
+		t.Fatalf("status %+v, want 1 evicted, already stopped by kubelet", s)
+	}
+}
