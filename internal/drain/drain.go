@@ -87,6 +87,15 @@ type Status struct {
 	Blocked     int // pods whose last eviction was refused
 	Elapsed     time.Duration
 	BlockedPods []Blocked // sorted by pod name
+
+	// AlreadyStopped are the accepted evictions (of Evicted) of pods that
+	// had already stopped on the node, as far as the drain's watch had
+	// seen: a terminal phase, or kubelet's DisruptionTarget condition
+	// (TerminationByKubelet); StoppedByKubelet are those (of
+	// AlreadyStopped) with that condition. On a shutdown that bypasses
+	// gnsh, kubelet stops the pods itself, and the evictions only remove
+	// what it stopped.
+	AlreadyStopped, StoppedByKubelet int
 }
 
 // Blocked is a pod whose eviction is refused, with the reason.
@@ -175,6 +184,11 @@ func Drain(ctx context.Context, c kubernetes.Interface, opts Options) (*Result, 
 		terminating:  map[types.UID]bool{},
 		attempts:     map[types.UID]int{},
 		serverFailed: map[types.UID]bool{},
+		state:        map[types.UID]podState{},
+		due:          map[types.UID]int{},
+		timers:       map[types.UID]clock.Timer{},
+		hurried:      map[types.UID]bool{},
+		stoppedFirst: map[types.UID]podState{},
 		evictor:      newEvictor(c, opts.GracePeriod),
 		sem:          make(chan struct{}, opts.Workers),
 		health:       &health{clk: opts.Clock},
@@ -206,11 +220,30 @@ type run struct {
 	// server (evictServerFailing): while there are any, the evictions'
 	// run of failures in health counts.
 	serverFailed map[types.UID]bool
+	// state is what the watch last saw of each pending pod that changed.
+	state map[types.UID]podState
+	// due are the pods waiting for a retry, with its retryTick's gen
+	// (from retryGen), and timers their backoff timers; hurried are the
+	// pods whose eviction was retried early, once they had stopped
+	// (podChanged, hurry).
+	due      map[types.UID]int
+	timers   map[types.UID]clock.Timer
+	retryGen int
+	hurried  map[types.UID]bool
+	// stoppedFirst is what the watch saw of a pod stopped before it was
+	// seen being deleted, kubelet's word kept (countStopped).
+	stoppedFirst map[types.UID]podState
+	// accepted are the pods whose eviction was accepted, counted those
+	// countStopped has counted.
+	accepted, counted map[types.UID]bool
+	// inflight counts each pod's evictions sent and not answered yet.
+	inflight map[types.UID]int
 
 	evictor  *evictor
 	sem      chan struct{} // bounds concurrent evictions (Workers)
 	outcomes chan evictOutcome
-	retry    chan *Pod
+	retry    chan retryTick
+	changed  chan podState // the watcher's podStates of pending pods
 
 	health  *health
 	failing chan struct{} // the watcher recorded a failure in health
@@ -261,9 +294,10 @@ func (r *run) drain(parent context.Context) (*Result, error) {
 		return r.finish(r.strictError())
 	}
 	r.outcomes = make(chan evictOutcome, len(queue))
-	r.retry = make(chan *Pod, len(queue))
+	r.retry = make(chan retryTick, len(queue))
+	r.changed = make(chan podState, len(queue))
 	w := &watcher{c: r.c, clk: r.clk, node: r.opts.Node, tracked: map[types.UID]bool{}, gone: r.gone,
-		health: r.health, failing: r.failing}
+		health: r.health, failing: r.failing, changed: r.changed, seen: map[types.UID]podState{}}
 	for uid := range r.pending {
 		w.tracked[uid] = true
 	}
@@ -319,16 +353,28 @@ func (r *run) loop(parent context.Context) (*Result, error) {
 				return r.finish(err)
 			}
 		case uid := <-r.gone:
+			// The watcher sent the pod's changes before its deletion:
+			// take them first (select picks a ready channel at random).
+			r.takeChanges()
 			if r.podGone(uid) {
 				return r.finish(r.strictError())
 			}
+		case s := <-r.changed:
+			r.podChanged(s)
 		case o := <-r.outcomes:
+			r.takeChanges() // what the watch saw before this answer
 			if err := r.evicted(o); err != nil {
 				return r.finish(err)
 			}
-		case p := <-r.retry:
-			if _, ok := r.pending[p.Pod.UID]; ok && r.ctx.Err() == nil {
-				r.launch(p)
+		case t := <-r.retry:
+			uid := t.pod.Pod.UID
+			if g, ok := r.due[uid]; !ok || g != t.gen {
+				break // stale: retried early, or dropped
+			}
+			delete(r.due, uid)
+			delete(r.timers, uid)
+			if _, ok := r.pending[uid]; ok && r.ctx.Err() == nil {
+				r.launch(t.pod)
 			}
 		case <-r.checkDue():
 			r.nextCheck = nil
@@ -371,6 +417,10 @@ func (r *run) stopped(parent context.Context) error {
 
 // launch evicts p on its own goroutine once a worker slot is free.
 func (r *run) launch(p *Pod) {
+	if r.inflight == nil {
+		r.inflight = map[types.UID]int{}
+	}
+	r.inflight[p.Pod.UID]++
 	go func() {
 		r.sem <- struct{}{}
 		defer func() { <-r.sem }()
@@ -381,6 +431,11 @@ func (r *run) launch(p *Pod) {
 // evicted takes in the answer to one eviction.
 func (r *run) evicted(o evictOutcome) error {
 	uid := o.pod.Pod.UID
+	if n := r.inflight[uid]; n > 1 {
+		r.inflight[uid] = n - 1
+	} else {
+		delete(r.inflight, uid)
+	}
 	_, pending := r.pending[uid]
 	if o.result == evictServerFailing {
 		if !pending {
@@ -400,11 +455,20 @@ func (r *run) evicted(o evictOutcome) error {
 		delete(r.blocked, uid)
 		r.terminating[uid] = true
 		r.res.Status.Evicted++
+		r.accept(uid)
 		r.report()
 	case evictRefused, evictServerFailing:
+		if o.result == evictRefused && r.state[uid].deleting {
+			r.deletedMeanwhile(uid)
+			return nil
+		}
 		r.blocked[uid] = *o.blocked
 		r.report()
-		r.retryLater(o.pod)
+		if o.result == evictRefused && r.hurry(uid) {
+			r.launch(o.pod)
+		} else {
+			r.retryLater(o.pod)
+		}
 		return r.unusable()
 	default:
 		return fmt.Errorf("evict %s: %w", o.pod.Name(), o.err)
@@ -417,12 +481,20 @@ func (r *run) retryLater(p *Pod) {
 	n := r.attempts[p.Pod.UID]
 	r.attempts[p.Pod.UID] = n + 1
 	t := r.clk.NewTimer(backoff(r.opts.RetryDelay, r.opts.MaxRetryDelay, n))
+	r.retryGen++
+	tick := retryTick{pod: p, gen: r.retryGen}
+	r.due[p.Pod.UID] = tick.gen
+	r.timers[p.Pod.UID] = t
+	ctx := r.ctx
 	go func() {
 		defer t.Stop()
 		select {
 		case <-t.C():
-			r.retry <- p // buffered for every pod: never blocks
-		case <-r.ctx.Done():
+			select { // buffered for every pod; a stale tick waits for the loop
+			case r.retry <- tick:
+			case <-ctx.Done():
+			}
+		case <-ctx.Done():
 		}
 	}()
 }
@@ -433,15 +505,26 @@ func (r *run) podGone(uid types.UID) bool {
 	if !ok {
 		return false
 	}
-	if _, refused := r.blocked[uid]; p.Verdict == Evict && !r.terminating[uid] && !refused {
+	if _, refused := r.blocked[uid]; p.Verdict == Evict && !r.terminating[uid] && (!refused || r.inflight[uid] > 0) {
 		// Its eviction went through, but the watch saw the pod go before
 		// the answer came back (and the drain may end before it does):
-		// count it now; evicted ignores the late answer.
+		// count it now; evicted ignores the late answer. So too for a
+		// refused pod whose retry is under way (a stopped pod's eviction
+		// deletes it at once).
 		r.res.Status.Evicted++
+		r.accept(uid)
+	}
+	if r.accepted[uid] {
+		r.countStopped(uid)
 	}
 	delete(r.pending, uid)
 	delete(r.blocked, uid)
 	delete(r.terminating, uid)
+	r.cancelRetry(uid)
+	delete(r.state, uid)
+	delete(r.stoppedFirst, uid)
+	delete(r.accepted, uid)
+	delete(r.counted, uid)
 	if r.serverFailed[uid] {
 		delete(r.serverFailed, uid)
 		if len(r.serverFailed) == 0 {

@@ -43,6 +43,10 @@ type watcher struct {
 	// requests; failing wakes the drain after a failure, to look.
 	health  *health
 	failing chan<- struct{}
+	// changed receives a tracked pod's podState whenever it differs from
+	// the last one sent (seen): kubelet stopping it, its deletion.
+	changed chan<- podState
+	seen    map[types.UID]podState
 }
 
 // run watches from rv until ctx ends. A watch the server ended after
@@ -107,8 +111,11 @@ func (w *watcher) run(ctx context.Context, rv string) error {
 		}
 		w.health.answered(podRequests)
 		present := map[types.UID]bool{}
-		for _, p := range pods {
-			present[p.UID] = true
+		for i := range pods {
+			present[pods[i].UID] = true
+			if !w.look(ctx, &pods[i]) {
+				return nil
+			}
 		}
 		for uid := range w.tracked {
 			if !present[uid] && !w.report(ctx, uid) {
@@ -156,6 +163,25 @@ func (w *watcher) report(ctx context.Context, uid types.UID) bool {
 	}
 }
 
+// look sends p's podState on changed if p is tracked and its state
+// differs from the last sent; false if ctx ended first.
+func (w *watcher) look(ctx context.Context, p *corev1.Pod) bool {
+	if !w.tracked[p.UID] || w.changed == nil {
+		return true
+	}
+	s := stateOf(p)
+	if last, ok := w.seen[p.UID]; ok && last == s || !ok && s == (podState{uid: p.UID}) {
+		return true
+	}
+	w.seen[p.UID] = s
+	select {
+	case w.changed <- s:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // events reads wi until it ends, reporting deleted pods, and returns the
 // last resourceVersion seen. Every event is an answer from the server; a
 // watch error event is returned as the error it carries.
@@ -173,8 +199,10 @@ func (w *watcher) events(ctx context.Context, wi watch.Interface) (string, error
 				return rv, apierrors.FromObject(ev.Object)
 			}
 			w.health.answered(podRequests)
-			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Deleted && !w.report(ctx, p.UID) {
-				return rv, nil
+			if p, ok := ev.Object.(*corev1.Pod); ok {
+				if ev.Type == watch.Deleted && !w.report(ctx, p.UID) || ev.Type != watch.Deleted && !w.look(ctx, p) {
+					return rv, nil
+				}
 			}
 			if o, ok := ev.Object.(metav1.Object); ok && o.GetResourceVersion() != "" {
 				rv = o.GetResourceVersion()

@@ -779,6 +779,10 @@ func TestStatusLine(t *testing.T) {
 	if got, want := statusLine("n1", s), "draining n1: 4/10 pods gone, 0 evicted, 3 terminating, 2 blocked by PDB app/db (3s)"; got != want {
 		t.Fatalf("%q", got)
 	}
+	k := drain.Status{Total: 3, Gone: 1, Evicted: 2, AlreadyStopped: 2, StoppedByKubelet: 2, Terminating: 1, Elapsed: time.Second}
+	if got, want := statusLine("n1", k), "draining n1: 1/3 pods gone, 2 evicted (2 already stopped by kubelet), 1 terminating (1s)"; got != want {
+		t.Fatalf("%q", got)
+	}
 	var b bytes.Buffer
 	clk := clocktesting.NewFakeClock(time.Now())
 	p := newProgress(&b, false, "n1", clk)
@@ -837,17 +841,29 @@ func (p *progress) text(b *bytes.Buffer) string {
 
 func TestSummary(t *testing.T) {
 	pod := func(v drain.Verdict, warning string) drain.Pod { return drain.Pod{Verdict: v, Warning: warning} }
+	evict3 := []drain.Pod{pod(drain.Evict, ""), pod(drain.Evict, "x"), pod(drain.Evict, ""), pod(drain.SkipDaemonSet, "")}
 	for _, c := range []struct {
 		pods []drain.Pod
 		want string
+		st   drain.Status
 	}{
-		{[]drain.Pod{pod(drain.Evict, "")}, "1 pod evicted"},
+		{[]drain.Pod{pod(drain.Evict, "")}, "1 pod evicted", drain.Status{}},
 		{[]drain.Pod{pod(drain.Evict, "x"), pod(drain.Evict, ""), pod(drain.SkipDaemonSet, ""), pod(drain.SkipMirror, "")},
-			"2 pods evicted (1 with warnings); left: 1 DaemonSet pod, 1 mirror pod"},
+			"2 pods evicted (1 with warnings); left: 1 DaemonSet pod, 1 mirror pod", drain.Status{}},
 		{[]drain.Pod{pod(drain.Terminating, ""), pod(drain.SkipDaemonSet, ""), pod(drain.SkipDaemonSet, ""), pod(drain.SkipFinished, "")},
-			"0 pods evicted; 1 already terminating; left: 2 DaemonSet pods, 1 finished"},
+			"0 pods evicted; 1 already terminating; left: 2 DaemonSet pods, 1 finished", drain.Status{}},
+		// A shutdown that bypassed gnsh: kubelet had stopped the pods
+		// before their evictions were accepted.
+		{evict3, "3 pods evicted (1 with warnings, 3 already stopped by kubelet); left: 1 DaemonSet pod",
+			drain.Status{Evicted: 3, AlreadyStopped: 3, StoppedByKubelet: 3}},
+		{evict3, "3 pods evicted (1 with warnings, 2 already stopped); left: 1 DaemonSet pod",
+			drain.Status{Evicted: 3, AlreadyStopped: 2}},
+		{evict3, "3 pods evicted (1 with warnings, 2 already stopped, 1 by kubelet); left: 1 DaemonSet pod",
+			drain.Status{Evicted: 3, AlreadyStopped: 2, StoppedByKubelet: 1}},
+		{[]drain.Pod{pod(drain.Evict, "")}, "1 pod evicted (1 already stopped by kubelet)",
+			drain.Status{Evicted: 1, AlreadyStopped: 1, StoppedByKubelet: 1}},
 	} {
-		if got := summary(&drain.Result{Pods: c.pods}); got != c.want {
+		if got := summary(&drain.Result{Pods: c.pods, Status: c.st}); got != c.want {
 			t.Errorf("summary %q, want %q", got, c.want)
 		}
 	}

@@ -438,8 +438,15 @@ func summary(r *drain.Result) string {
 		}
 	}
 	parts := []string{plural(counts[drain.Evict], "pod") + " evicted"}
+	var notes []string
 	if warned > 0 {
-		parts[0] += fmt.Sprintf(" (%d with warnings)", warned)
+		notes = append(notes, fmt.Sprintf("%d with warnings", warned))
+	}
+	if n := stoppedNote(r.Status); n != "" {
+		notes = append(notes, n)
+	}
+	if len(notes) > 0 {
+		parts[0] += " (" + strings.Join(notes, ", ") + ")"
 	}
 	if n := counts[drain.Terminating]; n > 0 {
 		parts = append(parts, fmt.Sprintf("%d already terminating", n))
@@ -458,6 +465,23 @@ func summary(r *drain.Result) string {
 		parts = append(parts, "left: "+strings.Join(left, ", "))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// stoppedNote says how many of the accepted evictions were of pods that
+// had already stopped (kubelet stopped them, on a shutdown that bypassed
+// gnsh, or they ended): "3 already stopped by kubelet", "2 already
+// stopped", "3 already stopped, 2 by kubelet"; "" if none.
+func stoppedNote(s drain.Status) string {
+	switch n, k := s.AlreadyStopped, s.StoppedByKubelet; {
+	case n == 0:
+		return ""
+	case k == n:
+		return fmt.Sprintf("%d already stopped by kubelet", n)
+	case k == 0:
+		return fmt.Sprintf("%d already stopped", n)
+	default:
+		return fmt.Sprintf("%d already stopped, %d by kubelet", n, k)
+	}
 }
 
 // plural is "1 pod", "2 pods".

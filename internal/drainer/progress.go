@@ -177,7 +177,11 @@ func (p *progress) sayf(warning string) { p.printf("warning: API server: %s", wa
 // accepted, terminating, blocked (and by which PDB), elapsed.
 func statusLine(node string, s drain.Status) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "draining %s: %d/%d pods gone, %d evicted, %d terminating", node, s.Gone, s.Total, s.Evicted, s.Terminating)
+	fmt.Fprintf(&b, "draining %s: %d/%d pods gone, %d evicted", node, s.Gone, s.Total, s.Evicted)
+	if n := stoppedNote(s); n != "" {
+		fmt.Fprintf(&b, " (%s)", n)
+	}
+	fmt.Fprintf(&b, ", %d terminating", s.Terminating)
 	if s.Blocked > 0 {
 		fmt.Fprintf(&b, ", %d blocked", s.Blocked)
 		if pdbs := blockers(s.BlockedPods); pdbs != "" {

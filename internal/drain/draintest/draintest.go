@@ -103,7 +103,7 @@ func (c *Cluster) evict(a k8stesting.Action) (bool, runtime.Object, error) {
 	c.total++
 	prot, stuck := c.protected[ev.Name], c.stuck[ev.Name]
 	c.mu.Unlock()
-	if prot {
+	if prot && !c.terminal(ev.Namespace, ev.Name) {
 		err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
 		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause,
 			Message: "The disruption budget " + PDB + " needs 3 healthy pods and has 3 currently"}}
@@ -125,7 +125,39 @@ func (c *Cluster) evict(a k8stesting.Action) (bool, runtime.Object, error) {
 	return true, nil, nil
 }
 
-// Protect makes evictions of these pods fail with PDB's 429.
+// terminal is whether the pod is in a terminal phase: as the API server
+// does (canIgnorePDB), the budget does not refuse such a pod's eviction.
+func (c *Cluster) terminal(ns, name string) bool {
+	o, err := c.Tracker().Get(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ns, name)
+	if err != nil {
+		return false
+	}
+	p, ok := o.(*corev1.Pod)
+	return ok && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed)
+}
+
+// StopByKubelet writes what kubelet writes on a pod it stops on a node
+// shutdown: phase Failed, Ready false, and the DisruptionTarget condition
+// with reason TerminationByKubelet. It waits for the first watch of pods
+// to open, so that the watch sees the change.
+func (c *Cluster) StopByKubelet(ctx context.Context, ns, name string) error {
+	<-c.podWatch // as for evictions: the fake's watches start from now
+	time.Sleep(10 * time.Millisecond)
+	p, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	p.Status.Phase = corev1.PodFailed
+	p.Status.Conditions = append(p.Status.Conditions,
+		corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse},
+		corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "TerminationByKubelet",
+			Message: "Pod was terminated in response to imminent node shutdown."})
+	_, err = c.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	return err
+}
+
+// Protect makes evictions of these pods fail with PDB's 429, while they
+// are not in a terminal phase.
 func (c *Cluster) Protect(names ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
