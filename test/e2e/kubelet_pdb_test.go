@@ -243,6 +243,12 @@ func kubeletBypassPDB(a *agentRun) {
 	}
 	endLine := a.expectBypassAgent(trigger)
 	fmt.Fprintf(&b, "the agent's drain ended: %s\n", endLine)
+	// Its evictions were accepted only once kubelet had written the pods'
+	// terminal phase, which the drain's watch sees before the deletion:
+	// its summary must say so, not a plain "3 pods evicted".
+	if strings.Contains(endLine, "drained ") && !strings.Contains(endLine, "already stopped") {
+		t.Errorf("the agent's summary does not say that kubelet had stopped the pods it evicted: %s", endLine)
+	}
 	under, none := servingGaps(a.d.webOnNode, ends, 1, strictMinAvailable, c.exitAt)
 	// How long the API still showed each killed pod Running (kubelet's kill
 	// → its terminal-phase write), and how long the agent held its lock
