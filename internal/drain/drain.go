@@ -505,12 +505,14 @@ func (r *run) podGone(uid types.UID) bool {
 	if !ok {
 		return false
 	}
-	if _, refused := r.blocked[uid]; p.Verdict == Evict && !r.terminating[uid] && (!refused || r.inflight[uid] > 0) {
+	if _, refused := r.blocked[uid]; p.Verdict == Evict && !r.terminating[uid] && (!refused || r.inflight[uid] > 0 && r.hurried[uid]) {
 		// Its eviction went through, but the watch saw the pod go before
 		// the answer came back (and the drain may end before it does):
 		// count it now; evicted ignores the late answer. So too for a
-		// refused pod whose retry is under way (a stopped pod's eviction
-		// deletes it at once).
+		// refused pod whose early retry, made once it stopped, is under
+		// way (a stopped pod's eviction deletes it at once); not for a
+		// running pod's ordinary retry, which someone else's deletion may
+		// have beaten.
 		r.res.Status.Evicted++
 		r.accept(uid)
 	}

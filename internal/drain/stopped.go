@@ -72,7 +72,9 @@ func (r *run) podChanged(s podState) {
 		r.deletedMeanwhile(s.uid)
 		return
 	}
-	if s.stopped() && !r.hurried[s.uid] && r.cancelRetry(s.uid) {
+	// Only a terminal phase lets the eviction past its budget (the API
+	// server's canIgnorePDB): kubelet's condition alone does not.
+	if s.terminal && !r.hurried[s.uid] && r.cancelRetry(s.uid) {
 		r.hurried[s.uid] = true
 		r.launch(p)
 	}
@@ -84,6 +86,15 @@ func (r *run) podChanged(s podState) {
 func (r *run) deletedMeanwhile(uid types.UID) {
 	delete(r.blocked, uid)
 	r.terminating[uid] = true
+	// Its last eviction may have failed on the server (an answer cut off:
+	// perhaps gnsh's own eviction deleting it): it is evicted no more, so
+	// that failure no longer holds the drain up, as when it is gone.
+	if r.serverFailed[uid] {
+		delete(r.serverFailed, uid)
+		if len(r.serverFailed) == 0 {
+			r.health.answered(evictRequests)
+		}
+	}
 	r.report()
 }
 
@@ -104,7 +115,7 @@ func (r *run) cancelRetry(uid types.UID) bool {
 // has stopped, and has not been retried early yet (once per pod: the
 // rest of its retries keep their backoff).
 func (r *run) hurry(uid types.UID) bool {
-	if r.hurried[uid] || !r.state[uid].stopped() {
+	if r.hurried[uid] || !r.state[uid].terminal {
 		return false
 	}
 	r.hurried[uid] = true
