@@ -1227,8 +1227,10 @@ func (r *queueRig) withdrawalAgentRestart(t *testing.T) {
 		}
 	})
 	t.Run("agent_restart_keeps_it", func(t *testing.T) {
+		restarted := time.Now()
 		b.must(t, "systemctl", "restart", "gnsh.service")
 		b.must(t, "systemctl", "is-active", "--quiet", "gnsh.service")
+		b.expectTokenRenewed(t, restarted)
 		time.Sleep(2 * time.Second)
 		rec, err := r.record(t)
 		if err != nil {

@@ -3,8 +3,10 @@
 package e2e
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -73,4 +75,30 @@ func unitSandbox(a *agentRun) {
 		t.Errorf("/etc/gnsh/kubeconfig.probe = %q after the rename", got)
 	}
 	c.terminate()
+}
+
+// expectTokenRenewed checks that q's agent, started after since, renewed
+// the gate's token in /etc/gnsh/kubeconfig (the role's dedicated
+// credentials) under the shipped gnsh.service: its state file says so,
+// with no error (the agent renews at start).
+func (q *qNode) expectTokenRenewed(t *testing.T, since time.Time) {
+	t.Helper()
+	var st struct {
+		Path    string    `json:"path"`
+		Renewed time.Time `json:"renewed"`
+		Error   string    `json:"error"`
+	}
+	var raw string
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		x := q.in(10*time.Second, "cat", "/run/gnsh/gate-token.json")
+		raw = x.stdout
+		if x.rc == 0 && json.Unmarshal([]byte(raw), &st) == nil && st.Error == "" && !st.Renewed.Before(since.Add(-time.Second)) {
+			t.Logf("%s: the agent renewed the gate's token under gnsh.service: %s", q.name(), strings.TrimSpace(raw))
+			return
+		}
+		if time.Now().After(end) {
+			break
+		}
+	}
+	t.Errorf("%s: the agent did not renew the gate's token under gnsh.service within 20 s of its start: %s", q.name(), raw)
 }
