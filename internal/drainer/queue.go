@@ -99,10 +99,15 @@ func (q *QueuedReboot) Requester() string {
 }
 
 // Request is the legacy request the agent hands off for q: the same
-// action, wall message, reboot parameter and drain options, now.
+// action, wall message and drain options, now. The reboot parameter is
+// left alone (ParamKeep): the command that queued q set it already (a
+// QueuedError keeps it), and the agent could not write it anyway
+// (gnsh.service makes /run/systemd read-only for it). ParamOp and Param
+// stay in the record for display. A record written by an older gnsh
+// whose command had the parameter put back is handed off without it.
 func (q *QueuedReboot) Request() *legacy.Request {
 	req := &legacy.Request{Command: q.Command, Prog: q.Command, Wall: q.Wall, NoWall: q.NoWall,
-		ParamOp: q.ParamOp, Param: q.Param, Drain: q.Drain}
+		ParamOp: legacy.ParamKeep, Drain: q.Drain}
 	req.Action = legacy.Reboot
 	for _, a := range []legacy.Action{legacy.PowerOff, legacy.Reboot, legacy.Halt, legacy.Kexec} {
 		if a.String() == q.Action {
@@ -134,6 +139,10 @@ func (e *QueuedError) Error() string { return e.Msg }
 
 // ExitCode is 0: the request stands.
 func (e *QueuedError) ExitCode() int { return 0 }
+
+// KeepRebootParam is true: the reboot parameter the command set stays for
+// the hand-off the node agent makes later (handoff.RebootParamKeeper).
+func (e *QueuedError) KeepRebootParam() bool { return true }
 
 // queueLockName is the flock that orders the writers of QueueName: the
 // wrapper queueing, the agent saving its place, shutdown -c removing it.

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"net/http"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -406,6 +408,8 @@ func clientFor(k *Kubeconfig, timeout time.Duration) (kubernetes.Interface, erro
 // again is not said again.
 func failKind(err error) string {
 	switch {
+	case errors.Is(err, syscall.EROFS):
+		return "erofs"
 	case apierrors.IsUnauthorized(err):
 		return "401"
 	case apierrors.IsForbidden(err):
@@ -425,6 +429,13 @@ func failLine(path string, c Claims, now time.Time, err error) string {
 	when := "expires in " + Human(c.Expiry.Sub(now))
 	if !now.Before(c.Expiry) {
 		when = "expired " + Human(now.Sub(c.Expiry)) + " ago"
+	}
+	if errors.Is(err, syscall.EROFS) {
+		// The unit's sandbox (ProtectSystem=strict): only the directories
+		// in its ReadWritePaths= (/run/gnsh, /etc/gnsh) can be written.
+		dir := filepath.Dir(path)
+		return fmt.Sprintf("gnsh: the gate's token in %s (node %s) %s and cannot be renewed: %s is read-only for gnsh.service; "+
+			"let it write there with a drop-in (`systemctl edit gnsh`: [Service] ReadWritePaths=%s) and restart it", path, c.NodeName, when, dir, dir)
 	}
 	return fmt.Sprintf("gnsh: the gate's token in %s (node %s) %s and cannot be renewed (%s): "+
 		"re-run the playbook or `gnsh token install`", path, c.NodeName, when, Reason(err))

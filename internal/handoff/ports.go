@@ -109,8 +109,10 @@ type Host interface {
 type Preparer interface {
 	// Prepare runs before anything is handed off, and before shutdown -c
 	// cancels. A non-nil error aborts the command: nothing is handed off,
-	// the reboot parameter gnsh wrote for it is restored, and the error is
-	// reported as is (dispatch maps it to the exit status). On success the
+	// the reboot parameter gnsh wrote for it is restored (unless the error
+	// is a RebootParamKeeper that keeps it: a reboot queued for the node
+	// agent), and the error is reported as is (dispatch maps it to the
+	// exit status). On success the
 	// returned Prepared (nil: nothing to finish) hears how the hand-off
 	// went.
 	Prepare(ctx context.Context, req *legacy.Request) (Prepared, error)

@@ -166,14 +166,28 @@ func (r *Runner) halt(ctx context.Context, req *legacy.Request) (result error) {
 	return r.haltNow(req)
 }
 
+// RebootParamKeeper is an error of a Preparer that did not refuse the
+// request but took it over for later (a reboot queued for the node agent):
+// when KeepRebootParam is true, the reboot parameter the command set
+// stays, as for a request logind took, and the later hand-off leaves it
+// alone (the node agent cannot write /run/systemd under gnsh.service).
+type RebootParamKeeper interface {
+	KeepRebootParam() bool
+}
+
 // prepare runs the Preparer (never for dry runs). When it refuses, the
-// reboot parameter is put back as it was.
+// reboot parameter is put back as it was, unless the error keeps it
+// (RebootParamKeeper).
 func (r *Runner) prepare(ctx context.Context, req *legacy.Request) (Prepared, error) {
 	if r.Preparer == nil || req.DryRun {
 		return nil, nil
 	}
 	p, err := r.Preparer.Prepare(ctx, req)
 	if err != nil {
+		var k RebootParamKeeper
+		if errors.As(err, &k) && k.KeepRebootParam() {
+			return nil, err
+		}
 		if r.restoreParam != nil {
 			r.restoreParam()
 		}

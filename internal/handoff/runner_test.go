@@ -730,3 +730,36 @@ func TestCancelReportsLogindsAnswer(t *testing.T) {
 		}
 	}
 }
+
+// keptError is a Preparer's error that takes the request over for later
+// (as drainer.QueuedError does for a queued reboot).
+type keptError struct{}
+
+func (keptError) Error() string         { return "queued" }
+func (keptError) ExitCode() int         { return 0 }
+func (keptError) KeepRebootParam() bool { return true }
+
+// A request the Preparer took over for later (queued for the node agent)
+// keeps the reboot parameter the command set: the agent's later hand-off
+// does not write it (it cannot under gnsh.service), so the parameter must
+// be in place already.
+func TestQueuedKeepsRebootParam(t *testing.T) {
+	keep := prepFunc(func(context.Context, *legacy.Request) error { return fmt.Errorf("wrapped: %w", keptError{}) })
+	for _, c := range []struct {
+		name, before string
+		op           legacy.ParamOp
+		param        string
+	}{
+		{"written over nothing", "", legacy.ParamWrite, "firmware"},
+		{"written over another", "recovery", legacy.ParamWrite, "firmware"},
+		{"unlinked", "recovery", legacy.ParamUnlink, ""},
+	} {
+		e := newEnv()
+		e.host.param = c.before
+		e.prep = keep
+		e.run(req(legacy.Reboot, func(r *legacy.Request) { r.ParamOp, r.Param = c.op, c.param }))
+		if e.host.param != c.param {
+			t.Errorf("%s: param %q, want %q as the command set it (ops %q)", c.name, e.host.param, c.param, e.host.ops)
+		}
+	}
+}

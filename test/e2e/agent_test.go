@@ -90,6 +90,8 @@ func agentCases() []agentCase {
 			why: "reboot typed while the agent drains ahead of shutdown -r +2 (held up by a PDB): it waits for the agent instead of being refused, uses its drain and hands off"},
 		{name: "chaos", wrapper: true, gate: true, slow: true, run: chaos,
 			why: "reboots through random ways (reboot, shutdown -r now, systemctl reboot) with random faults (API cut mid-drain, an admin's cordon, the agent restarted, the wrapper killed): never refused, never left cordoned by gnsh (GNSH_E2E_CHAOS_CYCLES, GNSH_E2E_CHAOS_SEED)"},
+		{name: "unit_sandbox", run: unitSandbox,
+			why: "gnsh.service's own sandbox: the agent starts without /etc/gnsh; a probe under its [Service] lines writes and renames in /etc/gnsh (the gate token) and /run/gnsh, and cannot write /run/systemd/reboot-param or elsewhere"},
 		{name: "doctor", kubelet: true, run: doctor,
 			why: "gnsh doctor reports the gap on stock bullseye (exit 1) and passes once gnsh is installed over the four commands and the agent runs"},
 	}

@@ -481,12 +481,21 @@ var unitSeq struct {
 // the queue's order is theirs).
 func (r *queueRig) rebootNow(t *testing.T, qs []*qNode, since time.Time, gap time.Duration) (admitted *qNode, queued []*qNode) {
 	t.Helper()
+	return r.rebootNowWith(t, qs, since, gap, "/sbin/shutdown", "-r", "now")
+}
+
+// rebootNowWith is rebootNow with another command than shutdown -r now
+// (a plain reboot: it unlinks /run/systemd/reboot-param, which the
+// agent's hand-off of a queued one must leave alone).
+func (r *queueRig) rebootNowWith(t *testing.T, qs []*qNode, since time.Time, gap time.Duration, argv ...string) (admitted *qNode, queued []*qNode) {
+	t.Helper()
+	what := strings.Join(argv, " ")
 	res := map[*qNode]<-chan result{}
 	for i, q := range qs {
 		if i > 0 {
 			time.Sleep(gap)
 		}
-		res[q] = q.service("e2e-reboot-now", "/sbin/shutdown", "-r", "now")
+		res[q] = q.service("e2e-reboot-now", argv...)
 	}
 	deadline := time.After(60 * time.Second)
 	for q, ch := range res {
@@ -494,25 +503,25 @@ func (r *queueRig) rebootNow(t *testing.T, qs []*qNode, since time.Time, gap tim
 		select {
 		case x = <-ch:
 		case <-deadline:
-			t.Fatalf("%s: shutdown -r now from a service did not end within 60 s", q.name())
+			t.Fatalf("%s: %s from a service did not end within 60 s", q.name(), what)
 		}
 		switch {
 		case x.rc == 0 && strings.Contains(x.stdout+x.stderr, "gnsh: queued: "):
 			queued = append(queued, q)
 		case x.rc == 0 || q.downSince(since) || q.container().hasExited():
 			if admitted != nil {
-				t.Fatalf("%s and %s both went ahead with shutdown -r now (maxUnavailable 1): %s", admitted.name(), q.name(), x)
+				t.Fatalf("%s and %s both went ahead with %s (maxUnavailable 1): %s", admitted.name(), q.name(), what, x)
 			}
 			admitted = q
 		default:
-			t.Fatalf("%s: shutdown -r now from a service, with no slot at once: %s; want \"gnsh: queued: …\" and exit 0", q.name(), x)
+			t.Fatalf("%s: %s from a service, with no slot at once: %s; want \"gnsh: queued: …\" and exit 0", q.name(), what, x)
 		}
 	}
 	if admitted == nil {
-		t.Fatalf("shutdown -r now on %v: all queued, none admitted with the slot free", names(qs))
+		t.Fatalf("%s on %v: all queued, none admitted with the slot free", what, names(qs))
 	}
 	sort.Slice(queued, func(i, j int) bool { return queued[i].name() < queued[j].name() })
-	t.Logf("shutdown -r now: %s admitted, %v queued", admitted.name(), names(queued))
+	t.Logf("%s: %s admitted, %v queued", what, admitted.name(), names(queued))
 	return admitted, queued
 }
 
@@ -1172,8 +1181,8 @@ func (r *queueRig) ansibleForks(t *testing.T) {
 	r.waitReboots(t, r.nodes, start, time.Minute, nil)
 }
 
-// withdrawalAgentRestart (case 5, and case 6's agent restart): shutdown
-// -r now from a transient service on all three at once: one (A) is
+// withdrawalAgentRestart (case 5, and case 6's agent restart): a plain
+// reboot from a transient service on all three at once: one (A) is
 // admitted and reboots; the two others are queued, B first, C behind it.
 // At once, shutdown -c on C withdraws it: the slots record has no entry of
 // C within 10 s, and C never goes down or out, up to well past when its
@@ -1182,9 +1191,19 @@ func (r *queueRig) ansibleForks(t *testing.T) {
 // status shows the queued reboot, and B reboots.
 func (r *queueRig) withdrawalAgentRestart(t *testing.T) {
 	start := time.Now()
-	a, queued := r.rebootNow(t, r.nodes, start, 0)
+	// A plain reboot, not shutdown -r now: it unlinks the reboot
+	// parameter (one is there on each node beforehand), the queued ones
+	// keep it unlinked, and the agent (which cannot write /run/systemd
+	// under gnsh.service) must hand B's off without touching it.
+	r.all(t, func(q *qNode) { q.must(t, "sh", "-c", "echo e2e >/run/systemd/reboot-param") })
+	a, queued := r.rebootNowWith(t, r.nodes, start, 0, "/sbin/reboot")
 	if len(queued) != 2 {
 		t.Fatalf("queued: %v; want two", names(queued))
+	}
+	for _, q := range queued {
+		if x := q.in(10*time.Second, "cat", "/run/systemd/reboot-param"); x.rc == 0 {
+			t.Errorf("%s: /run/systemd/reboot-param is %q after a queued plain reboot; want it unlinked, as the command left it", q.name(), strings.TrimSpace(x.stdout))
+		}
 	}
 	b, c := r.inQueueOrder(t, queued)
 	t.Logf("admitted: %s; queued: %s (its agent restarted), %s behind it (withdrawn)", a.name(), b.name(), c.name())
@@ -1208,8 +1227,10 @@ func (r *queueRig) withdrawalAgentRestart(t *testing.T) {
 		}
 	})
 	t.Run("agent_restart_keeps_it", func(t *testing.T) {
+		restarted := time.Now()
 		b.must(t, "systemctl", "restart", "gnsh.service")
 		b.must(t, "systemctl", "is-active", "--quiet", "gnsh.service")
+		b.expectTokenRenewed(t, restarted)
 		time.Sleep(2 * time.Second)
 		rec, err := r.record(t)
 		if err != nil {
