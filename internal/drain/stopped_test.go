@@ -227,8 +227,9 @@ func TestRetryAnsweredAfterGoneCounted(t *testing.T) {
 		pending:     map[types.UID]*Pod{web.Pod.UID: &web},
 		blocked:     map[types.UID]Blocked{web.Pod.UID: {Pod: web.Name(), PDB: "web"}},
 		terminating: map[types.UID]bool{}, serverFailed: map[types.UID]bool{},
-		state: map[types.UID]podState{}, due: map[types.UID]int{}, timers: map[types.UID]clock.Timer{}, hurried: map[types.UID]bool{}, stoppedFirst: map[types.UID]podState{},
-		inflight: map[types.UID]int{web.Pod.UID: 1}, // the retry, sent
+		state: map[types.UID]podState{}, due: map[types.UID]int{}, timers: map[types.UID]clock.Timer{}, stoppedFirst: map[types.UID]podState{},
+		hurried:  map[types.UID]bool{web.Pod.UID: true}, // the early retry, made once it stopped,
+		inflight: map[types.UID]int{web.Pod.UID: 1},     // sent
 		health:   &health{clk: clk}}
 	r.podChanged(podState{uid: web.Pod.UID, terminal: true, byKubelet: true})
 	r.podGone(web.Pod.UID)
