@@ -69,6 +69,12 @@ func (r *run) podChanged(s podState) {
 		r.stoppedFirst[s.uid] = f
 	}
 	if s.deleting && r.cancelRetry(s.uid) {
+		if r.serverFailed[s.uid] {
+			// Its last eviction's answer was lost (cut off, a 5xx): the
+			// deletion is most likely that eviction, carried out.
+			r.res.Status.Evicted++
+			r.accept(s.uid)
+		}
 		r.deletedMeanwhile(s.uid)
 		return
 	}
@@ -80,9 +86,9 @@ func (r *run) podChanged(s podState) {
 	}
 }
 
-// deletedMeanwhile takes a pod whose eviction was refused and that is
-// being deleted meanwhile as terminating: the drain waits for it, and
-// evicts it no more.
+// deletedMeanwhile takes a pod whose eviction was refused (or its answer
+// lost) and that is being deleted meanwhile as terminating: the drain
+// waits for it, and evicts it no more.
 func (r *run) deletedMeanwhile(uid types.UID) {
 	delete(r.blocked, uid)
 	r.terminating[uid] = true

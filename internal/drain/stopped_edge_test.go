@@ -80,6 +80,11 @@ func TestStoppedFixDeletedMeanwhileKeepsEvictionFailure(t *testing.T) {
 	if err := r.unusable(); err != nil {
 		t.Fatalf("one watch failure ends the drain: %v (serverFailed %v, no eviction outstanding)", err, r.serverFailed)
 	}
+	// Its eviction's answer was lost and its deletion followed: that
+	// eviction took effect, and is counted (it is not sent again).
+	if s := r.res.Status; s.Evicted != 2 {
+		t.Errorf("status %+v: want 2 evicted (web-1 answered, db-0's answer lost, then its deletion seen)", s)
+	}
 }
 
 // Finding (count): podGone now counts a refused pod as evicted whenever
